@@ -1,0 +1,50 @@
+/**
+ * The node's settings after flags (and, later, environment and config file) are resolved. Every
+ * other module takes what it needs from here; none of them parses text.
+ */
+import { homedir } from "node:os";
+import { join } from "node:path";
+
+export const RELAY_MODES = ["default", "disabled"] as const;
+export const LOG_FORMATS = ["text", "json"] as const;
+
+export interface Config {
+  /** API port; 0 picks a free one (tests). */
+  port: number;
+  listen: string;
+  stateDir: string;
+  modelsDir: string;
+  /** Names or paths of models to serve, in the order given. */
+  models: string[];
+  join: string | undefined;
+  /** Wrapped servers per model type; -1 = no limit. */
+  maxLoadedModels: number;
+  /** 0 = never. */
+  idleUnloadMs: number;
+  /** Overrides detected VRAM. */
+  vramBytes: number | undefined;
+  llamaDir: string | undefined;
+  relay: (typeof RELAY_MODES)[number];
+  quicBind: { host: string; port: number } | undefined;
+  apiKeys: string[];
+  logFormat: (typeof LOG_FORMATS)[number];
+}
+
+export function defaultConfig(home: string = homedir()): Config {
+  return {
+    port: 9337,
+    listen: "127.0.0.1",
+    stateDir: join(home, ".mesh"),
+    modelsDir: join(home, ".models"),
+    models: [],
+    join: undefined,
+    maxLoadedModels: 1,
+    idleUnloadMs: 30 * 60_000,
+    vramBytes: undefined,
+    llamaDir: undefined,
+    relay: "default",
+    quicBind: undefined,
+    apiKeys: [],
+    logFormat: "text",
+  };
+}

@@ -1,0 +1,56 @@
+/**
+ * Every flag of the node, once: its name, what it takes, one line of help and how its text becomes
+ * part of the Config. The parser and `--help` are both generated from this table.
+ */
+import { LOG_FORMATS, RELAY_MODES, type Config } from "./config.ts";
+import {
+  parseChoice,
+  parseDuration,
+  parseHostPort,
+  parseModelLimit,
+  parseNonEmpty,
+  parsePort,
+  parseSize,
+} from "./values.ts";
+
+export interface FlagSpec {
+  name: string;
+  /** Placeholder shown in help, e.g. `<port>`. */
+  arg: string;
+  help: string;
+  /** Repeatable: every occurrence is kept. */
+  multiple: boolean;
+  /** Applies one occurrence's text to the config; throws with what was expected. */
+  apply: (config: Config, text: string) => void;
+}
+
+function flag<K extends keyof Config>(
+  name: string,
+  arg: string,
+  key: K,
+  parse: (text: string) => Config[K],
+  help: string,
+): FlagSpec {
+  return { name, arg, help, multiple: false, apply: (c, t) => void (c[key] = parse(t)) };
+}
+
+function listFlag(name: string, arg: string, key: "models" | "apiKeys", help: string): FlagSpec {
+  return { name, arg, help, multiple: true, apply: (c, t) => void c[key].push(parseNonEmpty(t)) };
+}
+
+export const NODE_FLAGS: readonly FlagSpec[] = [
+  flag("port", "<port>", "port", parsePort, "API port (default 9337; 0 picks a free one)"),
+  flag("listen", "<host>", "listen", parseNonEmpty, "address the API listens on (default 127.0.0.1)"),
+  flag("state-dir", "<dir>", "stateDir", parseNonEmpty, "identity, logs and caches (default ~/.mesh)"),
+  flag("models-dir", "<dir>", "modelsDir", parseNonEmpty, "where GGUF models live (default ~/.models)"),
+  listFlag("model", "<name|path>", "models", "serve this model (repeatable)"),
+  flag("join", "<token>", "join", parseNonEmpty, "join the mesh of the node that printed this token"),
+  flag("max-loaded-models", "<n>", "maxLoadedModels", parseModelLimit, "models loaded at once per type (default 1; -1 = no limit)"),
+  flag("idle-unload", "<duration>", "idleUnloadMs", parseDuration, "unload a model unused this long (default 30m; 0 = never)"),
+  flag("vram", "<size>", "vramBytes", parseSize, "memory this node offers for models, e.g. 24GB (default: detected)"),
+  flag("llama-dir", "<dir>", "llamaDir", parseNonEmpty, "use the llama.cpp binaries in this directory (env MESH_LLAMA_DIR)"),
+  flag("relay", "<mode>", "relay", parseChoice(RELAY_MODES), "iroh relay: default or disabled (direct addresses only)"),
+  flag("quic-bind", "<host:port>", "quicBind", parseHostPort, "address the mesh's QUIC endpoint binds (default: all interfaces, any port)"),
+  listFlag("api-key", "<key>", "apiKeys", "require this bearer key on /v1 and /api (repeatable)"),
+  flag("log-format", "<format>", "logFormat", parseChoice(LOG_FORMATS), "text (default) or json, one object per line"),
+];

@@ -1,0 +1,28 @@
+/** `mesh --help`, generated from the command and flag tables so it never drifts from the parser. */
+import { COMMANDS } from "./parse-cli.ts";
+import { NODE_FLAGS } from "./flags.ts";
+
+export function helpText(): string {
+  const rows = (pairs: [string, string][]) => {
+    const width = Math.max(...pairs.map(([a]) => a.length)) + 2;
+    return pairs.map(([a, b]) => `  ${a.padEnd(width)}${b}`).join("\n");
+  };
+  const commands = rows(COMMANDS.map((c) => [c.usage, c.help]));
+  const flags = rows([
+    ...NODE_FLAGS.map((f): [string, string] => [`--${f.name} ${f.arg}`, f.help]),
+    ...COMMANDS.flatMap((c) => c.flags.map((f): [string, string] => [`--${f.name}`, `(${c.name}) ${f.help}`])),
+    ["-h, --help", "show this help"],
+    ["-v, --version", "print the mesh version and the llama.cpp build it expects"],
+  ]);
+  return `mesh: a private peer-to-peer LLM mesh with one OpenAI-compatible API on every node
+
+Commands:
+${commands}
+
+Flags:
+${flags}
+
+Start a mesh with \`mesh --model <file.gguf>\`; it prints a join token. On other machines run
+\`mesh --join <token>\`. Every node answers http://127.0.0.1:9337/v1 (OpenAI-compatible).
+`;
+}

@@ -1,0 +1,124 @@
+/**
+ * argv -> what to do. Pure: no I/O, no process exit; a bad command line throws UsageError with a
+ * message that names the flag and what it expects.
+ */
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { defaultConfig, type Config } from "./config.ts";
+import { NODE_FLAGS } from "./flags.ts";
+
+export class UsageError extends Error {}
+
+export type Command =
+  | { kind: "help" }
+  | { kind: "version" }
+  | { kind: "node"; config: Config }
+  | { kind: "status"; config: Config; json: boolean }
+  | { kind: "service"; action: "install" | "uninstall"; user: boolean; config: Config; nodeArgs: string[] }
+  | { kind: "llama"; action: "show"; config: Config };
+
+export interface CommandSpec {
+  name: string;
+  usage: string;
+  help: string;
+  /** Flags of this command beyond the node flags. */
+  flags: readonly { name: string; help: string }[];
+}
+
+export const COMMANDS: readonly CommandSpec[] = [
+  { name: "", usage: "mesh [flags]", help: "start a node: found a new mesh, or join one with --join", flags: [] },
+  {
+    name: "status",
+    usage: "mesh status [--json]",
+    help: "ask the local node (at --listen:--port) how it and its mesh are",
+    flags: [{ name: "json", help: "print the node's status as JSON" }],
+  },
+  {
+    name: "service",
+    usage: "mesh service install|uninstall [--user] [flags]",
+    help: "run mesh under systemd with these flags, or remove that unit",
+    flags: [{ name: "user", help: "a user unit (systemctl --user) instead of a system unit" }],
+  },
+  { name: "llama", usage: "mesh llama", help: "show which llama.cpp binaries the node would run, and their version", flags: [] },
+];
+
+const COMMON_FLAGS = {
+  help: { type: "boolean", short: "h" },
+  version: { type: "boolean", short: "v" },
+} as const satisfies ParseArgsConfig["options"];
+
+/** node:util parseArgs reads `--max-loaded-models -1` as a missing value; users type it anyway. */
+export function joinNegativeValues(args: readonly string[], valueFlags: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    const next = args[i + 1];
+    if (a.startsWith("--") && valueFlags.has(a.slice(2)) && next !== undefined && /^-\d/.test(next)) {
+      out.push(`${a}=${next}`);
+      i++;
+    } else out.push(a);
+  }
+  return out;
+}
+
+function describeParseError(err: unknown): string {
+  const e = err as { code?: string; message?: string };
+  const message = String(e.message ?? err).split("\n")[0]!;
+  if (e.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") return message.replace(/\. To specify a positional.*$/, "");
+  return message;
+}
+
+export function parseCli(argv: readonly string[], home?: string): Command {
+  const first = argv[0];
+  const sub = COMMANDS.find((c) => c.name !== "" && c.name === first);
+  if (first !== undefined && !first.startsWith("-") && !sub) {
+    const known = COMMANDS.filter((c) => c.name).map((c) => c.name);
+    throw new UsageError(`unknown command "${first}"; commands: ${known.join(", ")}`);
+  }
+  const rest = sub ? argv.slice(1) : argv;
+  const options: NonNullable<ParseArgsConfig["options"]> = { ...COMMON_FLAGS };
+  for (const f of NODE_FLAGS) options[f.name] = { type: "string", multiple: f.multiple };
+  for (const f of sub?.flags ?? []) options[f.name] = { type: "boolean" };
+  const args = joinNegativeValues(rest, new Set(NODE_FLAGS.map((f) => f.name)));
+
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs({ args, options, allowPositionals: sub?.name === "service", strict: true });
+  } catch (err) {
+    throw new UsageError(describeParseError(err));
+  }
+  const { values, positionals } = parsed;
+  if (values.help) return { kind: "help" };
+  if (values.version) return { kind: "version" };
+
+  const config = defaultConfig(home);
+  for (const f of NODE_FLAGS) {
+    const raw = values[f.name];
+    const texts = raw === undefined ? [] : Array.isArray(raw) ? raw : [raw];
+    for (const text of texts) {
+      try {
+        f.apply(config, String(text));
+      } catch (err) {
+        throw new UsageError(`--${f.name}: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  switch (sub?.name) {
+    case undefined:
+      return { kind: "node", config };
+    case "status":
+      return { kind: "status", config, json: values.json === true };
+    case "llama":
+      return { kind: "llama", action: "show", config };
+    case "service": {
+      const action = positionals[0];
+      if ((action !== "install" && action !== "uninstall") || positionals.length > 1) {
+        throw new UsageError(`usage: mesh service install|uninstall [--user] [flags]`);
+      }
+      const nodeArgs = rest.filter((a) => a !== action && a !== "--user");
+      return { kind: "service", action, user: values.user === true, config, nodeArgs };
+    }
+    default:
+      throw new UsageError(`unknown command "${sub?.name}"`);
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * Parsers for flag values. Each takes the text a user typed and returns the value or throws an
+ * Error whose message says what was expected; the CLI turns that into exit code 2.
+ */
+
+export function parsePort(text: string): number {
+  if (!/^\d+$/.test(text)) throw new Error(`expected a port number 0-65535, got "${text}"`);
+  const n = Number(text);
+  if (n > 65535) throw new Error(`expected a port number 0-65535, got "${text}"`);
+  return n;
+}
+
+/** `-1` means no limit. */
+export function parseModelLimit(text: string): number {
+  if (!/^-?\d+$/.test(text)) throw new Error(`expected a whole number >= 1, or -1 for no limit, got "${text}"`);
+  const n = Number(text);
+  if (n === 0 || n < -1) throw new Error(`expected a whole number >= 1, or -1 for no limit, got "${text}"`);
+  return n;
+}
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** Milliseconds from `0`, `90s`, `30m`, `1h30m`, `500ms`; a bare number is seconds. */
+export function parseDuration(text: string): number {
+  const t = text.trim().toLowerCase();
+  if (/^\d+(\.\d+)?$/.test(t)) return Math.round(Number(t) * 1000);
+  const parts = [...t.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)];
+  if (parts.length === 0 || parts.map((p) => p[0]).join("") !== t) {
+    throw new Error(`expected a duration like 30m, 1h30m, 90s or 0, got "${text}"`);
+  }
+  return Math.round(parts.reduce((sum, p) => sum + Number(p[1]) * DURATION_UNITS[p[2]!]!, 0));
+}
+
+const SIZE_UNITS: Record<string, number> = {
+  "": 1,
+  b: 1,
+  k: 1e3, kb: 1e3, kib: 2 ** 10,
+  m: 1e6, mb: 1e6, mib: 2 ** 20,
+  g: 1e9, gb: 1e9, gib: 2 ** 30,
+  t: 1e12, tb: 1e12, tib: 2 ** 40,
+};
+
+/** Bytes from `24GB`, `24GiB`, `512M`, `1.5T`, `1073741824`. */
+export function parseSize(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text.trim());
+  const unit = m ? SIZE_UNITS[m[2]!.toLowerCase()] : undefined;
+  if (!m || unit === undefined) throw new Error(`expected a size like 24GB, 16GiB or 512MB, got "${text}"`);
+  return Math.round(Number(m[1]) * unit);
+}
+
+/** `HOST:PORT`, with IPv6 hosts in brackets (`[::1]:0`). */
+export function parseHostPort(text: string): { host: string; port: number } {
+  const m = /^(\[[0-9a-fA-F:.]+\]|[^:[\]\s]+):(\d+)$/.exec(text);
+  if (!m) throw new Error(`expected HOST:PORT (e.g. 127.0.0.1:0 or [::1]:4433), got "${text}"`);
+  return { host: m[1]!.replace(/^\[|\]$/g, ""), port: parsePort(m[2]!) };
+}
+
+export function parseChoice<T extends string>(choices: readonly T[]): (text: string) => T {
+  return (text) => {
+    const found = choices.find((c) => c === text);
+    if (found === undefined) throw new Error(`expected one of ${choices.join(", ")}, got "${text}"`);
+    return found;
+  };
+}
+
+export function parseNonEmpty(text: string): string {
+  if (text.trim() === "") throw new Error("expected a value, got an empty string");
+  return text;
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bun
+/**
+ * Builds `dist/mesh`: one self-contained executable (Bun runtime, our code, iroh's native addon).
+ *
+ *   bun scripts/build.ts [--outfile PATH]
+ */
+import { parseArgs } from "node:util";
+import { join } from "node:path";
+
+const root = join(import.meta.dir, "..");
+const { values } = parseArgs({ options: { outfile: { type: "string", default: join(root, "dist", "mesh") } } });
+
+const started = performance.now();
+const proc = Bun.spawn(
+  [process.execPath, "build", "--compile", "--minify-syntax", "--sourcemap", join(root, "main.ts"), "--outfile", values.outfile!],
+  { cwd: root, stdout: "inherit", stderr: "inherit" },
+);
+const code = await proc.exited;
+if (code !== 0) process.exit(code);
+const size = Bun.file(values.outfile!).size;
+console.log(`${values.outfile}: ${(size / 1048576).toFixed(1)} MiB in ${((performance.now() - started) / 1000).toFixed(1)} s`);

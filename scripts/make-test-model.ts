@@ -1,0 +1,74 @@
+#!/usr/bin/env bun
+/**
+ * Makes random-weight GGUF models of llama architecture for tests, deterministic by seed, with a
+ * working SentencePiece tokenizer and a ChatML chat template.
+ *
+ *   bun scripts/make-test-model.ts --preset tiny --type q8_0 --out tiny.gguf [--seed 1]
+ *   bun scripts/make-test-model.ts --all --dir DIR      # every preset at every weight type
+ */
+import { mkdirSync, renameSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { writeGguf } from "../models/gguf-writer.ts";
+import { llamaMetadata, llamaTensors, testModelName } from "./test-model/llama-model.ts";
+import { PRESET_NAMES, presetShape, WEIGHT_TYPES, type PresetName, type WeightType } from "./test-model/presets.ts";
+
+export const DEFAULT_SEED = 1;
+
+export interface TestModelRequest {
+  preset: PresetName;
+  type: WeightType;
+  seed?: number;
+  out: string;
+}
+
+/** Writes the model (through a temporary name, so a reader never sees half a file); returns its size. */
+export async function makeTestModel(req: TestModelRequest): Promise<number> {
+  const seed = req.seed ?? DEFAULT_SEED;
+  const shape = presetShape(req.preset, req.type);
+  const name = `mesh-test-${testModelName(req.preset, req.type)}`;
+  const partial = `${req.out}.partial-${process.pid}`;
+  const size = await writeGguf(partial, llamaMetadata(name, shape, req.type, seed), llamaTensors(shape, req.type, seed));
+  renameSync(partial, req.out);
+  return size;
+}
+
+function fail(message: string): never {
+  console.error(`make-test-model: ${message}`);
+  process.exit(2);
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({
+    options: {
+      preset: { type: "string", default: "tiny" },
+      type: { type: "string", default: "f32" },
+      seed: { type: "string", default: String(DEFAULT_SEED) },
+      out: { type: "string" },
+      all: { type: "boolean", default: false },
+      dir: { type: "string", default: "." },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  });
+  if (values.help) {
+    console.log(`usage: make-test-model.ts [--preset ${PRESET_NAMES.join("|")}] [--type ${WEIGHT_TYPES.join("|")}] [--seed N] --out FILE
+       make-test-model.ts --all [--dir DIR] [--seed N]`);
+    process.exit(0);
+  }
+  const seed = Number(values.seed);
+  if (!Number.isInteger(seed) || seed < 0) fail(`--seed must be a non-negative integer, got "${values.seed}"`);
+  const jobs: TestModelRequest[] = [];
+  if (values.all) {
+    mkdirSync(values.dir, { recursive: true });
+    for (const preset of PRESET_NAMES)
+      for (const type of WEIGHT_TYPES) jobs.push({ preset, type, seed, out: join(values.dir, `${testModelName(preset, type)}.gguf`) });
+  } else {
+    const preset = PRESET_NAMES.find((p) => p === values.preset) ?? fail(`unknown --preset "${values.preset}"; one of ${PRESET_NAMES.join(", ")}`);
+    const type = WEIGHT_TYPES.find((t) => t === values.type) ?? fail(`unknown --type "${values.type}"; one of ${WEIGHT_TYPES.join(", ")}`);
+    jobs.push({ preset, type, seed, out: values.out ?? `${testModelName(preset, type)}.gguf` });
+  }
+  for (const job of jobs) {
+    const size = await makeTestModel(job);
+    console.log(`${job.out}\t${(size / 1048576).toFixed(1)} MiB`);
+  }
+}

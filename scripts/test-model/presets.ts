@@ -1,0 +1,46 @@
+/**
+ * The test models: shapes of random-weight llama models, small enough for a 2-core CI machine.
+ * `tiny` loads in well under a second; `embed` is tiny with mean pooling (an embedding model to
+ * llama.cpp and to our model-type detection); `wide` has feed-forward tensors just over 10 MiB at
+ * every weight type, the size above which llama.cpp's RPC client sends a hash instead of the bytes.
+ */
+import { GgmlType, rowBytes } from "../../models/gguf-writer.ts";
+
+export type PresetName = "tiny" | "embed" | "wide";
+export type WeightType = "f32" | "q8_0";
+
+export interface ModelShape {
+  nEmbd: number;
+  nLayer: number;
+  nHead: number;
+  nHeadKv: number;
+  nFf: number;
+  contextLength: number;
+  /** llama.cpp `enum llama_pooling_type`: 1 = mean. Absent for generative models. */
+  pooling?: 1;
+}
+
+export const PRESET_NAMES: readonly PresetName[] = ["tiny", "embed", "wide"];
+export const WEIGHT_TYPES: readonly WeightType[] = ["f32", "q8_0"];
+
+export const ggmlTypeOf = (t: WeightType): GgmlType => (t === "f32" ? GgmlType.F32 : GgmlType.Q8_0);
+
+/** The RPC hash cache threshold in llama.cpp (ggml-rpc.cpp, HASH_THRESHOLD). */
+export const RPC_HASH_THRESHOLD = 10 * 1024 * 1024;
+
+/** Smallest multiple of 256 rows that makes an n_embd-wide tensor exceed the threshold. */
+function wideFeedForward(nEmbd: number, type: WeightType): number {
+  const perRow = rowBytes(ggmlTypeOf(type), nEmbd);
+  return Math.ceil((RPC_HASH_THRESHOLD + 1) / perRow / 256) * 256;
+}
+
+export function presetShape(preset: PresetName, type: WeightType): ModelShape {
+  switch (preset) {
+    case "tiny":
+      return { nEmbd: 64, nLayer: 4, nHead: 4, nHeadKv: 2, nFf: 128, contextLength: 2048 };
+    case "embed":
+      return { nEmbd: 64, nLayer: 4, nHead: 4, nHeadKv: 4, nFf: 128, contextLength: 2048, pooling: 1 };
+    case "wide":
+      return { nEmbd: 256, nLayer: 2, nHead: 4, nHeadKv: 4, nFf: wideFeedForward(256, type), contextLength: 2048 };
+  }
+}

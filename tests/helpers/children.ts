@@ -1,0 +1,86 @@
+/**
+ * Child processes started by tests. Every child is tracked from the moment it is spawned and killed
+ * by `killAllChildren()` (each e2e file calls it in afterAll) or, at the latest, when the test
+ * process exits, so a failing test never leaves a llama-server or node behind.
+ */
+import type { Subprocess } from "bun";
+import { withDeadline } from "./wait.ts";
+
+export interface Child {
+  proc: Subprocess<"ignore", "pipe", "pipe">;
+  name: string;
+  /** Everything the child wrote to stdout and stderr so far, interleaved by arrival. */
+  output(): string;
+  /** Resolves with the first match of `pattern` in the output, waiting up to the deadline. */
+  waitForOutput(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
+  /** SIGTERM, then SIGKILL if it is still there after `graceMs`; resolves with the exit code. */
+  stop(graceMs?: number): Promise<number | null>;
+}
+
+const live = new Set<Subprocess>();
+
+process.on("exit", () => {
+  for (const p of live) p.kill("SIGKILL");
+});
+
+async function pump(stream: ReadableStream<Uint8Array>, onText: (t: string) => void): Promise<void> {
+  const decoder = new TextDecoder();
+  for await (const chunk of stream) onText(decoder.decode(chunk, { stream: true }));
+}
+
+export function spawnChild(name: string, argv: string[], opts: { env?: Record<string, string | undefined>; cwd?: string } = {}): Child {
+  const proc = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: { ...process.env, ...opts.env }, cwd: opts.cwd });
+  live.add(proc);
+  void proc.exited.then(() => live.delete(proc));
+  let text = "";
+  const waiters = new Set<() => void>();
+  const onText = (t: string) => {
+    text += t;
+    for (const w of waiters) w();
+  };
+  void pump(proc.stdout, onText);
+  void pump(proc.stderr, onText);
+
+  const waitForOutput = (pattern: RegExp, timeoutMs = 30_000) => {
+    const found = new Promise<RegExpMatchArray>((resolve, reject) => {
+      const check = () => {
+        const m = text.match(pattern);
+        if (m) {
+          waiters.delete(check);
+          resolve(m);
+        }
+      };
+      waiters.add(check);
+      check();
+      void proc.exited.then((code) => {
+        // Let the pumps deliver the last bytes before deciding the pattern never came.
+        setTimeout(() => {
+          check();
+          if (waiters.has(check)) {
+            waiters.delete(check);
+            reject(new Error(`${name} exited (${code}) before printing ${pattern}:\n${text.slice(-3000)}`));
+          }
+        }, 50);
+      });
+    });
+    return withDeadline(found, timeoutMs, `${name} to print ${pattern}; output so far:\n${text.slice(-3000)}`);
+  };
+
+  const stop = async (graceMs = 10_000) => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
+    proc.kill("SIGTERM");
+    const timer = setTimeout(() => proc.kill("SIGKILL"), graceMs);
+    const code = await proc.exited;
+    clearTimeout(timer);
+    return code;
+  };
+
+  return { proc, name, output: () => text, waitForOutput, stop };
+}
+
+/** Kills every child still running and waits until they are gone. */
+export async function killAllChildren(): Promise<void> {
+  const procs = [...live];
+  for (const p of procs) p.kill("SIGKILL");
+  await Promise.all(procs.map((p) => p.exited));
+}

@@ -1,0 +1,60 @@
+/**
+ * Starts a real mesh node for end-to-end tests: `bun main.ts`, or the compiled binary when
+ * MESH_TEST_BINARY names one, with a temporary state dir and models dir, the API on a free port
+ * (`--port 0`, read back from the log), QUIC on loopback and relays off.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { spawnChild, type Child } from "./children.ts";
+import { devLlamaDir } from "./llama.ts";
+
+const REPO = join(import.meta.dir, "..", "..");
+
+export interface TestNode {
+  child: Child;
+  url: string;
+  port: number;
+  stateDir: string;
+  modelsDir: string;
+  /** SIGTERM and wait; removes the temporary dirs. Resolves with the exit code. */
+  stop(): Promise<number | null>;
+}
+
+/** argv that runs the mesh CLI under test. */
+export function meshCommand(): string[] {
+  const binary = process.env.MESH_TEST_BINARY;
+  return binary ? [binary] : [process.execPath, join(REPO, "main.ts")];
+}
+
+export async function startNode(args: string[] = [], opts: { env?: Record<string, string>; name?: string } = {}): Promise<TestNode> {
+  const stateDir = mkdtempSync(join(tmpdir(), "mesh-test-state-"));
+  const modelsDir = mkdtempSync(join(tmpdir(), "mesh-test-models-"));
+  const argv = [
+    ...meshCommand(),
+    "--port", "0",
+    "--state-dir", stateDir,
+    "--models-dir", modelsDir,
+    "--quic-bind", "127.0.0.1:0",
+    "--relay", "disabled",
+    ...args,
+  ];
+  const child = spawnChild(opts.name ?? "mesh", argv, { env: { MESH_LLAMA_DIR: devLlamaDir(), ...opts.env } });
+  const cleanup = () => {
+    rmSync(stateDir, { recursive: true, force: true });
+    rmSync(modelsDir, { recursive: true, force: true });
+  };
+  try {
+    const m = await child.waitForOutput(/listening on (http:\/\/[^\s]+:(\d+))/, 60_000);
+    const stop = async () => {
+      const code = await child.stop();
+      cleanup();
+      return code;
+    };
+    return { child, url: m[1]!, port: Number(m[2]), stateDir, modelsDir, stop };
+  } catch (err) {
+    await child.stop(0);
+    cleanup();
+    throw err;
+  }
+}

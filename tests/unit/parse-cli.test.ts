@@ -1,0 +1,82 @@
+import { describe, expect, test } from "bun:test";
+import { defaultConfig, type Config } from "../../config/config.ts";
+import { NODE_FLAGS } from "../../config/flags.ts";
+import { helpText } from "../../config/help.ts";
+import { joinNegativeValues, parseCli, UsageError, type Command } from "../../config/parse-cli.ts";
+
+const HOME = "/home/u";
+const base = defaultConfig(HOME);
+const node = (over: Partial<Config>): Command => ({ kind: "node", config: { ...base, ...over } });
+
+describe("parseCli: commands and flags", () => {
+  const cases: [argv: string[], expected: Command][] = [
+    [[], node({})],
+    [["--help"], { kind: "help" }],
+    [["-h"], { kind: "help" }],
+    [["--version"], { kind: "version" }],
+    [["status", "--help"], { kind: "help" }],
+    [["--port", "8080", "--listen", "0.0.0.0"], node({ port: 8080, listen: "0.0.0.0" })],
+    [["--model", "a.gguf", "--model", "b"], node({ models: ["a.gguf", "b"] })],
+    [["--max-loaded-models", "-1"], node({ maxLoadedModels: -1 })],
+    [["--max-loaded-models=3"], node({ maxLoadedModels: 3 })],
+    [["--idle-unload", "0"], node({ idleUnloadMs: 0 })],
+    [["--vram", "8GiB"], node({ vramBytes: 8 * 2 ** 30 })],
+    [["--relay", "disabled", "--quic-bind", "127.0.0.1:0"], node({ relay: "disabled", quicBind: { host: "127.0.0.1", port: 0 } })],
+    [["--api-key", "k1", "--api-key", "k2", "--log-format", "json"], node({ apiKeys: ["k1", "k2"], logFormat: "json" })],
+    [["--join", "tok", "--state-dir", "/s", "--models-dir", "/m", "--llama-dir", "/l"], node({ join: "tok", stateDir: "/s", modelsDir: "/m", llamaDir: "/l" })],
+    [["status"], { kind: "status", config: base, json: false }],
+    [["status", "--json", "--port", "1234"], { kind: "status", config: { ...base, port: 1234 }, json: true }],
+    [["llama"], { kind: "llama", action: "show", config: base }],
+    [
+      ["service", "install", "--user", "--model", "m.gguf"],
+      { kind: "service", action: "install", user: true, config: { ...base, models: ["m.gguf"] }, nodeArgs: ["--model", "m.gguf"] },
+    ],
+    [["service", "uninstall"], { kind: "service", action: "uninstall", user: false, config: base, nodeArgs: [] }],
+  ];
+  test.each(cases)("%p", (argv, expected) => {
+    expect(parseCli(argv, HOME)).toEqual(expected);
+  });
+});
+
+describe("parseCli: bad command lines name the problem", () => {
+  const cases: [argv: string[], message: string][] = [
+    [["--port", "abc"], '--port: expected a port number 0-65535, got "abc"'],
+    [["--port"], "--port <value>' argument missing"],
+    [["--bogus"], "Unknown option '--bogus'"],
+    [["--max-loaded-models", "0"], "--max-loaded-models: expected a whole number >= 1, or -1"],
+    [["--idle-unload", "soon"], "--idle-unload: expected a duration"],
+    [["--vram", "big"], "--vram: expected a size"],
+    [["--relay", "maybe"], "--relay: expected one of default, disabled"],
+    [["--log-format", "xml"], "--log-format: expected one of text, json"],
+    [["--quic-bind", "nowhere"], "--quic-bind: expected HOST:PORT"],
+    [["--model", ""], "--model: expected a value"],
+    [["frobnicate"], 'unknown command "frobnicate"; commands: status, service, llama'],
+    [["status", "--user"], "Unknown option '--user'"],
+    [["service"], "usage: mesh service install|uninstall"],
+    [["service", "restart"], "usage: mesh service install|uninstall"],
+    [["--port", "1", "extra"], "Unexpected argument 'extra'"],
+  ];
+  test.each(cases)("%p", (argv, message) => {
+    expect(() => parseCli(argv, HOME)).toThrow(UsageError);
+    expect(() => parseCli(argv, HOME)).toThrow(message);
+  });
+});
+
+describe("joinNegativeValues", () => {
+  const flags = new Set(["max-loaded-models", "port"]);
+  const cases: [string[], string[]][] = [
+    [["--max-loaded-models", "-1"], ["--max-loaded-models=-1"]],
+    [["--max-loaded-models", "2"], ["--max-loaded-models", "2"]],
+    [["--json", "-1"], ["--json", "-1"]],
+    [["--port", "-h"], ["--port", "-h"]],
+  ];
+  test.each(cases)("%p", (input, out) => expect(joinNegativeValues(input, flags)).toEqual(out));
+});
+
+test("--help has one line for every flag and command", () => {
+  const help = helpText();
+  for (const f of NODE_FLAGS) expect(help).toMatch(new RegExp(`^  --${f.name} \\S+ +\\S.*$`, "m"));
+  for (const word of ["mesh status", "mesh service install|uninstall", "mesh llama", "--json", "--user", "--version", "--help"]) {
+    expect(help).toContain(word);
+  }
+});

@@ -1,0 +1,55 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { gguf } from "@huggingface/gguf";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { tensorBytes } from "../../models/gguf-writer.ts";
+import { makeTestModel } from "../../scripts/make-test-model.ts";
+import { llamaTensors } from "../../scripts/test-model/llama-model.ts";
+import { PRESET_NAMES, presetShape, RPC_HASH_THRESHOLD, WEIGHT_TYPES } from "../../scripts/test-model/presets.ts";
+import { buildVocab } from "../../scripts/test-model/vocab.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "mesh-test-model-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+test("the same seed gives the same bytes; another seed gives other weights", async () => {
+  const [a, b, c] = ["a", "b", "c"].map((n) => join(dir, `${n}.gguf`)) as [string, string, string];
+  await makeTestModel({ preset: "tiny", type: "q8_0", seed: 7, out: a });
+  await makeTestModel({ preset: "tiny", type: "q8_0", seed: 7, out: b });
+  await makeTestModel({ preset: "tiny", type: "q8_0", seed: 8, out: c });
+  const hash = (p: string) => Bun.hash(readFileSync(p));
+  expect(hash(a)).toBe(hash(b));
+  expect(hash(a)).not.toBe(hash(c));
+});
+
+describe("presets", () => {
+  const cases = PRESET_NAMES.flatMap((p) => WEIGHT_TYPES.map((t) => [p, t] as const));
+  test.each(cases)("%s %s: shapes llama.cpp accepts", (preset, type) => {
+    const s = presetShape(preset, type);
+    expect(s.nEmbd % s.nHead).toBe(0);
+    expect(s.nHead % s.nHeadKv).toBe(0);
+    expect(s.nEmbd % 32).toBe(0);
+    expect(s.nFf % 32).toBe(0);
+  });
+  test.each(WEIGHT_TYPES)("wide %s: every feed-forward tensor exceeds the RPC hash threshold", (type) => {
+    const big = llamaTensors(presetShape("wide", type), type, 1).filter((t) => t.name.includes("ffn_") && !t.name.includes("norm"));
+    expect(big.length).toBeGreaterThan(0);
+    for (const t of big) expect(tensorBytes(t)).toBeGreaterThan(RPC_HASH_THRESHOLD);
+  });
+  test("only embed has a pooling type", async () => {
+    const path = join(dir, "embed.gguf");
+    await makeTestModel({ preset: "embed", type: "f32", out: path });
+    const md = (await gguf(path, { allowLocalFile: true })).metadata as Record<string, unknown>;
+    expect(md["llama.pooling_type"]).toBe(1);
+    expect(presetShape("tiny", "f32").pooling).toBeUndefined();
+  });
+});
+
+test("the vocabulary has unique tokens, 256 byte tokens and every prefix of every word", () => {
+  const v = buildVocab();
+  expect(new Set(v.tokens).size).toBe(v.tokens.length);
+  expect(v.tokens.filter((t) => /^<0x[0-9A-F]{2}>$/.test(t))).toHaveLength(256);
+  const set = new Set(v.tokens);
+  for (const t of v.tokens.filter((t) => t.startsWith("\u2581") && t.length > 2)) expect(set.has(t.slice(0, -1))).toBe(true);
+  expect([v.bos, v.eos, v.unk, v.imStart, v.imEnd].every((id) => id >= 0 && id < v.tokens.length)).toBe(true);
+});
