@@ -27,11 +27,19 @@ export function meshCommand(): string[] {
   return binary ? [binary] : [process.execPath, join(REPO, "main.ts")];
 }
 
-export async function startNode(args: string[] = [], opts: { env?: Record<string, string>; name?: string } = {}): Promise<TestNode> {
+export interface StartNodeOptions {
+  env?: Record<string, string>;
+  name?: string;
+  /** argv of the mesh CLI, instead of `meshCommand()`. */
+  command?: string[];
+  cwd?: string;
+}
+
+export async function startNode(args: string[] = [], opts: StartNodeOptions = {}): Promise<TestNode> {
   const stateDir = mkdtempSync(join(tmpdir(), "mesh-test-state-"));
   const modelsDir = mkdtempSync(join(tmpdir(), "mesh-test-models-"));
   const argv = [
-    ...meshCommand(),
+    ...(opts.command ?? meshCommand()),
     "--port", "0",
     "--state-dir", stateDir,
     "--models-dir", modelsDir,
@@ -39,7 +47,7 @@ export async function startNode(args: string[] = [], opts: { env?: Record<string
     "--relay", "disabled",
     ...args,
   ];
-  const child = spawnChild(opts.name ?? "mesh", argv, { env: { MESH_LLAMA_DIR: devLlamaDir(), ...opts.env } });
+  const child = spawnChild(opts.name ?? "mesh", argv, { env: { MESH_LLAMA_DIR: devLlamaDir(), ...opts.env }, cwd: opts.cwd });
   const cleanup = () => {
     rmSync(stateDir, { recursive: true, force: true });
     rmSync(modelsDir, { recursive: true, force: true });

@@ -1,0 +1,35 @@
+/** `npm run build` makes one self-contained executable that runs from any directory. */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { killAllChildren, spawnChild } from "../helpers/children.ts";
+import { startNode } from "../helpers/node.ts";
+
+const REPO = join(import.meta.dir, "..", "..");
+const outDir = mkdtempSync(join(tmpdir(), "mesh-binary-test-"));
+const binary = join(outDir, "mesh");
+
+beforeAll(async () => {
+  const build = spawnChild("build", [process.execPath, join(REPO, "scripts/build.ts"), "--outfile", binary]);
+  expect(await build.proc.exited).toBe(0);
+}, 120_000);
+
+afterAll(async () => {
+  await killAllChildren();
+  rmSync(outDir, { recursive: true, force: true });
+});
+
+test("the executable prints its version from another directory, iroh addon included", async () => {
+  const child = spawnChild("mesh", [binary, "--version"], { cwd: tmpdir(), env: { NODE_PATH: "" } });
+  expect(await child.proc.exited).toBe(0);
+  const out = (await child.waitForOutput(/iroh .*\n/)).input!;
+  expect(out).toMatch(/^mesh \d+\.\d+\.\d+\nllama\.cpp /);
+  expect(out).toContain("iroh 0.35.0");
+});
+
+test("the executable starts a node that answers /health and stops on SIGTERM", async () => {
+  const node = await startNode([], { command: [binary], cwd: tmpdir() });
+  expect(await (await fetch(`${node.url}/health`)).json()).toEqual({ status: "ok" });
+  expect(await node.stop()).toBe(0);
+});

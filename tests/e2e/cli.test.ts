@@ -1,0 +1,79 @@
+/** The `mesh` command line and node lifecycle, run as a real process. */
+import { afterAll, describe, expect, test } from "bun:test";
+import { spawnChild, killAllChildren } from "../helpers/children.ts";
+import { meshCommand, startNode } from "../helpers/node.ts";
+
+afterAll(killAllChildren);
+
+async function runMesh(args: string[]): Promise<{ code: number; out: string }> {
+  const child = spawnChild("mesh", [...meshCommand(), ...args]);
+  const code = await child.proc.exited;
+  await child.waitForOutput(/$/);
+  return { code, out: child.output() };
+}
+
+describe("bad command lines exit 2 with a clear message", () => {
+  const cases: [string[], string][] = [
+    [["--port", "abc"], '--port: expected a port number 0-65535, got "abc"'],
+    [["--bogus"], "Unknown option '--bogus'"],
+    [["--max-loaded-models", "zero"], "--max-loaded-models: expected a whole number"],
+    [["--relay", "sometimes"], "--relay: expected one of default, disabled"],
+    [["launch"], 'unknown command "launch"'],
+  ];
+  test.each(cases)("%p", async (args, message) => {
+    const { code, out } = await runMesh(args);
+    expect(code).toBe(2);
+    expect(out).toContain(`mesh: ${message}`);
+    expect(out).toContain("mesh --help");
+  });
+});
+
+test("--help lists commands and flags and exits 0", async () => {
+  const { code, out } = await runMesh(["--help"]);
+  expect(code).toBe(0);
+  expect(out).toContain("--max-loaded-models <n>");
+  expect(out).toContain("mesh status [--json]");
+});
+
+test("--version names mesh, the llama.cpp build and the iroh binding", async () => {
+  const { code, out } = await runMesh(["--version"]);
+  expect(code).toBe(0);
+  expect(out).toMatch(/^mesh \d+\.\d+\.\d+\nllama\.cpp \S+ .*RPC protocol \d+\.\d+\.\d+\)\niroh 0\.35\.0 /);
+});
+
+describe("a node", () => {
+  test("answers /health, shapes unknown routes as OpenAI errors, and exits 0 on SIGTERM", async () => {
+    const node = await startNode();
+    const res = await fetch(`${node.url}/health`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ status: "ok" });
+    const missing = await fetch(`${node.url}/v2/nothing`);
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as { error: { message: string } }).error.message).toContain("/v2/nothing");
+    expect(await node.stop()).toBe(0);
+    await expect(fetch(`${node.url}/health`)).rejects.toThrow();
+  });
+
+  test("exits 0 on SIGINT", async () => {
+    const node = await startNode();
+    node.child.proc.kill("SIGINT");
+    expect(await node.child.proc.exited).toBe(0);
+    await node.stop();
+  });
+
+  test("mesh status reaches it; a port that is taken is refused with exit 1", async () => {
+    const node = await startNode();
+    const status = await runMesh(["status", "--json", "--port", String(node.port)]);
+    expect(status.code).toBe(0);
+    expect(JSON.parse(status.out)).toEqual({ url: node.url, health: { status: "ok" } });
+
+    const second = await runMesh(["--port", String(node.port), "--state-dir", node.stateDir]);
+    expect(second.code).toBe(1);
+    expect(second.out).toContain("port is in use");
+    await node.stop();
+
+    const none = await runMesh(["status", "--port", String(node.port)]);
+    expect(none.code).toBe(1);
+    expect(none.out).toContain(`no node answering at ${node.url}`);
+  });
+});
