@@ -1,78 +1,95 @@
 #!/usr/bin/env bun
 /**
  * The `mesh` executable: parses the command line and runs the command. The node itself is composed
- * here (router + the rest), since nothing else may import the router.
+ * here (model store, pool, router), since nothing else may import the router.
  */
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
+import { resolve } from "node:path";
 import pkg from "./package.json" with { type: "json" };
+import { CommandError, localUrl } from "./commands/common.ts";
+import { showLlama } from "./commands/llama.ts";
+import { showStatus } from "./commands/status.ts";
 import type { Config } from "./config/config.ts";
 import { helpText } from "./config/help.ts";
 import { parseCli, UsageError, type Command } from "./config/parse-cli.ts";
-import { llamaServerVersion, resolveLlamaBinaries } from "./llama/resolve.ts";
+import { availableBackends, listDevices } from "./llama/devices.ts";
 import { describeExpectedLlama } from "./llama/pin.ts";
+import { resolveLlamaBinaries } from "./llama/resolve.ts";
 import { createLog } from "./log.ts";
 import { describeTransport } from "./mesh/transport.ts";
+import { ModelStore } from "./models/model-store.ts";
+import { Pool } from "./pool/pool.ts";
 import { createApp } from "./router/app.ts";
+import type { Serving } from "./router/serving.ts";
 
-/** Exit codes: 1 = the command failed, 2 = the command line was wrong. */
-class CommandError extends Error {}
-
-/** The URL a client on this machine uses to reach a node listening on `listen`. */
-function localUrl(config: Config): string {
-  const host = config.listen === "0.0.0.0" ? "127.0.0.1" : config.listen === "::" ? "::1" : config.listen;
-  return `http://${host.includes(":") ? `[${host}]` : host}:${config.port}`;
-}
+/** `--model` values that name files (rather than models in the models dir). */
+const isPath = (v: string) => v.includes("/") || /\.gguf$/i.test(v);
 
 async function startNode(config: Config): Promise<void> {
   const log = createLog(config.logFormat);
   mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
-  const app = createApp();
+  let llama;
+  try {
+    llama = resolveLlamaBinaries(config.llamaDir);
+  } catch (err) {
+    throw new CommandError((err as Error).message);
+  }
+  const devices = await listDevices(llama);
+  const missing = config.models.filter((m) => isPath(m) && !existsSync(m));
+  if (missing.length) throw new CommandError(`--model ${missing.join(", ")}: no such file`);
+  const store = new ModelStore({ modelsDir: config.modelsDir, extraFiles: config.models.filter(isPath), hasGpu: devices.length > 0 });
+  const known = await store.refresh();
+  const unknown = config.models.filter((m) => !isPath(m) && !known.some((k) => k.name === m));
+  if (unknown.length) {
+    throw new CommandError(`--model ${unknown.join(", ")}: not in ${config.modelsDir} (known: ${known.map((k) => k.name).join(", ") || "none"})`);
+  }
+
+  const pool = new Pool({
+    llama,
+    stateDir: config.stateDir,
+    maxLoadedModels: config.maxLoadedModels,
+    idleUnloadMs: config.idleUnloadMs,
+    loadTimeoutMs: config.loadTimeoutMs,
+    defaultCtxSize: config.ctxSize,
+    defaultArgs: config.llamacppArgs,
+    log,
+  });
+  const serving: Serving = { store, pool, version: pkg.version, lastStats: undefined };
+  const app = createApp(serving, { maxBodyBytes: config.maxBodyBytes, backends: availableBackends(devices) });
   let server: ReturnType<typeof Bun.serve>;
   try {
-    server = Bun.serve({ hostname: config.listen, port: config.port, fetch: app.fetch });
+    server = Bun.serve({ hostname: config.listen, port: config.port, fetch: app.fetch, idleTimeout: 0, maxRequestBodySize: config.maxBodyBytes + 1 });
   } catch (err) {
+    await pool.close();
     const code = (err as { code?: string }).code;
     const why = code === "EADDRINUSE" ? "the port is in use (another mesh node? pick one with --port)" : (err as Error).message;
     throw new CommandError(`cannot listen on ${config.listen}:${config.port}: ${why}`);
   }
-  log.info(`mesh API listening on ${localUrl({ ...config, port: server.port ?? config.port })}`, { version: pkg.version });
 
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info("shutting down", { signal });
-    // Stop accepting; requests in flight get a short while to finish.
+    // Stop accepting; requests in flight get a short while to finish, then every child stops.
     await Promise.race([server.stop(), Bun.sleep(10_000)]);
+    await pool.close();
     log.info("stopped");
     process.exit(0);
   };
   process.on("SIGTERM", () => void stop("SIGTERM"));
   process.on("SIGINT", () => void stop("SIGINT"));
-}
 
-async function showStatus(config: Config, json: boolean): Promise<void> {
-  const url = localUrl(config);
-  let health: unknown;
-  try {
-    const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(5000) });
-    health = await res.json();
-  } catch {
-    throw new CommandError(`no node answering at ${url} (start one with \`mesh\`, or point --listen/--port at it)`);
+  log.info(`mesh API listening on ${localUrl({ listen: config.listen, port: server.port ?? config.port })}`, {
+    version: pkg.version,
+    models: known.length,
+    llama: llama.dir,
+  });
+  for (const name of config.models) {
+    const model = known.find((k) => (isPath(name) ? k.path === resolve(name) : k.name === name));
+    if (!model) continue;
+    await pool.load(model).catch((err) => log.error("could not load --model", { model: model.name, error: (err as Error).message.split("\n")[0] }));
   }
-  console.log(json ? JSON.stringify({ url, health }, null, 2) : `node at ${url}: ${JSON.stringify(health)}`);
-}
-
-async function showLlama(config: Config): Promise<void> {
-  let bin;
-  try {
-    bin = resolveLlamaBinaries(config.llamaDir);
-  } catch (err) {
-    throw new CommandError((err as Error).message);
-  }
-  console.log(`expected:     ${describeExpectedLlama()}`);
-  console.log(`llama-server: ${bin.llamaServer} (${await llamaServerVersion(bin)})`);
-  console.log(`rpc-server:   ${bin.rpcServer}`);
 }
 
 async function run(cmd: Command): Promise<void> {
@@ -99,6 +116,6 @@ try {
     console.error(`mesh: ${err.message}\nRun \`mesh --help\` for usage.`);
     process.exit(2);
   }
-  console.error(`mesh: ${err instanceof Error && err instanceof CommandError ? err.message : String(err instanceof Error ? err.stack : err)}`);
+  console.error(`mesh: ${err instanceof CommandError ? err.message : err instanceof Error ? err.stack : String(err)}`);
   process.exit(1);
 }

@@ -21,6 +21,13 @@ export interface Config {
   maxLoadedModels: number;
   /** 0 = never. */
   idleUnloadMs: number;
+  /** How long a request waits for its model's load to start (its slot may be busy) before 503. */
+  loadTimeoutMs: number;
+  /** Context size a model loads with unless its load asks otherwise; 0 = the model's own. */
+  ctxSize: number;
+  /** Extra arguments for every llama-server, as one shell-like string. */
+  llamacppArgs: string;
+  maxBodyBytes: number;
   /** Overrides detected VRAM. */
   vramBytes: number | undefined;
   llamaDir: string | undefined;
@@ -40,6 +47,10 @@ export function defaultConfig(home: string = homedir()): Config {
     join: undefined,
     maxLoadedModels: 1,
     idleUnloadMs: 30 * 60_000,
+    loadTimeoutMs: 2 * 60_000,
+    ctxSize: 4096,
+    llamacppArgs: "",
+    maxBodyBytes: 64 * 2 ** 20,
     vramBytes: undefined,
     llamaDir: undefined,
     relay: "default",

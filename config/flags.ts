@@ -5,6 +5,7 @@
 import { LOG_FORMATS, RELAY_MODES, type Config } from "./config.ts";
 import {
   parseChoice,
+  parseCount,
   parseDuration,
   parseHostPort,
   parseModelLimit,
@@ -20,6 +21,8 @@ export interface FlagSpec {
   help: string;
   /** Repeatable: every occurrence is kept. */
   multiple: boolean;
+  /** Its value may start with a dash (`--llamacpp-args "--threads 4"`). */
+  dashValue?: boolean;
   /** Applies one occurrence's text to the config; throws with what was expected. */
   apply: (config: Config, text: string) => void;
 }
@@ -47,6 +50,10 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("join", "<token>", "join", parseNonEmpty, "join the mesh of the node that printed this token"),
   flag("max-loaded-models", "<n>", "maxLoadedModels", parseModelLimit, "models loaded at once per type (default 1; -1 = no limit)"),
   flag("idle-unload", "<duration>", "idleUnloadMs", parseDuration, "unload a model unused this long (default 30m; 0 = never)"),
+  flag("load-timeout", "<duration>", "loadTimeoutMs", parseDuration, "how long a request waits for its model's slot before 503 (default 2m)"),
+  flag("ctx-size", "<n>", "ctxSize", parseCount, "context size models load with (default 4096; 0 = the model's own)"),
+  { ...flag("llamacpp-args", "<args>", "llamacppArgs", (t) => t, 'extra arguments for every llama-server, e.g. "--threads 4"'), dashValue: true },
+  flag("max-body-size", "<size>", "maxBodyBytes", parseSize, "largest request body the API accepts (default 64MiB)"),
   flag("vram", "<size>", "vramBytes", parseSize, "memory this node offers for models, e.g. 24GB (default: detected)"),
   flag("llama-dir", "<dir>", "llamaDir", parseNonEmpty, "use the llama.cpp binaries in this directory (env MESH_LLAMA_DIR)"),
   flag("relay", "<mode>", "relay", parseChoice(RELAY_MODES), "iroh relay: default or disabled (direct addresses only)"),

@@ -46,13 +46,17 @@ const COMMON_FLAGS = {
   version: { type: "boolean", short: "v" },
 } as const satisfies ParseArgsConfig["options"];
 
-/** node:util parseArgs reads `--max-loaded-models -1` as a missing value; users type it anyway. */
-export function joinNegativeValues(args: readonly string[], valueFlags: ReadonlySet<string>): string[] {
+/**
+ * node:util parseArgs reads `--max-loaded-models -1` or `--llamacpp-args "--threads 4"` as a
+ * missing value; users type them anyway, so such a value is joined to its flag with `=`.
+ */
+export function joinDashValues(args: readonly string[], valueFlags: ReadonlySet<string>, dashFlags: ReadonlySet<string>): string[] {
   const out: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     const next = args[i + 1];
-    if (a.startsWith("--") && valueFlags.has(a.slice(2)) && next !== undefined && /^-\d/.test(next)) {
+    const name = a.startsWith("--") ? a.slice(2) : "";
+    if (next !== undefined && next.startsWith("-") && (dashFlags.has(name) || (valueFlags.has(name) && /^-\d/.test(next)))) {
       out.push(`${a}=${next}`);
       i++;
     } else out.push(a);
@@ -78,7 +82,11 @@ export function parseCli(argv: readonly string[], home?: string): Command {
   const options: NonNullable<ParseArgsConfig["options"]> = { ...COMMON_FLAGS };
   for (const f of NODE_FLAGS) options[f.name] = { type: "string", multiple: f.multiple };
   for (const f of sub?.flags ?? []) options[f.name] = { type: "boolean" };
-  const args = joinNegativeValues(rest, new Set(NODE_FLAGS.map((f) => f.name)));
+  const args = joinDashValues(
+    rest,
+    new Set(NODE_FLAGS.map((f) => f.name)),
+    new Set(NODE_FLAGS.filter((f) => f.dashValue).map((f) => f.name)),
+  );
 
   let parsed: ReturnType<typeof parseArgs>;
   try {

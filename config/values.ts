@@ -10,6 +10,11 @@ export function parsePort(text: string): number {
   return n;
 }
 
+export function parseCount(text: string): number {
+  if (!/^\d+$/.test(text)) throw new Error(`expected a whole number >= 0, got "${text}"`);
+  return Number(text);
+}
+
 /** `-1` means no limit. */
 export function parseModelLimit(text: string): number {
   if (!/^-?\d+$/.test(text)) throw new Error(`expected a whole number >= 1, or -1 for no limit, got "${text}"`);

@@ -1,17 +1,33 @@
 /**
- * The node's HTTP API as a Hono app: the OpenAI-compatible `/v1`, the management `/api`, and
- * `/health`. Errors leave in OpenAI's shape so every client library can read them.
+ * The node's HTTP API as one Hono app: `/health`, the OpenAI-compatible `/v1`, the management
+ * `/api/v1`. Cross-cutting rules live here once: body size limit, error shape, unknown routes.
  */
 import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { errorResponse, respondToError } from "./errors.ts";
+import { managementRoutes } from "./management.ts";
+import { openAiRoutes } from "./openai.ts";
+import type { Serving } from "./serving.ts";
 
-export function openAiError(message: string, type: string, code: string | null = null) {
-  return { error: { message, type, code } };
+export interface AppOptions {
+  maxBodyBytes: number;
+  /** `llamacpp_backend` values a load may ask for. */
+  backends: readonly string[];
 }
 
-export function createApp(): Hono {
+export function createApp(serving: Serving, opts: AppOptions): Hono {
   const app = new Hono();
+  app.use(
+    "*",
+    bodyLimit({
+      maxSize: opts.maxBodyBytes,
+      onError: (c) => errorResponse(c, 413, `request body is larger than the limit of ${opts.maxBodyBytes} bytes (--max-body-size)`, "invalid_request_error", "body_too_large"),
+    }),
+  );
   app.get("/health", (c) => c.json({ status: "ok" }));
-  app.notFound((c) => c.json(openAiError(`no route for ${c.req.method} ${c.req.path}`, "not_found_error", "not_found"), 404));
-  app.onError((err, c) => c.json(openAiError(err.message, "server_error"), 500));
+  app.route("/v1", openAiRoutes(serving));
+  app.route("/api/v1", managementRoutes(serving, opts.backends));
+  app.notFound((c) => errorResponse(c, 404, `no route for ${c.req.method} ${c.req.path}`, "not_found_error", "not_found"));
+  app.onError((err, c) => respondToError(c, err));
   return app;
 }

@@ -6,7 +6,7 @@
 import type { LlamaBinaries } from "../../llama/binaries.ts";
 import { resolveLlamaBinaries } from "../../llama/resolve.ts";
 import { spawnChild, type Child } from "./children.ts";
-import { freePort } from "./ports.ts";
+import { freePort } from "../../pool/free-port.ts";
 import { waitFor } from "./wait.ts";
 
 let cached: LlamaBinaries | undefined;

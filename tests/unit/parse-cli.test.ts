@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { defaultConfig, type Config } from "../../config/config.ts";
 import { NODE_FLAGS } from "../../config/flags.ts";
 import { helpText } from "../../config/help.ts";
-import { joinNegativeValues, parseCli, UsageError, type Command } from "../../config/parse-cli.ts";
+import { joinDashValues, parseCli, UsageError, type Command } from "../../config/parse-cli.ts";
 
 const HOME = "/home/u";
 const base = defaultConfig(HOME);
@@ -20,6 +20,8 @@ describe("parseCli: commands and flags", () => {
     [["--max-loaded-models", "-1"], node({ maxLoadedModels: -1 })],
     [["--max-loaded-models=3"], node({ maxLoadedModels: 3 })],
     [["--idle-unload", "0"], node({ idleUnloadMs: 0 })],
+    [["--ctx-size", "0", "--load-timeout", "5s", "--max-body-size", "1MiB"], node({ ctxSize: 0, loadTimeoutMs: 5000, maxBodyBytes: 2 ** 20 })],
+    [["--llamacpp-args", "--threads 2 --parallel 1"], node({ llamacppArgs: "--threads 2 --parallel 1" })],
     [["--vram", "8GiB"], node({ vramBytes: 8 * 2 ** 30 })],
     [["--relay", "disabled", "--quic-bind", "127.0.0.1:0"], node({ relay: "disabled", quicBind: { host: "127.0.0.1", port: 0 } })],
     [["--api-key", "k1", "--api-key", "k2", "--log-format", "json"], node({ apiKeys: ["k1", "k2"], logFormat: "json" })],
@@ -50,6 +52,7 @@ describe("parseCli: bad command lines name the problem", () => {
     [["--log-format", "xml"], "--log-format: expected one of text, json"],
     [["--quic-bind", "nowhere"], "--quic-bind: expected HOST:PORT"],
     [["--model", ""], "--model: expected a value"],
+    [["--ctx-size", "-5"], "--ctx-size: expected a whole number >= 0"],
     [["frobnicate"], 'unknown command "frobnicate"; commands: status, service, llama'],
     [["status", "--user"], "Unknown option '--user'"],
     [["service"], "usage: mesh service install|uninstall"],
@@ -62,15 +65,18 @@ describe("parseCli: bad command lines name the problem", () => {
   });
 });
 
-describe("joinNegativeValues", () => {
-  const flags = new Set(["max-loaded-models", "port"]);
+describe("joinDashValues", () => {
+  const flags = new Set(["max-loaded-models", "port", "llamacpp-args"]);
+  const dash = new Set(["llamacpp-args"]);
   const cases: [string[], string[]][] = [
     [["--max-loaded-models", "-1"], ["--max-loaded-models=-1"]],
     [["--max-loaded-models", "2"], ["--max-loaded-models", "2"]],
     [["--json", "-1"], ["--json", "-1"]],
     [["--port", "-h"], ["--port", "-h"]],
+    [["--llamacpp-args", "--threads 1", "--port", "1"], ["--llamacpp-args=--threads 1", "--port", "1"]],
+    [["--llamacpp-args", "-t 2"], ["--llamacpp-args=-t 2"]],
   ];
-  test.each(cases)("%p", (input, out) => expect(joinNegativeValues(input, flags)).toEqual(out));
+  test.each(cases)("%p", (input, out) => expect(joinDashValues(input, flags, dash)).toEqual(out));
 });
 
 test("--help has one line for every flag and command", () => {

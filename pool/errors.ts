@@ -1,0 +1,24 @@
+/**
+ * Failures of the pool that a client can act on, each with the HTTP status the router answers with
+ * and OpenAI's error type. Anything else is a 500.
+ */
+
+export class PoolError extends Error {
+  constructor(
+    message: string,
+    readonly status: 400 | 404 | 409 | 500 | 503,
+    readonly type: string,
+    readonly code: string,
+    /** Seconds, for 503. */
+    readonly retryAfter?: number,
+  ) {
+    super(message);
+  }
+}
+
+export const modelNotFound = (message: string) => new PoolError(message, 404, "not_found_error", "model_not_found");
+export const slotsPinned = (message: string) => new PoolError(message, 409, "conflict_error", "all_slots_pinned");
+export const loadTimedOut = (message: string, retryAfter: number) => new PoolError(message, 503, "service_unavailable", "model_load_timeout", retryAfter);
+export const loadFailed = (message: string) => new PoolError(message, 500, "server_error", "model_load_failed");
+export const badLoadRequest = (message: string) => new PoolError(message, 400, "invalid_request_error", "invalid_llamacpp_args");
+export const serverGone = (message: string) => new PoolError(message, 503, "service_unavailable", "model_server_exited", 1);

@@ -1,0 +1,66 @@
+/**
+ * Which wrapped servers a load must evict, decided when the load leaves the queue (pure). Per model
+ * type at most `limit` servers (-1: no limit), least recently used first; a server serving a
+ * request is never evicted (the load waits), a pinned one never by LRU (all pinned: 409); a load
+ * on the NPU evicts every other NPU holder whatever its type.
+ */
+import type { ModelType } from "../models/model-type.ts";
+import { npuConflicts, type DeviceMask } from "./devices.ts";
+
+export interface ServerView {
+  model: string;
+  type: ModelType;
+  devices: DeviceMask;
+  lastUse: number;
+  pinned: boolean;
+  /** Serving at least one request (or promised to one that asked for it). */
+  busy: boolean;
+}
+
+export interface LoadWant {
+  model: string;
+  type: ModelType;
+  devices: DeviceMask;
+}
+
+export type LoadPlan =
+  | { action: "loaded" }
+  | { action: "load"; evict: string[] }
+  | { action: "wait"; blockedBy: string[] }
+  | { action: "reject"; reason: string };
+
+const byLru = (a: ServerView, b: ServerView) => a.lastUse - b.lastUse || a.model.localeCompare(b.model);
+
+export function planLoad(servers: readonly ServerView[], want: LoadWant, limit: number): LoadPlan {
+  if (servers.some((s) => s.model === want.model)) return { action: "loaded" };
+
+  const npu = npuConflicts(servers, want.devices);
+  const pinnedNpu = npu.filter((s) => s.pinned);
+  if (pinnedNpu.length) return { action: "reject", reason: `the NPU is held by pinned model ${pinnedNpu.map((s) => s.model).join(", ")}` };
+  const busyNpu = npu.filter((s) => s.busy);
+  if (busyNpu.length) return { action: "wait", blockedBy: busyNpu.map((s) => s.model) };
+
+  const leaving = new Set(npu.map((s) => s.model));
+  const sameType = servers.filter((s) => s.type === want.type && !leaving.has(s.model));
+  const excess = limit < 0 ? 0 : sameType.length + 1 - limit;
+  if (excess <= 0) return { action: "load", evict: [...leaving] };
+
+  const unpinned = sameType.filter((s) => !s.pinned);
+  if (unpinned.length < excess) {
+    return { action: "reject", reason: `all ${limit} ${want.type} slot(s) hold pinned models (${sameType.map((s) => s.model).join(", ")}); unload one or raise --max-loaded-models` };
+  }
+  const idle = unpinned.filter((s) => !s.busy).sort(byLru);
+  if (idle.length < excess) return { action: "wait", blockedBy: unpinned.filter((s) => s.busy).map((s) => s.model) };
+  return { action: "load", evict: [...leaving, ...idle.slice(0, excess).map((s) => s.model)] };
+}
+
+/** After a failed load: every server goes except those serving requests ("nuclear"). */
+export function planNuclear(servers: readonly ServerView[]): string[] {
+  return servers.filter((s) => !s.busy).map((s) => s.model);
+}
+
+/** Servers idle longer than `idleMs` (0 = never), not pinned and not busy. */
+export function idleVictims(servers: readonly ServerView[], now: number, idleMs: number): string[] {
+  if (idleMs <= 0) return [];
+  return servers.filter((s) => !s.busy && !s.pinned && now - s.lastUse >= idleMs).map((s) => s.model);
+}

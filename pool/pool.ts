@@ -1,0 +1,379 @@
+/**
+ * The model-type LRU pool of wrapped servers. Loads (and unloads) run one at a time through a
+ * queue; each load decides its evictions when it leaves the queue (`planLoad`), waits while its
+ * victims are serving, retries once after evicting everything idle when it fails ("nuclear"), and
+ * hands the new server to the requests that asked for it before anything else can evict it.
+ */
+import { existsSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import type { LlamaBinaries } from "../llama/binaries.ts";
+import type { Log } from "../log.ts";
+import type { ModelInfo } from "../models/model-store.ts";
+import { badLoadRequest, loadFailed, loadTimedOut, modelNotFound, PoolError, slotsPinned } from "./errors.ts";
+import { idleVictims, planLoad, planNuclear, type ServerView } from "./eviction.ts";
+import { freePort } from "./free-port.ts";
+import { checkUserArgs, ServerArgsError, serverArgv, splitArgs } from "./server-args.ts";
+import { WrappedServer } from "./wrapped-server.ts";
+
+export interface LoadOptions {
+  ctxSize?: number;
+  /** Extra llama-server arguments, as one string. */
+  llamacppArgs?: string;
+  pinned?: boolean;
+  /** `cpu` keeps the model off the build's accelerators; otherwise the build's own backend. */
+  backend?: string;
+}
+
+export interface PoolOptions {
+  llama: LlamaBinaries;
+  stateDir: string;
+  maxLoadedModels: number;
+  idleUnloadMs: number;
+  /** How long a request waits for its model's load to start before it gets 503. */
+  loadTimeoutMs: number;
+  defaultCtxSize: number;
+  defaultArgs: string;
+  log: Log;
+}
+
+export interface Lease {
+  server: WrappedServer;
+  release(): void;
+}
+
+export type EvictionCause = "lru" | "npu" | "nuclear" | "idle" | "unload" | "reload";
+
+interface PendingLoad {
+  model: ModelInfo;
+  options: LoadOptions;
+  /** Requests waiting for this load; each gets the server already acquired. */
+  waiters: number;
+  explicit: boolean;
+  /** Left the queue with its evictions done: from here a request waits for the load, not a slot. */
+  started: boolean;
+  result: WrappedServer | undefined;
+  promise: Promise<WrappedServer>;
+}
+
+/** The load's options as stored on the server, to tell whether a new load asks for something else. */
+const optionsKey = (o: LoadOptions) => JSON.stringify([o.ctxSize ?? null, o.llamacppArgs ?? "", o.backend ?? ""]);
+
+/** Time to become healthy: a floor for process start, plus reading the weights at a slow disk's pace. */
+const readyDeadlineMs = (bytes: number) => 60_000 + (bytes / 2 ** 30) * 30_000;
+
+export class Pool {
+  private readonly servers = new Map<string, WrappedServer>();
+  private readonly loadedWith = new Map<WrappedServer, string>();
+  private readonly pending = new Map<string, PendingLoad>();
+  private queue: Promise<unknown> = Promise.resolve();
+  private changeWaiters: (() => void)[] = [];
+  private readonly idleTimer: Timer | undefined;
+  private readonly logDir: string;
+  /** The most recently loaded model, for `/api/v1/health`'s `model_loaded`. */
+  lastLoaded: string | undefined;
+  readonly counters = { loads: 0, loadFailures: 0, evictions: new Map<EvictionCause, number>() };
+
+  constructor(private readonly opts: PoolOptions) {
+    this.logDir = join(opts.stateDir, "logs");
+    mkdirSync(this.logDir, { recursive: true });
+    if (opts.idleUnloadMs > 0) {
+      const period = Math.max(100, Math.min(opts.idleUnloadMs / 4, 10_000));
+      this.idleTimer = setInterval(() => this.sweepIdle(), period);
+      this.idleTimer.unref();
+    }
+  }
+
+  get limit(): number {
+    return this.opts.maxLoadedModels;
+  }
+
+  loaded(): WrappedServer[] {
+    return [...this.servers.values()];
+  }
+
+  server(model: string): WrappedServer | undefined {
+    return this.servers.get(model);
+  }
+
+  isLoading(model: string): boolean {
+    return this.pending.has(model);
+  }
+
+  private views(): ServerView[] {
+    return this.loaded().map((s) => ({
+      model: s.model,
+      type: s.type,
+      devices: s.devices,
+      lastUse: s.lastUse,
+      pinned: s.pinned,
+      busy: s.busy,
+    }));
+  }
+
+  private notifyChange(): void {
+    const waiters = this.changeWaiters;
+    this.changeWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  private nextChange(): Promise<void> {
+    return new Promise((resolve) => this.changeWaiters.push(resolve));
+  }
+
+  /** Runs `task` after everything queued before it; a failure does not stop the queue. */
+  private enqueue<T>(task: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(task);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * A server for `model` with the caller's request counted on it: at once when it is loaded, else
+   * after an auto-load. 503 when the load cannot start within the load timeout.
+   */
+  async acquire(model: ModelInfo, signal?: AbortSignal): Promise<Lease> {
+    const ready = this.servers.get(model.name);
+    if (ready?.state === "ready") {
+      ready.acquire();
+      return this.lease(ready);
+    }
+    const p = this.pending.get(model.name) ?? this.startLoad(model, {}, false);
+    p.waiters++;
+    let timer: Timer | undefined;
+    const aborted = new Promise<never>((_, reject) => {
+      if (!p.started) {
+        timer = setTimeout(() => {
+          if (!p.started) reject(loadTimedOut(`model "${model.name}" could not start loading within ${Math.round(this.opts.loadTimeoutMs / 1000)} s: its slot is busy; try again`, 5));
+        }, this.opts.loadTimeoutMs);
+      }
+      signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
+    });
+    try {
+      const server = await Promise.race([p.promise, aborted]);
+      return this.lease(server);
+    } catch (err) {
+      // Counted on the server already (it finished in the same tick the caller gave up): give it back.
+      if (p.result && p.result.state !== "failed") p.result.release();
+      else p.waiters--;
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private lease(server: WrappedServer): Lease {
+    let released = false;
+    return {
+      server,
+      release: () => {
+        if (released) return;
+        released = true;
+        server.release();
+      },
+    };
+  }
+
+  /** Explicit load (`/api/v1/load`, `--model`): resolves when the server is ready. */
+  async load(model: ModelInfo, options: LoadOptions = {}): Promise<WrappedServer> {
+    const existing = this.servers.get(model.name);
+    if (existing && this.loadedWith.get(existing) === optionsKey(options)) {
+      if (options.pinned !== undefined) existing.pinned = options.pinned;
+      return existing;
+    }
+    const pending = this.pending.get(model.name);
+    if (pending && optionsKey(pending.options) === optionsKey(options)) {
+      pending.explicit = true;
+      const server = await pending.promise;
+      if (options.pinned !== undefined) server.pinned = options.pinned;
+      return server;
+    }
+    return this.startLoad(model, options, true).promise;
+  }
+
+  private startLoad(model: ModelInfo, options: LoadOptions, explicit: boolean): PendingLoad {
+    const p: PendingLoad = {
+      model,
+      options,
+      waiters: 0,
+      explicit,
+      started: false,
+      result: undefined,
+      promise: Promise.resolve(undefined as never),
+    };
+    p.promise = this.enqueue(() => this.runLoad(p)).finally(() => {
+      if (this.pending.get(model.name) === p) this.pending.delete(model.name);
+    });
+    p.promise.catch(() => undefined);
+    this.pending.set(model.name, p);
+    return p;
+  }
+
+  private userArgs(model: ModelInfo, options: LoadOptions): string[] {
+    try {
+      const args = [...splitArgs(this.opts.defaultArgs), ...splitArgs(model.llamacppArgs), ...splitArgs(options.llamacppArgs)];
+      checkUserArgs(args);
+      // Hide the accelerators from a model asked to run on the CPU.
+      if (options.backend === "cpu") args.push("--device", "none");
+      return args;
+    } catch (err) {
+      if (err instanceof ServerArgsError) throw badLoadRequest(err.message);
+      throw err;
+    }
+  }
+
+  private async runLoad(p: PendingLoad): Promise<WrappedServer> {
+    const { model, options } = p;
+    const abandoned = () => !p.explicit && p.waiters === 0;
+    if (abandoned()) throw loadTimedOut(`load of "${model.name}" abandoned: every request for it gave up`, 5);
+    if (!existsSync(model.path)) throw modelNotFound(`model "${model.name}": file ${model.path} does not exist`);
+    if (model.problem) throw modelNotFound(`model "${model.name}": ${model.problem}`);
+    const extraArgs = this.userArgs(model, options);
+
+    const current = this.servers.get(model.name);
+    if (current && this.loadedWith.get(current) !== optionsKey(options)) await this.evict(model.name, "reload");
+
+    for (;;) {
+      const plan = planLoad(this.views(), { model: model.name, type: model.type, devices: model.devices }, this.opts.maxLoadedModels);
+      if (plan.action === "loaded") {
+        const server = this.servers.get(model.name)!;
+        return this.handOver(p, server);
+      }
+      if (plan.action === "reject") throw slotsPinned(`cannot load "${model.name}": ${plan.reason}`);
+      if (plan.action === "wait") {
+        this.opts.log.info("load waits for busy servers", { model: model.name, busy: plan.blockedBy.join(",") });
+        await this.nextChange();
+        if (abandoned()) throw loadTimedOut(`load of "${model.name}" abandoned: every request for it gave up`, 5);
+        continue;
+      }
+      const cause = (victim: string) => (this.servers.get(victim)?.type === model.type ? "lru" : "npu");
+      await Promise.all(plan.evict.map((victim) => this.evict(victim, cause(victim))));
+      break;
+    }
+    p.started = true;
+
+    let server: WrappedServer;
+    try {
+      server = await this.spawnReady(model, options, extraArgs);
+    } catch (first) {
+      const everyone = planNuclear(this.views());
+      this.opts.log.warn("load failed; evicting every idle server and retrying once", {
+        model: model.name,
+        evicting: everyone.join(",") || "none",
+        error: (first as Error).message.split("\n")[0],
+      });
+      await Promise.all(everyone.map((victim) => this.evict(victim, "nuclear")));
+      try {
+        server = await this.spawnReady(model, options, extraArgs);
+      } catch (second) {
+        this.counters.loadFailures++;
+        throw loadFailed(`model "${model.name}" failed to load: ${(second as Error).message}`);
+      }
+    }
+    if (options.pinned) server.pinned = true;
+    this.loadedWith.set(server, optionsKey(options));
+    this.lastLoaded = model.name;
+    this.counters.loads++;
+    return this.handOver(p, server);
+  }
+
+  /** Counts every waiting request on the server in the same tick the load completes. */
+  private handOver(p: PendingLoad, server: WrappedServer): WrappedServer {
+    for (let i = 0; i < p.waiters; i++) server.acquire();
+    p.result = server;
+    p.started = true;
+    return server;
+  }
+
+  private async spawnReady(model: ModelInfo, options: LoadOptions, extraArgs: string[]): Promise<WrappedServer> {
+    const port = freePort();
+    const argv = serverArgv({
+      binary: this.opts.llama.llamaServer,
+      modelPath: model.path,
+      mmproj: model.mmproj,
+      alias: model.name,
+      type: model.type,
+      poolingType: model.facts?.poolingType,
+      port,
+      ctxSize: options.ctxSize ?? model.ctxSize ?? this.opts.defaultCtxSize,
+      extraArgs,
+    });
+    const server = new WrappedServer({
+      model: model.name,
+      checkpoint: model.path,
+      type: model.type,
+      devices: model.devices,
+      recipe: model.recipe,
+      pinned: options.pinned ?? false,
+      argv,
+      port,
+      logPath: join(this.logDir, `llama-server-${model.name.replace(/[^\w.-]+/g, "_")}.log`),
+    });
+    this.servers.set(model.name, server);
+    server.onChange((s) => this.onServerChange(s));
+    this.opts.log.info("loading model", { model: model.name, type: model.type, port, pid: server.pid });
+    const started = performance.now();
+    try {
+      await server.waitReady(readyDeadlineMs(model.sizeBytes));
+    } catch (err) {
+      if (this.servers.get(model.name) === server) this.servers.delete(model.name);
+      throw err;
+    }
+    this.opts.log.info("model ready", { model: model.name, ms: Math.round(performance.now() - started) });
+    return server;
+  }
+
+  private onServerChange(s: WrappedServer): void {
+    if ((s.state === "failed" || s.state === "stopped") && this.servers.get(s.model) === s) {
+      this.servers.delete(s.model);
+      if (s.state === "failed") this.opts.log.error("llama-server exited unexpectedly; the next request reloads it", { model: s.model, log: s.logPath });
+    }
+    this.notifyChange();
+  }
+
+  private async evict(model: string, cause: EvictionCause): Promise<void> {
+    const server = this.servers.get(model);
+    if (!server) return;
+    this.servers.delete(model);
+    this.counters.evictions.set(cause, (this.counters.evictions.get(cause) ?? 0) + 1);
+    this.opts.log.info("unloading model", { model, cause });
+    await server.stop();
+    this.notifyChange();
+  }
+
+  /** Unloads one model after its requests finish (404 when it is not loaded), or every model. */
+  async unload(model?: string): Promise<string[]> {
+    if (model !== undefined && !this.servers.has(model) && !this.pending.has(model)) {
+      throw modelNotFound(`model "${model}" is not loaded`);
+    }
+    return this.enqueue(async () => {
+      const names = model === undefined ? [...this.servers.keys()] : [model];
+      await Promise.all(
+        names.map(async (name) => {
+          const server = this.servers.get(name);
+          while (server?.busy && this.servers.get(name) === server) await this.nextChange();
+          await this.evict(name, "unload");
+        }),
+      );
+      return names;
+    });
+  }
+
+  private sweepIdle(): void {
+    for (const model of idleVictims(this.views(), Date.now(), this.opts.idleUnloadMs)) {
+      void this.enqueue(async () => {
+        // Still idle when its turn comes?
+        if (idleVictims(this.views(), Date.now(), this.opts.idleUnloadMs).includes(model)) await this.evict(model, "idle");
+      });
+    }
+  }
+
+  /** Stops every server (node shutdown). */
+  async close(): Promise<void> {
+    clearInterval(this.idleTimer);
+    const all = this.loaded();
+    this.servers.clear();
+    await Promise.all(all.map((s) => s.stop()));
+  }
+}
+
+export { PoolError };

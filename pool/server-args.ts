@@ -1,0 +1,89 @@
+/**
+ * The argv of a wrapped `llama-server` (pure): flags the pool manages (model, host, port, alias,
+ * type-specific serving flags) plus the user's extra arguments, which may not touch what the pool
+ * manages. Values come from the load request, then the node's flags, then built-in defaults.
+ */
+import { parse as parseShell } from "shell-quote";
+import type { ModelType } from "../models/model-type.ts";
+import { POOLING_NAMES, PoolingType } from "../models/model-type.ts";
+
+/** Flags the pool sets itself; a user passing one would break routing, readiness or the split. */
+const MANAGED_FLAGS = new Map<string, string>([
+  ["-m", "the model comes from model_name"],
+  ["--model", "the model comes from model_name"],
+  ["-mu", "models come from the models dir"],
+  ["--model-url", "models come from the models dir"],
+  ["-hf", "models come from the models dir"],
+  ["-hfr", "models come from the models dir"],
+  ["--hf-repo", "models come from the models dir"],
+  ["-dr", "models come from the models dir"],
+  ["--docker-repo", "models come from the models dir"],
+  ["--port", "the pool picks the port"],
+  ["--host", "the server listens on 127.0.0.1 only"],
+  ["--rpc", "the mesh decides which RPC workers a model uses"],
+  ["-a", "the alias is the model name"],
+  ["--alias", "the alias is the model name"],
+  ["-c", "use ctx_size"],
+  ["--ctx-size", "use ctx_size"],
+  ["--embedding", "the model type decides"],
+  ["--embeddings", "the model type decides"],
+  ["--rerank", "the model type decides"],
+  ["--reranking", "the model type decides"],
+  ["--mmproj", "the projector beside the model is used"],
+  ["--api-key", "the node checks API keys"],
+  ["--api-key-file", "the node checks API keys"],
+  ["--log-file", "the pool keeps the server's log"],
+  ["--path", "the server's static files are not served"],
+]);
+
+export class ServerArgsError extends Error {}
+
+/** Splits a user's argument string like a shell would, without running one. */
+export function splitArgs(text: string | undefined): string[] {
+  if (!text) return [];
+  const words = parseShell(text);
+  return words.map((w) => {
+    if (typeof w !== "string") throw new ServerArgsError(`llamacpp_args must be plain arguments, not shell syntax: ${JSON.stringify(text)}`);
+    return w;
+  });
+}
+
+/** Throws naming the first managed flag the user passed (as `--flag` or `--flag=value`). */
+export function checkUserArgs(args: readonly string[]): void {
+  for (const a of args) {
+    const flag = a.split("=")[0]!;
+    const why = MANAGED_FLAGS.get(flag);
+    if (why) throw new ServerArgsError(`llamacpp_args may not contain ${flag}: ${why}`);
+  }
+}
+
+export interface ServerArgsInput {
+  binary: string;
+  modelPath: string;
+  mmproj: string | undefined;
+  alias: string;
+  type: ModelType;
+  poolingType: number | undefined;
+  port: number;
+  /** 0 = the model's own context length. */
+  ctxSize: number;
+  /** Node-wide extra args first, then the load's: llama.cpp takes the last value of a flag. */
+  extraArgs: readonly string[];
+  rpcWorkers?: readonly string[];
+}
+
+export function serverArgv(i: ServerArgsInput): string[] {
+  const argv = [i.binary, "--model", i.modelPath, "--host", "127.0.0.1", "--port", String(i.port), "--alias", i.alias];
+  argv.push("--ctx-size", String(i.ctxSize));
+  if (i.mmproj) argv.push("--mmproj", i.mmproj);
+  if (i.type === "embedding") {
+    const own = i.poolingType !== undefined && i.poolingType !== PoolingType.NONE ? POOLING_NAMES[i.poolingType] : undefined;
+    const userPooling = i.extraArgs.some((a) => a === "--pooling" || a.startsWith("--pooling="));
+    argv.push("--embeddings");
+    if (!userPooling) argv.push("--pooling", own ?? "mean");
+  }
+  if (i.type === "reranking") argv.push("--reranking");
+  if (i.rpcWorkers?.length) argv.push("--rpc", i.rpcWorkers.join(","), "-ngl", "999");
+  argv.push(...i.extraArgs);
+  return argv;
+}

@@ -1,0 +1,184 @@
+/**
+ * One `llama-server` child serving one model: a small state machine (starting -> ready ->
+ * stopping -> stopped, or failed when the process dies on its own), an in-flight counter that
+ * eviction and idle unload respect, and the last-use time LRU eviction reads. The child's output
+ * goes straight to a log file under the state dir; its exit is noticed at once, and aborts the
+ * signal every in-flight request to it is tied to.
+ */
+import { closeSync, existsSync, openSync, readSync, renameSync, statSync } from "node:fs";
+import type { Subprocess } from "bun";
+import type { ModelType } from "../models/model-type.ts";
+import type { DeviceMask } from "./devices.ts";
+
+export type ServerState = "starting" | "ready" | "stopping" | "stopped" | "failed";
+
+const TRANSITIONS: Record<ServerState, readonly ServerState[]> = {
+  starting: ["ready", "stopping", "failed"],
+  ready: ["stopping", "failed"],
+  stopping: ["stopped", "failed"],
+  stopped: [],
+  failed: [],
+};
+
+export const canTransition = (from: ServerState, to: ServerState): boolean => TRANSITIONS[from].includes(to);
+
+/** A log over this size is moved aside (one old copy kept) when its server starts again. */
+const LOG_ROTATE_BYTES = 20 * 1024 * 1024;
+
+export interface WrappedServerSpec {
+  model: string;
+  checkpoint: string;
+  type: ModelType;
+  devices: DeviceMask;
+  recipe: string;
+  pinned: boolean;
+  argv: string[];
+  port: number;
+  logPath: string;
+  env?: Record<string, string>;
+}
+
+export function readLogTail(path: string, bytes = 4000): string {
+  try {
+    const size = statSync(path).size;
+    const fd = openSync(path, "r");
+    try {
+      const buf = Buffer.alloc(Math.min(bytes, size));
+      readSync(fd, buf, 0, buf.length, size - buf.length);
+      return buf.toString("utf8");
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return "";
+  }
+}
+
+export class WrappedServer {
+  readonly model: string;
+  readonly checkpoint: string;
+  readonly type: ModelType;
+  readonly devices: DeviceMask;
+  readonly recipe: string;
+  readonly url: string;
+  readonly logPath: string;
+  pinned: boolean;
+  state: ServerState = "starting";
+  lastUse = Date.now();
+  inflight = 0;
+  /** Set when the process ends; aborts every request in flight to it. */
+  readonly gone: AbortSignal;
+  readonly exited: Promise<number | null>;
+  private readonly proc: Subprocess;
+  private readonly goneController = new AbortController();
+  private readonly listeners = new Set<(s: WrappedServer) => void>();
+
+  constructor(spec: WrappedServerSpec) {
+    this.model = spec.model;
+    this.checkpoint = spec.checkpoint;
+    this.type = spec.type;
+    this.devices = spec.devices;
+    this.recipe = spec.recipe;
+    this.pinned = spec.pinned;
+    this.url = `http://127.0.0.1:${spec.port}`;
+    this.logPath = spec.logPath;
+    this.gone = this.goneController.signal;
+    if (existsSync(spec.logPath) && statSync(spec.logPath).size > LOG_ROTATE_BYTES) renameSync(spec.logPath, `${spec.logPath}.1`);
+    const fd = openSync(spec.logPath, "a");
+    try {
+      this.proc = Bun.spawn(spec.argv, {
+        stdin: "ignore",
+        stdout: fd,
+        stderr: fd,
+        env: { ...process.env, GGML_NO_BACKTRACE: "1", ...spec.env },
+      });
+    } finally {
+      closeSync(fd);
+    }
+    this.exited = this.proc.exited.then(
+      (code) => this.onExit(code),
+      () => this.onExit(null),
+    );
+  }
+
+  get pid(): number {
+    return this.proc.pid;
+  }
+
+  get busy(): boolean {
+    return this.inflight > 0;
+  }
+
+  private setState(to: ServerState): void {
+    if (!canTransition(this.state, to)) return;
+    this.state = to;
+    for (const l of this.listeners) l(this);
+  }
+
+  private onExit(code: number | null): number | null {
+    this.setState(this.state === "stopping" ? "stopped" : "failed");
+    this.goneController.abort(new Error(`llama-server for ${this.model} exited (${code ?? this.proc.signalCode})`));
+    return code;
+  }
+
+  /** Called on every state change (ready, failed, stopped). */
+  onChange(listener: (s: WrappedServer) => void): void {
+    this.listeners.add(listener);
+  }
+
+  touch(): void {
+    this.lastUse = Date.now();
+  }
+
+  acquire(): void {
+    this.inflight++;
+    this.touch();
+  }
+
+  release(): void {
+    this.inflight = Math.max(0, this.inflight - 1);
+    this.touch();
+    for (const l of this.listeners) l(this);
+  }
+
+  /**
+   * Resolves when /health answers 200. "Connection refused" and 503 "Loading model" are normal
+   * while it starts; the process exiting or the deadline passing is a failure with the log's tail.
+   */
+  async waitReady(deadlineMs: number): Promise<void> {
+    const deadline = Date.now() + deadlineMs;
+    while (this.state === "starting") {
+      try {
+        const res = await fetch(`${this.url}/health`, { signal: AbortSignal.any([AbortSignal.timeout(2000), this.gone]) });
+        await res.body?.cancel();
+        if (res.status === 200) {
+          this.touch();
+          this.setState("ready");
+          return;
+        }
+      } catch {
+        // not listening yet
+      }
+      if (this.gone.aborted) break;
+      if (Date.now() > deadline) {
+        await this.stop();
+        throw new Error(`llama-server for ${this.model} was not ready within ${Math.round(deadlineMs / 1000)} s\n${readLogTail(this.logPath)}`);
+      }
+      await Promise.race([Bun.sleep(25), this.exited]);
+    }
+    if (this.state !== "ready") {
+      await this.exited;
+      throw new Error(`llama-server for ${this.model} exited while loading (code ${this.proc.exitCode ?? this.proc.signalCode})\n${readLogTail(this.logPath)}`);
+    }
+  }
+
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves once the process is gone. */
+  async stop(graceMs = 5000): Promise<void> {
+    if (this.state === "stopped" || this.state === "failed") return;
+    this.setState("stopping");
+    this.proc.kill("SIGTERM");
+    const timer = setTimeout(() => this.proc.kill("SIGKILL"), graceMs);
+    await this.exited;
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,90 @@
+/**
+ * The OpenAI-compatible `/v1` routes. Inference routes read `model` from the JSON body, get that
+ * model's server (loading it when needed) and proxy the original bytes to it.
+ */
+import { Hono } from "hono";
+import { statSync } from "node:fs";
+import { badRequest, errorResponse } from "./errors.ts";
+import { proxyToServer } from "./proxy.ts";
+import { acquireModel, findModel, modelStatus, type Serving } from "./serving.ts";
+
+/** Inference routes and the llama-server path each goes to. */
+export const INFERENCE_ROUTES: Record<string, string> = {
+  "/chat/completions": "/v1/chat/completions",
+  "/completions": "/v1/completions",
+  "/embeddings": "/v1/embeddings",
+  "/rerank": "/v1/rerank",
+  "/reranking": "/v1/rerank",
+  "/responses": "/v1/responses",
+  "/messages": "/v1/messages",
+};
+
+/** `model` from a request body, or the reason there is none. */
+export function modelOfBody(text: string): { model: string } | { error: string } {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    return { error: `request body is not valid JSON: ${(err as Error).message}` };
+  }
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return { error: "request body must be a JSON object" };
+  const model = (json as { model?: unknown }).model;
+  if (typeof model !== "string" || model === "") return { error: 'request body needs a "model" (a string naming a model from GET /v1/models)' };
+  return { model };
+}
+
+function modelEntry(serving: Serving, name: string) {
+  const m = serving.store.list().find((x) => x.name === name)!;
+  let created = 0;
+  try {
+    created = Math.floor(statSync(m.path).mtimeMs / 1000);
+  } catch {
+    // listed in the registry, file not there (yet)
+  }
+  return {
+    id: m.name,
+    object: "model" as const,
+    created,
+    owned_by: "mesh",
+    type: m.type,
+    status: modelStatus(serving, m.name),
+    size: m.sizeBytes,
+    checkpoint: m.path,
+    recipe: m.recipe,
+    labels: m.labels,
+  };
+}
+
+export function openAiRoutes(serving: Serving): Hono {
+  const v1 = new Hono();
+
+  v1.get("/models", async (c) => {
+    const models = await serving.store.refresh();
+    return c.json({ object: "list", data: models.map((m) => modelEntry(serving, m.name)) });
+  });
+
+  v1.get("/models/:id{.+}", async (c) => {
+    const m = await findModel(serving, c.req.param("id"));
+    return c.json(modelEntry(serving, m.name));
+  });
+
+  for (const [route, upstreamPath] of Object.entries(INFERENCE_ROUTES)) {
+    v1.post(route, async (c) => {
+      const body = await c.req.arrayBuffer();
+      const parsed = modelOfBody(new TextDecoder().decode(body));
+      if ("error" in parsed) return badRequest(c, parsed.error, "invalid_body");
+      const lease = await acquireModel(serving, parsed.model, c.req.raw.signal);
+      return proxyToServer({
+        lease,
+        model: parsed.model,
+        path: upstreamPath,
+        body,
+        clientSignal: c.req.raw.signal,
+        onStats: (s) => void (serving.lastStats = s),
+      });
+    });
+  }
+
+  v1.all("*", (c) => errorResponse(c, 404, `no route for ${c.req.method} ${c.req.path}`, "not_found_error", "not_found"));
+  return v1;
+}

@@ -1,0 +1,85 @@
+/**
+ * Figures of one inference request for `/api/v1/stats`, read from what llama-server already
+ * reports (pure): its `timings` (prompt and decode times and counts) and OpenAI `usage`, from a
+ * JSON body or from the last events of an SSE stream.
+ */
+
+export interface RequestStats {
+  model: string;
+  route: string;
+  /** Seconds until the first token: prompt processing time, else measured at the router. */
+  time_to_first_token: number | null;
+  tokens_per_second: number | null;
+  input_tokens: number | null;
+  output_tokens: number | null;
+  /** Wall time of the whole request at the router, seconds. */
+  duration: number;
+}
+
+interface Timings {
+  /** Prompt tokens reused from the cache; with prompt_n, the whole prompt. */
+  cache_n?: number;
+  prompt_n?: number;
+  prompt_ms?: number;
+  predicted_n?: number;
+  predicted_ms?: number;
+  predicted_per_second?: number;
+}
+interface Usage {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null;
+const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+
+export interface ReportedFigures {
+  timings: Timings | undefined;
+  usage: Usage | undefined;
+}
+
+/** `timings` and `usage` of one response object, when it has them. */
+export function figuresOf(body: unknown): ReportedFigures {
+  if (!isObject(body)) return { timings: undefined, usage: undefined };
+  return {
+    timings: isObject(body.timings) ? (body.timings as Timings) : undefined,
+    usage: isObject(body.usage) ? (body.usage as Usage) : undefined,
+  };
+}
+
+/** The figures in the last SSE events that carry them (llama-server puts them in the final chunk). */
+export function figuresOfSse(tail: string): ReportedFigures {
+  let out: ReportedFigures = { timings: undefined, usage: undefined };
+  for (const line of tail.split("\n")) {
+    if (!line.startsWith("data:")) continue;
+    const data = line.slice(5).trim();
+    if (data === "[DONE]" || !data.startsWith("{")) continue;
+    try {
+      const f = figuresOf(JSON.parse(data));
+      out = { timings: f.timings ?? out.timings, usage: f.usage ?? out.usage };
+    } catch {
+      // the tail may start mid-event
+    }
+  }
+  return out;
+}
+
+export function toStats(
+  model: string,
+  route: string,
+  f: ReportedFigures,
+  measured: { firstByteMs: number | undefined; totalMs: number },
+): RequestStats {
+  const t = f.timings;
+  const promptMs = num(t?.prompt_ms);
+  const tps = num(t?.predicted_per_second) ?? (num(t?.predicted_n) && num(t?.predicted_ms) ? (t!.predicted_n! / t!.predicted_ms!) * 1000 : undefined);
+  return {
+    model,
+    route,
+    time_to_first_token: promptMs !== undefined ? promptMs / 1000 : measured.firstByteMs !== undefined ? measured.firstByteMs / 1000 : null,
+    tokens_per_second: tps ?? null,
+    input_tokens: num(f.usage?.prompt_tokens) ?? (num(t?.prompt_n) !== undefined ? t!.prompt_n! + (num(t?.cache_n) ?? 0) : null),
+    output_tokens: num(f.usage?.completion_tokens) ?? num(t?.predicted_n) ?? null,
+    duration: measured.totalMs / 1000,
+  };
+}
