@@ -3,10 +3,11 @@
  * `tiny` loads in well under a second; `embed` is tiny with mean pooling (an embedding model to
  * llama.cpp and to our model-type detection); `wide` has feed-forward tensors just over 10 MiB at
  * every weight type, the size above which llama.cpp's RPC client sends a hash instead of the bytes.
+ * `rerank` is tiny with rank pooling: llama-server `--reranking` scores with it.
  */
 import { GgmlType, rowBytes } from "../../models/gguf-writer.ts";
 
-export type PresetName = "tiny" | "embed" | "wide";
+export type PresetName = "tiny" | "embed" | "rerank" | "wide";
 export type WeightType = "f32" | "q8_0";
 
 export interface ModelShape {
@@ -16,11 +17,11 @@ export interface ModelShape {
   nHeadKv: number;
   nFf: number;
   contextLength: number;
-  /** llama.cpp `enum llama_pooling_type`: 1 = mean. Absent for generative models. */
-  pooling?: 1;
+  /** llama.cpp `enum llama_pooling_type`: 1 = mean, 4 = rank. Absent for generative models. */
+  pooling?: 1 | 4;
 }
 
-export const PRESET_NAMES: readonly PresetName[] = ["tiny", "embed", "wide"];
+export const PRESET_NAMES: readonly PresetName[] = ["tiny", "embed", "rerank", "wide"];
 export const WEIGHT_TYPES: readonly WeightType[] = ["f32", "q8_0"];
 
 export const ggmlTypeOf = (t: WeightType): GgmlType => (t === "f32" ? GgmlType.F32 : GgmlType.Q8_0);
@@ -40,6 +41,8 @@ export function presetShape(preset: PresetName, type: WeightType): ModelShape {
       return { nEmbd: 64, nLayer: 4, nHead: 4, nHeadKv: 2, nFf: 128, contextLength: 2048 };
     case "embed":
       return { nEmbd: 64, nLayer: 4, nHead: 4, nHeadKv: 4, nFf: 128, contextLength: 2048, pooling: 1 };
+    case "rerank":
+      return { nEmbd: 64, nLayer: 4, nHead: 4, nHeadKv: 4, nFf: 128, contextLength: 2048, pooling: 4 };
     case "wide":
       return { nEmbd: 256, nLayer: 2, nHead: 4, nHeadKv: 4, nFf: wideFeedForward(256, type), contextLength: 2048 };
   }

@@ -65,3 +65,18 @@ test.each(WEIGHT_TYPES)("embed %s: /v1/embeddings returns one normalized vector 
     await server.stop();
   }
 });
+
+test.each(WEIGHT_TYPES)("rerank %s: /v1/rerank scores every document", async (type) => {
+  const server = await startLlamaServer(await testModel("rerank", type), ["--reranking"]);
+  try {
+    const res = await fetch(`${server.url}/v1/rerank`, {
+      method: "POST",
+      body: JSON.stringify({ model: "test", query: "hello", documents: ["hello world", "the dog", "a mesh"] }),
+    });
+    const body = (await res.json()) as { results: { index: number; relevance_score: number }[] };
+    expect(body.results.map((r) => r.index).sort()).toEqual([0, 1, 2]);
+    for (const r of body.results) expect(Number.isFinite(r.relevance_score)).toBe(true);
+  } finally {
+    await server.stop();
+  }
+});

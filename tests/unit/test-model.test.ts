@@ -36,12 +36,15 @@ describe("presets", () => {
     expect(big.length).toBeGreaterThan(0);
     for (const t of big) expect(tensorBytes(t)).toBeGreaterThan(RPC_HASH_THRESHOLD);
   });
-  test("only embed has a pooling type", async () => {
-    const path = join(dir, "embed.gguf");
-    await makeTestModel({ preset: "embed", type: "f32", out: path });
+  test.each([
+    ["embed", 1],
+    ["rerank", 4],
+    ["tiny", undefined],
+  ] as const)("%s has pooling type %p", async (preset, pooling) => {
+    const path = join(dir, `${preset}.gguf`);
+    await makeTestModel({ preset, type: "f32", out: path });
     const md = (await gguf(path, { allowLocalFile: true })).metadata as Record<string, unknown>;
-    expect(md["llama.pooling_type"]).toBe(1);
-    expect(presetShape("tiny", "f32").pooling).toBeUndefined();
+    expect(md["llama.pooling_type"]).toBe(pooling);
   });
 });
 

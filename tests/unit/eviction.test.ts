@@ -1,0 +1,68 @@
+import { describe, expect, test } from "bun:test";
+import { Device } from "../../pool/devices.ts";
+import { idleVictims, planLoad, planNuclear, type LoadPlan, type LoadWant, type ServerView } from "../../pool/eviction.ts";
+import { canTransition } from "../../pool/wrapped-server.ts";
+
+/** A server: model name, type, last use, and flags. */
+function s(model: string, lastUse: number, over: Partial<ServerView> = {}): ServerView {
+  return { model, type: "llm", devices: Device.GPU, lastUse, pinned: false, busy: false, ...over };
+}
+const llm = (model: string): LoadWant => ({ model, type: "llm", devices: Device.GPU });
+
+describe("planLoad", () => {
+  const cases: [string, ServerView[], LoadWant, number, LoadPlan][] = [
+    ["empty pool loads", [], llm("a"), 1, { action: "load", evict: [] }],
+    ["already loaded", [s("a", 1)], llm("a"), 1, { action: "loaded" }],
+    ["free slot: no eviction", [s("a", 1)], llm("b"), 2, { action: "load", evict: [] }],
+    ["full: evicts the least recently used", [s("a", 5), s("b", 3), s("c", 9)], llm("d"), 3, { action: "load", evict: ["b"] }],
+    ["limit 1 evicts the one llm", [s("a", 1)], llm("b"), 1, { action: "load", evict: ["a"] }],
+    ["other types do not count", [s("e", 1, { type: "embedding" })], llm("b"), 1, { action: "load", evict: [] }],
+    ["an embedding evicts only embeddings", [s("a", 1), s("e", 2, { type: "embedding" })], { model: "f", type: "embedding", devices: Device.GPU }, 1, { action: "load", evict: ["e"] }],
+    ["no limit never evicts", [s("a", 1), s("b", 2), s("c", 3)], llm("d"), -1, { action: "load", evict: [] }],
+    ["busy LRU is skipped for an idle one", [s("a", 1, { busy: true }), s("b", 2)], llm("c"), 2, { action: "load", evict: ["b"] }],
+    ["every candidate busy: wait", [s("a", 1, { busy: true })], llm("b"), 1, { action: "wait", blockedBy: ["a"] }],
+    ["pinned LRU is skipped", [s("a", 1, { pinned: true }), s("b", 2)], llm("c"), 2, { action: "load", evict: ["b"] }],
+    ["all pinned: reject", [s("a", 1, { pinned: true })], llm("b"), 1, { action: "reject", reason: "all 1 llm slot(s) hold pinned models (a); unload one or raise --max-loaded-models" }],
+    ["pinned and busy: wait for the busy one", [s("a", 1, { pinned: true }), s("b", 2, { busy: true })], llm("c"), 2, { action: "wait", blockedBy: ["b"] }],
+    ["over the limit (limit lowered): evicts enough", [s("a", 1), s("b", 2), s("c", 3)], llm("d"), 2, { action: "load", evict: ["a", "b"] }],
+    ["ties on last use break by name", [s("b", 1), s("a", 1)], llm("c"), 2, { action: "load", evict: ["a"] }],
+  ];
+  test.each(cases)("%s", (_, servers, want, limit, plan) => expect(planLoad(servers, want, limit)).toEqual(plan));
+});
+
+describe("planLoad: NPU exclusivity", () => {
+  const npu = (model: string, type: ServerView["type"] = "llm"): LoadWant => ({ model, type, devices: Device.NPU });
+  const cases: [string, ServerView[], LoadWant, number, LoadPlan][] = [
+    ["evicts the NPU holder of another type, within limits", [s("x", 9, { type: "embedding", devices: Device.NPU }), s("a", 1)], npu("n"), 2, { action: "load", evict: ["x"] }],
+    ["evicts the NPU holder even with no limit", [s("x", 9, { devices: Device.NPU | Device.GPU })], npu("n"), -1, { action: "load", evict: ["x"] }],
+    ["an NPU holder leaving frees its slot too", [s("x", 9, { devices: Device.NPU })], npu("n"), 1, { action: "load", evict: ["x"] }],
+    ["a busy NPU holder: wait", [s("x", 9, { devices: Device.NPU, busy: true })], npu("n"), -1, { action: "wait", blockedBy: ["x"] }],
+    ["a pinned NPU holder: reject", [s("x", 9, { devices: Device.NPU, pinned: true })], npu("n"), -1, { action: "reject", reason: "the NPU is held by pinned model x" }],
+    ["a GPU load leaves the NPU holder alone", [s("x", 9, { type: "embedding", devices: Device.NPU })], llm("g"), 1, { action: "load", evict: [] }],
+  ];
+  test.each(cases)("%s", (_, servers, want, limit, plan) => expect(planLoad(servers, want, limit)).toEqual(plan));
+});
+
+test.each([
+  ["evicts every idle server, pinned too", [s("a", 1), s("b", 2, { pinned: true }), s("c", 3, { busy: true })], ["a", "b"]],
+  ["nothing loaded", [], []],
+] as const)("planNuclear: %s", (_, servers, victims) => expect(planNuclear(servers)).toEqual([...victims]));
+
+describe("idleVictims", () => {
+  const cases: [string, ServerView[], number, number, string[]][] = [
+    ["idle past the limit", [s("a", 0), s("b", 900)], 1000, 500, ["a"]],
+    ["0 means never", [s("a", 0)], 10_000, 0, []],
+    ["busy and pinned stay", [s("a", 0, { busy: true }), s("b", 0, { pinned: true })], 10_000, 500, []],
+  ];
+  test.each(cases)("%s", (_, servers, now, idleMs, victims) => expect(idleVictims(servers, now, idleMs)).toEqual(victims));
+});
+
+test.each([
+  ["starting", "ready", true],
+  ["starting", "failed", true],
+  ["ready", "stopping", true],
+  ["stopping", "stopped", true],
+  ["ready", "starting", false],
+  ["stopped", "ready", false],
+  ["failed", "ready", false],
+] as const)("server state %s -> %s allowed: %p", (from, to, ok) => expect(canTransition(from, to)).toBe(ok));
