@@ -58,7 +58,8 @@ async function startNode(config: Config): Promise<void> {
   const app = createApp(serving, { maxBodyBytes: config.maxBodyBytes, backends: availableBackends(devices) });
   let server: ReturnType<typeof Bun.serve>;
   try {
-    server = Bun.serve({ hostname: config.listen, port: config.port, fetch: app.fetch, idleTimeout: 0, maxRequestBodySize: config.maxBodyBytes + 1 });
+    // The body limit is the app's (so a 413 comes in OpenAI's shape); Bun's own would answer first.
+    server = Bun.serve({ hostname: config.listen, port: config.port, fetch: app.fetch, idleTimeout: 0, maxRequestBodySize: Number.MAX_SAFE_INTEGER });
   } catch (err) {
     await pool.close();
     const code = (err as { code?: string }).code;

@@ -3,7 +3,7 @@
  * MESH_TEST_BINARY names one, with a temporary state dir and models dir, the API on a free port
  * (`--port 0`, read back from the log), QUIC on loopback and relays off.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawnChild, type Child } from "./children.ts";
@@ -33,11 +33,17 @@ export interface StartNodeOptions {
   /** argv of the mesh CLI, instead of `meshCommand()`. */
   command?: string[];
   cwd?: string;
+  /** Files copied into the models dir before the node starts, by file name (e.g. `{ "a.gguf": path }`). */
+  models?: Record<string, string>;
 }
+
+/** What e2e nodes give every llama-server on a 2-core machine: one thread, one slot, small context. */
+export const SMALL_LLAMA = ["--ctx-size", "512", "--llamacpp-args", "--threads 1 --threads-batch 1 --parallel 1"];
 
 export async function startNode(args: string[] = [], opts: StartNodeOptions = {}): Promise<TestNode> {
   const stateDir = mkdtempSync(join(tmpdir(), "mesh-test-state-"));
   const modelsDir = mkdtempSync(join(tmpdir(), "mesh-test-models-"));
+  for (const [file, source] of Object.entries(opts.models ?? {})) copyFileSync(source, join(modelsDir, file));
   const argv = [
     ...(opts.command ?? meshCommand()),
     "--port", "0",
