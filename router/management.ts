@@ -58,7 +58,7 @@ export function managementRoutes(serving: Serving, backends: readonly string[]):
   });
 
   api.get("/stats", (c) => {
-    const s = serving.lastStats;
+    const s = serving.lastStats?.();
     if (!s) return c.json({ time_to_first_token: null, tokens_per_second: null, input_tokens: null, output_tokens: null });
     return c.json(s);
   });

@@ -8,6 +8,8 @@ import { badRequest, errorResponse } from "./errors.ts";
 import { proxyToServer } from "./proxy.ts";
 import { acquireModel, findModel, modelStatus, type Serving } from "./serving.ts";
 
+const decoder = new TextDecoder();
+
 /** Inference routes and the llama-server path each goes to. */
 export const INFERENCE_ROUTES: Record<string, string> = {
   "/chat/completions": "/v1/chat/completions",
@@ -71,7 +73,7 @@ export function openAiRoutes(serving: Serving): Hono {
   for (const [route, upstreamPath] of Object.entries(INFERENCE_ROUTES)) {
     v1.post(route, async (c) => {
       const body = await c.req.arrayBuffer();
-      const parsed = modelOfBody(new TextDecoder().decode(body));
+      const parsed = modelOfBody(decoder.decode(body));
       if ("error" in parsed) return badRequest(c, parsed.error, "invalid_body");
       const lease = await acquireModel(serving, parsed.model, c.req.raw.signal);
       return proxyToServer({

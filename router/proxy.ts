@@ -10,6 +10,7 @@ import { figuresOf, figuresOfSse, toStats, type RequestStats } from "./request-s
 
 const SSE_TAIL_BYTES = 16 * 1024;
 const encoder = new TextEncoder();
+const decoder = new TextDecoder();
 
 export interface ProxyInput {
   lease: Lease;
@@ -17,7 +18,8 @@ export interface ProxyInput {
   path: string;
   body: ArrayBuffer;
   clientSignal: AbortSignal;
-  onStats: (s: RequestStats) => void;
+  /** Receives the request's figures, worked out only if someone asks (off the hot path). */
+  onStats: (stats: () => RequestStats) => void;
 }
 
 /** Response headers that describe the upstream connection, not the content. */
@@ -63,14 +65,7 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
       lease.release();
     }
     const totalMs = performance.now() - started;
-    queueMicrotask(() => {
-      if (upstream.status !== 200) return;
-      try {
-        input.onStats(toStats(model, path, figuresOf(JSON.parse(new TextDecoder().decode(buf))), { firstByteMs: undefined, totalMs }));
-      } catch {
-        // not JSON: no figures
-      }
-    });
+    if (upstream.status === 200) input.onStats(() => toStats(model, path, figuresOf(parseJson(buf)), { firstByteMs: undefined, totalMs }));
     return new Response(buf, { status: upstream.status, headers });
   }
 
@@ -83,8 +78,8 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
     finished = true;
     lease.release();
     const totalMs = performance.now() - started;
-    const text = new TextDecoder().decode(tail);
-    queueMicrotask(() => input.onStats(toStats(model, path, figuresOfSse(text), { firstByteMs, totalMs })));
+    const last = tail;
+    input.onStats(() => toStats(model, path, figuresOfSse(decoder.decode(last)), { firstByteMs, totalMs }));
   };
   const keepTail = (chunk: Uint8Array) => {
     const joined = new Uint8Array(Math.min(SSE_TAIL_BYTES, tail.length + chunk.length));
@@ -125,9 +120,17 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
   return new Response(stream, { status: upstream.status, headers });
 }
 
+function parseJson(buf: ArrayBuffer): unknown {
+  try {
+    return JSON.parse(decoder.decode(buf));
+  } catch {
+    return undefined;
+  }
+}
+
 /** The last event of a complete stream: OpenAI's `[DONE]`, or the end event of the Responses and Anthropic APIs. */
 export function endedCleanly(tail: Uint8Array): boolean {
-  const text = new TextDecoder().decode(tail.subarray(Math.max(0, tail.length - 512)));
+  const text = decoder.decode(tail.subarray(Math.max(0, tail.length - 512)));
   return /data: \[DONE\]|event: (response\.completed|message_stop)/.test(text);
 }
 

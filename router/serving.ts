@@ -11,8 +11,8 @@ export interface Serving {
   store: ModelStore;
   pool: Pool;
   version: string;
-  /** Figures of the most recent inference request. */
-  lastStats: RequestStats | undefined;
+  /** Figures of the most recent inference request, worked out when asked for. */
+  lastStats: (() => RequestStats) | undefined;
 }
 
 export async function findModel(serving: Serving, name: string): Promise<ModelInfo> {

@@ -183,6 +183,24 @@ test("an idle model unloads after --idle-unload", async () => {
   expect(n.child.output()).toContain("unloading model model=a cause=idle");
 });
 
+test("a node that stops on SIGTERM stops every llama-server it started", async () => {
+  const n = await node(["--max-loaded-models", "-1"]);
+  await ok(chat(n, "a"));
+  await ok(embed(n, "e"));
+  const pids = (await loaded(n)).map((s) => s.pid);
+  expect(pids).toHaveLength(2);
+  expect(await nodes.pop()!.stop()).toBe(0);
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  expect(pids.filter(alive)).toEqual([]);
+});
+
 describe("explicit load and unload", () => {
   test("load with a ctx_size and llamacpp_args, unload one and all", async () => {
     const n = await node(["--max-loaded-models", "-1"]);

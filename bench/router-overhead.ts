@@ -1,0 +1,176 @@
+#!/usr/bin/env bun
+/**
+ * What the node's router adds on top of llama-server, measured in one run against the same
+ * llama-server process (the node's own wrapped server, called directly at its backend_url):
+ * latency of small non-streaming requests, time to the first streamed byte, requests/s with 16
+ * concurrent clients, and an auto-load through the API against a bare llama-server start.
+ *
+ *   bun bench/router-overhead.ts [--requests 400] [--concurrency 16] [--seconds 5]
+ *
+ * Goals: added p50 <= 1 ms, p99 <= 5 ms; throughput >= 95% of direct; auto-load <= 100 ms over bare.
+ * Everything runs on loopback; counts and durations are bounded by the flags.
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { freePort } from "../pool/free-port.ts";
+import { provideDevLlama } from "../scripts/llama-dev.ts";
+import { killAllChildren, spawnChild } from "../tests/helpers/children.ts";
+import { testModel } from "../tests/helpers/models.ts";
+import { startNode } from "../tests/helpers/node.ts";
+import { waitFor } from "../tests/helpers/wait.ts";
+
+const { values } = parseArgs({
+  options: {
+    requests: { type: "string", default: "400" },
+    concurrency: { type: "string", default: "16" },
+    seconds: { type: "string", default: "6" },
+    loads: { type: "string", default: "5" },
+  },
+});
+const REQUESTS = Number(values.requests);
+const CONCURRENCY = Number(values.concurrency);
+const SECONDS = Number(values.seconds);
+const LOADS = Number(values.loads);
+const LLAMA_ARGS = "--threads 1 --threads-batch 1 --parallel 4";
+
+const llama = await provideDevLlama();
+process.env.MESH_LLAMA_DIR = llama.dir;
+const model = await testModel("tiny", "q8_0");
+
+const small = JSON.stringify({ model: "tiny-q8_0", prompt: "hello", max_tokens: 1, temperature: 0 });
+const generate32 = JSON.stringify({ model: "tiny-q8_0", prompt: "hello", max_tokens: 32, temperature: 0, ignore_eos: true });
+const streamed = JSON.stringify({ model: "tiny-q8_0", prompt: "hello", max_tokens: 4, temperature: 0, stream: true, ignore_eos: true });
+
+async function timed(url: string, body: string): Promise<number> {
+  const t = performance.now();
+  const res = await fetch(`${url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body });
+  await res.arrayBuffer();
+  if (res.status !== 200) throw new Error(`${url}: ${res.status}`);
+  return performance.now() - t;
+}
+
+async function firstByte(url: string): Promise<number> {
+  const t = performance.now();
+  const res = await fetch(`${url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: streamed });
+  const reader = res.body!.getReader();
+  await reader.read();
+  const ms = performance.now() - t;
+  while (!(await reader.read()).done);
+  return ms;
+}
+
+async function window(url: string, body: string, seconds: number): Promise<number> {
+  const deadline = performance.now() + seconds * 1000;
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (performance.now() < deadline) {
+        await timed(url, body);
+        done++;
+      }
+    }),
+  );
+  return done / seconds;
+}
+
+/** CPU seconds a process has used (Linux). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** Requests/s with CONCURRENCY clients, direct and routed in alternating 1 s windows (medians), and the router's CPU per request. */
+async function throughput(direct: string, routed: string, body: string, routerPid: number) {
+  const d: number[] = [];
+  const r: number[] = [];
+  let routerCpu = 0;
+  let routedRequests = 0;
+  for (let i = 0; i < SECONDS; i++) {
+    d.push(await window(direct, body, 1));
+    const before = cpuSeconds(routerPid);
+    const rps = await window(routed, body, 1);
+    routerCpu += cpuSeconds(routerPid) - before;
+    routedRequests += rps;
+    r.push(rps);
+  }
+  return { direct: pct(d, 50), routed: pct(r, 50), cpuMsPerRequest: (routerCpu / routedRequests) * 1000 };
+}
+
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+};
+
+/** Alternates direct and routed requests so drift on a shared machine hits both alike. */
+async function paired(direct: string, routed: string, n: number, one: (url: string) => Promise<number>) {
+  const d: number[] = [];
+  const r: number[] = [];
+  for (let i = 0; i < n; i++) {
+    d.push(await one(direct));
+    r.push(await one(routed));
+  }
+  return { d, r };
+}
+
+async function bareStart(): Promise<number> {
+  const port = freePort();
+  const t = performance.now();
+  const child = spawnChild("llama-server", [llama.llamaServer, "-m", model, "--host", "127.0.0.1", "--port", String(port), "--ctx-size", "4096", ...LLAMA_ARGS.split(" ")]);
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/health`)).status === 200, { what: "bare llama-server", intervalMs: 2 });
+  const ms = performance.now() - t;
+  await child.stop();
+  return ms;
+}
+
+const modelsDir = mkdtempSync(join(tmpdir(), "mesh-bench-"));
+try {
+  const node = await startNode(["--llamacpp-args", LLAMA_ARGS, "--model", model]);
+  const routed = node.url;
+  await waitFor(async () => (await fetch(`${routed}/api/v1/health`).then((r) => r.json()) as { all_models_loaded: unknown[] }).all_models_loaded.length > 0, {
+    what: "the model to load",
+  });
+
+  // Auto-load: first request for an unloaded model, minus a warm request; against a bare start.
+  const autoLoads: number[] = [];
+  const bare: number[] = [];
+  for (let i = 0; i < LOADS; i++) {
+    await fetch(`${routed}/api/v1/unload`, { method: "POST" });
+    const cold = await timed(routed, small);
+    const warm = await timed(routed, small);
+    autoLoads.push(cold - warm);
+    bare.push(await bareStart());
+  }
+
+  const health = (await (await fetch(`${routed}/api/v1/health`)).json()) as { all_models_loaded: { backend_url: string }[] };
+  const direct = health.all_models_loaded[0]!.backend_url;
+  for (let i = 0; i < 20; i++) await Promise.all([timed(direct, small), timed(routed, small)]);
+
+  const lat = await paired(direct, routed, REQUESTS, (u) => timed(u, small));
+  const ttfb = await paired(direct, routed, Math.max(50, REQUESTS / 4), firstByte);
+  const tiny1 = await throughput(direct, routed, small, node.child.proc.pid);
+  const gen32 = await throughput(direct, routed, generate32, node.child.proc.pid);
+  await node.stop();
+
+  const f = (x: number) => x.toFixed(2);
+  const rows: [string, string, string, string, string][] = [
+    ["small request p50 (ms)", f(pct(lat.d, 50)), f(pct(lat.r, 50)), f(pct(lat.r, 50) - pct(lat.d, 50)), "<= 1 ms added"],
+    ["small request p99 (ms)", f(pct(lat.d, 99)), f(pct(lat.r, 99)), f(pct(lat.r, 99) - pct(lat.d, 99)), "<= 5 ms added"],
+    ["first streamed byte p50 (ms)", f(pct(ttfb.d, 50)), f(pct(ttfb.r, 50)), f(pct(ttfb.r, 50) - pct(ttfb.d, 50)), ""],
+    [`requests/s, ${CONCURRENCY} clients, 1 token`, tiny1.direct.toFixed(0), tiny1.routed.toFixed(0), `${((tiny1.routed / tiny1.direct) * 100).toFixed(1)}%`, ">= 95% of direct"],
+    [`requests/s, ${CONCURRENCY} clients, 32 tokens`, gen32.direct.toFixed(0), gen32.routed.toFixed(0), `${((gen32.routed / gen32.direct) * 100).toFixed(1)}%`, ">= 95% of direct"],
+    ["router CPU per request (ms)", "", f(tiny1.cpuMsPerRequest), "", ""],
+    ["model start p50 (ms): bare vs auto-load", f(pct(bare, 50)), f(pct(autoLoads, 50)), f(pct(autoLoads, 50) - pct(bare, 50)), "<= 100 ms added"],
+  ];
+  const header: [string, string, string, string, string] = ["measure", "direct", "via mesh", "added", "goal"];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`;
+  console.log(line(header));
+  console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`);
+  for (const r of rows) console.log(line(r));
+  console.log(`\n${REQUESTS} paired small requests, ${ttfb.d.length} paired streams, ${SECONDS} alternating 1 s windows per throughput side (medians), ${LOADS} loads; llama-server ${LLAMA_ARGS}; ${navigator.hardwareConcurrency} cores shared by client, router and llama-server`);
+} finally {
+  await killAllChildren();
+  rmSync(modelsDir, { recursive: true, force: true });
+}
