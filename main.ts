@@ -4,6 +4,7 @@
  * here (model store, pool, router), since nothing else may import the router.
  */
 import { existsSync, mkdirSync } from "node:fs";
+import { totalmem } from "node:os";
 import { resolve } from "node:path";
 import pkg from "./package.json" with { type: "json" };
 import { CommandError, localUrl } from "./commands/common.ts";
@@ -13,9 +14,10 @@ import type { Config } from "./config/config.ts";
 import { helpText } from "./config/help.ts";
 import { parseCli, UsageError, type Command } from "./config/parse-cli.ts";
 import { availableBackends, listDevices } from "./llama/devices.ts";
-import { describeExpectedLlama } from "./llama/pin.ts";
+import { describeExpectedLlama, LLAMA_SOURCE } from "./llama/pin.ts";
 import { resolveLlamaBinaries } from "./llama/resolve.ts";
 import { createLog } from "./log.ts";
+import { startMesh, type MeshNode } from "./mesh/mesh-node.ts";
 import { describeTransport } from "./mesh/transport.ts";
 import { ModelStore } from "./models/model-store.ts";
 import { Pool } from "./pool/pool.ts";
@@ -34,9 +36,9 @@ async function startNode(config: Config): Promise<void> {
   } catch (err) {
     throw new CommandError((err as Error).message);
   }
-  const devices = await listDevices(llama);
   const missing = config.models.filter((m) => isPath(m) && !existsSync(m));
   if (missing.length) throw new CommandError(`--model ${missing.join(", ")}: no such file`);
+  const devices = await listDevices(llama);
   const store = new ModelStore({ modelsDir: config.modelsDir, extraFiles: config.models.filter(isPath), hasGpu: devices.length > 0 });
   const known = await store.refresh();
   const unknown = config.models.filter((m) => !isPath(m) && !known.some((k) => k.name === m));
@@ -44,6 +46,7 @@ async function startNode(config: Config): Promise<void> {
     throw new CommandError(`--model ${unknown.join(", ")}: not in ${config.modelsDir} (known: ${known.map((k) => k.name).join(", ") || "none"})`);
   }
 
+  let mesh: MeshNode | undefined;
   const pool = new Pool({
     llama,
     stateDir: config.stateDir,
@@ -53,8 +56,15 @@ async function startNode(config: Config): Promise<void> {
     defaultCtxSize: config.ctxSize,
     defaultArgs: config.llamacppArgs,
     log,
+    onChange: () => mesh?.announceIfChanged(),
   });
-  const serving: Serving = { store, pool, version: pkg.version, lastStats: undefined };
+  const serving: Serving = {
+    store,
+    pool,
+    version: pkg.version,
+    lastStats: undefined,
+    mesh: { status: () => mesh?.status() ?? { state: "starting", nodeId: null, token: null, peers: [] } },
+  };
   const app = createApp(serving, { maxBodyBytes: config.maxBodyBytes, backends: availableBackends(devices) });
   let server: ReturnType<typeof Bun.serve>;
   try {
@@ -66,12 +76,48 @@ async function startNode(config: Config): Promise<void> {
     const why = code === "EADDRINUSE" ? "the port is in use (another mesh node? pick one with --port)" : (err as Error).message;
     throw new CommandError(`cannot listen on ${config.listen}:${config.port}: ${why}`);
   }
+  const apiPort = server.port ?? config.port;
+
+  // The iroh endpoint takes seconds to come up (it probes the network); the local API serves meanwhile.
+  const vramBytes = config.vramBytes ?? devices.reduce((sum, d) => sum + d.totalBytes, 0);
+  void startMesh(
+    config,
+    (nodeId, addresses, relayUrl) => ({
+      nodeId,
+      addresses,
+      ...(relayUrl ? { relayUrl } : {}),
+      role: pool.loaded().length ? "host" : "idle",
+      vramBytes,
+      ramBytes: totalmem(),
+      modelsOnDisk: store.list().map((m) => ({ name: m.name, size: m.sizeBytes })),
+      serving: pool.loaded().filter((s) => s.state === "ready").map((s) => s.model),
+      apiPort,
+      lastRequest: Object.fromEntries(pool.loaded().map((s) => [s.model, s.lastUse])),
+      meshVersion: pkg.version,
+      llamaBuild: LLAMA_SOURCE.commit,
+      rpcProtocol: LLAMA_SOURCE.rpcProtocol,
+    }),
+    log,
+  ).then(
+    (m) => {
+      mesh = m;
+      log.info(`Join token: ${m.token}`, { node: m.nodeId, mesh: m.founded ? "founded" : "joined" });
+      return m;
+    },
+    async (err: unknown) => {
+      log.error("the mesh endpoint failed to start", { error: (err as Error).message });
+      await pool.close();
+      process.exit(1);
+    },
+  );
 
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info("shutting down", { signal });
+    // A mesh endpoint still starting has no peers to tell; exiting ends it.
+    if (mesh) await Promise.race([mesh.stop(), Bun.sleep(5_000)]);
     // Stop accepting; requests in flight get a short while to finish, then every child stops.
     await Promise.race([server.stop(), Bun.sleep(10_000)]);
     await pool.close();
@@ -81,7 +127,7 @@ async function startNode(config: Config): Promise<void> {
   process.on("SIGTERM", () => void stop("SIGTERM"));
   process.on("SIGINT", () => void stop("SIGINT"));
 
-  log.info(`mesh API listening on ${localUrl({ listen: config.listen, port: server.port ?? config.port })}`, {
+  log.info(`mesh API listening on ${localUrl({ listen: config.listen, port: apiPort })}`, {
     version: pkg.version,
     models: known.length,
     llama: llama.dir,

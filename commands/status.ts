@@ -1,15 +1,37 @@
-/** `mesh status`: asks the node listening at --listen:--port how it is. */
+/** `mesh status`: asks the node listening at --listen:--port about itself and its mesh. */
 import type { Config } from "../config/config.ts";
+import type { MeshStatus } from "../mesh/status.ts";
 import { CommandError, localUrl } from "./common.ts";
+
+type StatusBody = MeshStatus & { version: string };
+
+const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(1)} GiB`;
+
+/** The human-readable form (pure, so it is tested as text). */
+export function formatStatus(url: string, s: StatusBody): string {
+  const lines = [
+    `node     ${s.nodeId ?? "(mesh endpoint starting)"}  mesh ${s.version}  api ${url}`,
+    `token    ${s.token ?? "-"}`,
+    `peers    ${s.peers.length}`,
+  ];
+  for (const p of s.peers) {
+    const serving = p.serving.length ? `serving ${p.serving.join(",")}` : "serving nothing";
+    lines.push(`  ${p.shortId}  ${p.addresses.join(",")}  rtt ${p.rttMs} ms  ${p.role}  ${serving}  vram ${gib(p.vramBytes)}`);
+  }
+  return lines.join("\n");
+}
 
 export async function showStatus(config: Config, json: boolean): Promise<void> {
   const url = localUrl(config);
-  let health: unknown;
+  let body: StatusBody;
   try {
-    const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(5000) });
-    health = await res.json();
-  } catch {
+    const headers: Record<string, string> = config.apiKeys[0] ? { authorization: `Bearer ${config.apiKeys[0]}` } : {};
+    const res = await fetch(`${url}/api/status`, { signal: AbortSignal.timeout(5000), headers });
+    if (!res.ok) throw new CommandError(`the node at ${url} answered ${res.status}: ${await res.text()}`);
+    body = (await res.json()) as StatusBody;
+  } catch (err) {
+    if (err instanceof CommandError) throw err;
     throw new CommandError(`no node answering at ${url} (start one with \`mesh\`, or point --listen/--port at it)`);
   }
-  console.log(json ? JSON.stringify({ url, health }, null, 2) : `node at ${url}: ${JSON.stringify(health)}`);
+  console.log(json ? JSON.stringify({ url, ...body }, null, 2) : formatStatus(url, body));
 }

@@ -3,6 +3,7 @@
  * other module takes what it needs from here; none of them parses text.
  */
 import { homedir } from "node:os";
+import type { JoinToken } from "../mesh/join-token.ts";
 import { join } from "node:path";
 
 export const RELAY_MODES = ["default", "disabled"] as const;
@@ -16,7 +17,7 @@ export interface Config {
   modelsDir: string;
   /** Names or paths of models to serve, in the order given. */
   models: string[];
-  join: string | undefined;
+  join: JoinToken | undefined;
   /** Wrapped servers per model type; -1 = no limit. */
   maxLoadedModels: number;
   /** 0 = never. */

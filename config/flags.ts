@@ -2,6 +2,7 @@
  * Every flag of the node, once: its name, what it takes, one line of help and how its text becomes
  * part of the Config. The parser and `--help` are both generated from this table.
  */
+import { decodeJoinToken } from "../mesh/join-token.ts";
 import { LOG_FORMATS, RELAY_MODES, type Config } from "./config.ts";
 import {
   parseChoice,
@@ -47,7 +48,7 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("state-dir", "<dir>", "stateDir", parseNonEmpty, "identity, logs and caches (default ~/.mesh)"),
   flag("models-dir", "<dir>", "modelsDir", parseNonEmpty, "where GGUF models live (default ~/.models)"),
   listFlag("model", "<name|path>", "models", "serve this model (repeatable)"),
-  flag("join", "<token>", "join", parseNonEmpty, "join the mesh of the node that printed this token"),
+  flag("join", "<token>", "join", decodeJoinToken, "join the mesh of the node that printed this token"),
   flag("max-loaded-models", "<n>", "maxLoadedModels", parseModelLimit, "models loaded at once per type (default 1; -1 = no limit)"),
   flag("idle-unload", "<duration>", "idleUnloadMs", parseDuration, "unload a model unused this long (default 30m; 0 = never)"),
   flag("load-timeout", "<duration>", "loadTimeoutMs", parseDuration, "how long a request waits for its model's slot before 503 (default 2m)"),

@@ -34,6 +34,8 @@ export interface PoolOptions {
   defaultCtxSize: number;
   defaultArgs: string;
   log: Log;
+  /** Called when the set of loaded servers or their use changes (for the node's announcement). */
+  onChange?: () => void;
 }
 
 export interface Lease {
@@ -63,9 +65,12 @@ const readyDeadlineMs = (bytes: number) => 60_000 + (bytes / 2 ** 30) * 30_000;
 
 export class Pool {
   private readonly servers = new Map<string, WrappedServer>();
-  private readonly loadedWith = new Map<WrappedServer, string>();
+  private readonly loadedWith = new WeakMap<WrappedServer, string>();
   private readonly pending = new Map<string, PendingLoad>();
   private queue: Promise<unknown> = Promise.resolve();
+  private closed = false;
+  /** Models with an idle unload queued, so the sweep queues each once. */
+  private readonly idleQueued = new Set<string>();
   private changeWaiters: (() => void)[] = [];
   private readonly idleTimer: Timer | undefined;
   private readonly logDir: string;
@@ -111,6 +116,7 @@ export class Pool {
   }
 
   private notifyChange(): void {
+    this.opts.onChange?.();
     const waiters = this.changeWaiters;
     this.changeWaiters = [];
     for (const w of waiters) w();
@@ -132,8 +138,9 @@ export class Pool {
    * after an auto-load. 503 when the load cannot start within the load timeout.
    */
   async acquire(model: ModelInfo, signal?: AbortSignal): Promise<Lease> {
+    signal?.throwIfAborted();
     const ready = this.servers.get(model.name);
-    if (ready?.state === "ready") {
+    if (ready?.state === "ready" && !ready.draining) {
       ready.acquire();
       return this.lease(ready);
     }
@@ -154,7 +161,11 @@ export class Pool {
     } catch (err) {
       // Counted on the server already (it finished in the same tick the caller gave up): give it back.
       if (p.result && p.result.state !== "failed") p.result.release();
-      else p.waiters--;
+      else {
+        p.waiters--;
+        // A load nobody waits for any more may be waiting for a slot: let it notice.
+        this.notifyChange();
+      }
       throw err;
     } finally {
       clearTimeout(timer);
@@ -176,8 +187,9 @@ export class Pool {
   /** Explicit load (`/api/v1/load`, `--model`): resolves when the server is ready. */
   async load(model: ModelInfo, options: LoadOptions = {}): Promise<WrappedServer> {
     const existing = this.servers.get(model.name);
-    if (existing && this.loadedWith.get(existing) === optionsKey(options)) {
+    if (existing && !existing.draining && this.loadedWith.get(existing) === optionsKey(options)) {
       if (options.pinned !== undefined) existing.pinned = options.pinned;
+      existing.touch();
       return existing;
     }
     const pending = this.pending.get(model.name);
@@ -224,13 +236,17 @@ export class Pool {
   private async runLoad(p: PendingLoad): Promise<WrappedServer> {
     const { model, options } = p;
     const abandoned = () => !p.explicit && p.waiters === 0;
-    if (abandoned()) throw loadTimedOut(`load of "${model.name}" abandoned: every request for it gave up`, 5);
+    const giveUpIfNeeded = () => {
+      if (this.closed) throw loadFailed(`the node is shutting down; "${model.name}" was not loaded`);
+      if (abandoned()) throw loadTimedOut(`load of "${model.name}" abandoned: every request for it gave up`, 5);
+    };
+    giveUpIfNeeded();
     if (!existsSync(model.path)) throw modelNotFound(`model "${model.name}": file ${model.path} does not exist`);
     if (model.problem) throw modelNotFound(`model "${model.name}": ${model.problem}`);
     const extraArgs = this.userArgs(model, options);
 
     const current = this.servers.get(model.name);
-    if (current && this.loadedWith.get(current) !== optionsKey(options)) await this.evict(model.name, "reload");
+    if (current && this.loadedWith.get(current) !== optionsKey(options)) await this.drainAndEvict(model.name, "reload");
 
     for (;;) {
       const plan = planLoad(this.views(), { model: model.name, type: model.type, devices: model.devices }, this.opts.maxLoadedModels);
@@ -242,19 +258,22 @@ export class Pool {
       if (plan.action === "wait") {
         this.opts.log.info("load waits for busy servers", { model: model.name, busy: plan.blockedBy.join(",") });
         await this.nextChange();
-        if (abandoned()) throw loadTimedOut(`load of "${model.name}" abandoned: every request for it gave up`, 5);
+        giveUpIfNeeded();
         continue;
       }
+      // From here the load is under way: its requests wait for it, not for a slot.
+      p.started = true;
       const cause = (victim: string) => (this.servers.get(victim)?.type === model.type ? "lru" : "npu");
       await Promise.all(plan.evict.map((victim) => this.evict(victim, cause(victim))));
       break;
     }
-    p.started = true;
 
     let server: WrappedServer;
     try {
       server = await this.spawnReady(model, options, extraArgs);
     } catch (first) {
+      if (this.closed) throw loadFailed(`the node is shutting down; "${model.name}" was not loaded`);
+      if (!existsSync(model.path)) throw modelNotFound(`model "${model.name}": file ${model.path} does not exist`);
       const everyone = planNuclear(this.views());
       this.opts.log.warn("load failed; evicting every idle server and retrying once", {
         model: model.name,
@@ -273,6 +292,7 @@ export class Pool {
     this.loadedWith.set(server, optionsKey(options));
     this.lastLoaded = model.name;
     this.counters.loads++;
+    this.notifyChange();
     return this.handOver(p, server);
   }
 
@@ -285,6 +305,7 @@ export class Pool {
   }
 
   private async spawnReady(model: ModelInfo, options: LoadOptions, extraArgs: string[]): Promise<WrappedServer> {
+    if (this.closed) throw new Error("the pool is closed");
     const port = freePort();
     const argv = serverArgv({
       binary: this.opts.llama.llamaServer,
@@ -340,39 +361,57 @@ export class Pool {
     this.notifyChange();
   }
 
+  /**
+   * Takes a server out of routing at once (new requests queue a fresh load behind this), lets the
+   * requests it serves finish, then stops it.
+   */
+  private async drainAndEvict(name: string, cause: EvictionCause): Promise<void> {
+    const server = this.servers.get(name);
+    if (!server) return;
+    server.draining = true;
+    while (server.busy && this.servers.get(name) === server) await this.nextChange();
+    await this.evict(name, cause);
+  }
+
   /** Unloads one model after its requests finish (404 when it is not loaded), or every model. */
   async unload(model?: string): Promise<string[]> {
     if (model !== undefined && !this.servers.has(model) && !this.pending.has(model)) {
       throw modelNotFound(`model "${model}" is not loaded`);
     }
+    const names = model === undefined ? [...this.servers.keys()] : [model];
+    for (const name of names) {
+      const server = this.servers.get(name);
+      if (server) server.draining = true;
+    }
     return this.enqueue(async () => {
-      const names = model === undefined ? [...this.servers.keys()] : [model];
-      await Promise.all(
-        names.map(async (name) => {
-          const server = this.servers.get(name);
-          while (server?.busy && this.servers.get(name) === server) await this.nextChange();
-          await this.evict(name, "unload");
-        }),
-      );
+      await Promise.all(names.map((name) => this.drainAndEvict(name, "unload")));
       return names;
     });
   }
 
   private sweepIdle(): void {
     for (const model of idleVictims(this.views(), Date.now(), this.opts.idleUnloadMs)) {
+      if (this.idleQueued.has(model)) continue;
+      this.idleQueued.add(model);
       void this.enqueue(async () => {
+        this.idleQueued.delete(model);
         // Still idle when its turn comes?
         if (idleVictims(this.views(), Date.now(), this.opts.idleUnloadMs).includes(model)) await this.evict(model, "idle");
       });
     }
   }
 
-  /** Stops every server (node shutdown). */
+  /** Stops every server and refuses further loads (node shutdown). */
   async close(): Promise<void> {
+    this.closed = true;
     clearInterval(this.idleTimer);
+    this.notifyChange();
     const all = this.loaded();
     this.servers.clear();
     await Promise.all(all.map((s) => s.stop()));
+    // A load that was starting a server when we closed stops it on its own; wait for that.
+    await Promise.race([this.queue, Bun.sleep(10_000)]);
+    await Promise.all(this.loaded().map((s) => s.stop()));
   }
 }
 

@@ -64,6 +64,8 @@ export class WrappedServer {
   readonly logPath: string;
   pinned: boolean;
   state: ServerState = "starting";
+  /** Being unloaded: finishes what it serves, takes nothing new. */
+  draining = false;
   lastUse = Date.now();
   inflight = 0;
   /** Set when the process ends; aborts every request in flight to it. */

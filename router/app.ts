@@ -25,6 +25,7 @@ export function createApp(serving: Serving, opts: AppOptions): Hono {
     }),
   );
   app.get("/health", (c) => c.json({ status: "ok" }));
+  app.get("/api/status", (c) => c.json({ version: serving.version, ...serving.mesh.status() }));
   app.route("/v1", openAiRoutes(serving));
   app.route("/api/v1", managementRoutes(serving, opts.backends));
   app.notFound((c) => errorResponse(c, 404, `no route for ${c.req.method} ${c.req.path}`, "not_found_error", "not_found"));

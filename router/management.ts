@@ -49,7 +49,7 @@ export function managementRoutes(serving: Serving, backends: readonly string[]):
         recipe: s.recipe,
         pinned: s.pinned,
         is_busy: s.busy,
-        state: s.state,
+        state: s.draining ? "draining" : s.state,
         backend_url: s.url,
         pid: s.pid,
       })),

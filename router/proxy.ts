@@ -48,8 +48,9 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
     });
   } catch (err) {
     lease.release();
-    if (lease.server.gone.aborted) throw serverGone(`the server for model "${model}" exited while handling the request; retry to reload it`);
-    throw err;
+    if (input.clientSignal.aborted) throw err;
+    // Refused or reset before the exit is noticed is the same failure: the server is gone.
+    throw serverGone(`the server for model "${model}" failed while handling the request (${(err as Error).message}); retry to reload it`);
   }
 
   const headers = passHeaders(upstream.headers);
@@ -59,8 +60,8 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
     try {
       buf = await upstream.arrayBuffer();
     } catch (err) {
-      if (lease.server.gone.aborted) throw serverGone(`the server for model "${model}" exited while handling the request; retry to reload it`);
-      throw err;
+      if (input.clientSignal.aborted) throw err;
+      throw serverGone(`the server for model "${model}" failed while answering (${(err as Error).message}); retry to reload it`);
     } finally {
       lease.release();
     }

@@ -2,6 +2,7 @@
  * What the router needs from the node to serve a model: the catalog of models it knows and a way
  * to get a server for one. On a single node that is the model store and the local pool.
  */
+import type { MeshStatus } from "../mesh/status.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import { modelNotFound } from "../pool/errors.ts";
 import type { Lease, Pool } from "../pool/pool.ts";
@@ -11,6 +12,7 @@ export interface Serving {
   store: ModelStore;
   pool: Pool;
   version: string;
+  mesh: { status(): MeshStatus };
   /** Figures of the most recent inference request, worked out when asked for. */
   lastStats: (() => RequestStats) | undefined;
 }

@@ -7,6 +7,7 @@ export interface LoadedServer {
   type: string;
   pinned: boolean;
   is_busy: boolean;
+  state: string;
   pid: number;
   backend_url: string;
   last_use: number;

@@ -2,9 +2,12 @@ import { describe, expect, test } from "bun:test";
 import { defaultConfig, type Config } from "../../config/config.ts";
 import { NODE_FLAGS } from "../../config/flags.ts";
 import { helpText } from "../../config/help.ts";
+import { encodeJoinToken } from "../../mesh/join-token.ts";
 import { joinDashValues, parseCli, UsageError, type Command } from "../../config/parse-cli.ts";
 
 const HOME = "/home/u";
+const token = { addr: { nodeId: "n1", addresses: ["127.0.0.1:4433"] }, secret: new Uint8Array(32).fill(7) };
+const tokenText = encodeJoinToken(token);
 const base = defaultConfig(HOME);
 const node = (over: Partial<Config>): Command => ({ kind: "node", config: { ...base, ...over } });
 
@@ -25,7 +28,7 @@ describe("parseCli: commands and flags", () => {
     [["--vram", "8GiB"], node({ vramBytes: 8 * 2 ** 30 })],
     [["--relay", "disabled", "--quic-bind", "127.0.0.1:0"], node({ relay: "disabled", quicBind: { host: "127.0.0.1", port: 0 } })],
     [["--api-key", "k1", "--api-key", "k2", "--log-format", "json"], node({ apiKeys: ["k1", "k2"], logFormat: "json" })],
-    [["--join", "tok", "--state-dir", "/s", "--models-dir", "/m", "--llama-dir", "/l"], node({ join: "tok", stateDir: "/s", modelsDir: "/m", llamaDir: "/l" })],
+    [["--join", tokenText, "--state-dir", "/s", "--models-dir", "/m", "--llama-dir", "/l"], node({ join: token, stateDir: "/s", modelsDir: "/m", llamaDir: "/l" })],
     [["status"], { kind: "status", config: base, json: false }],
     [["status", "--json", "--port", "1234"], { kind: "status", config: { ...base, port: 1234 }, json: true }],
     [["llama"], { kind: "llama", action: "show", config: base }],
@@ -52,6 +55,8 @@ describe("parseCli: bad command lines name the problem", () => {
     [["--log-format", "xml"], "--log-format: expected one of text, json"],
     [["--quic-bind", "nowhere"], "--quic-bind: expected HOST:PORT"],
     [["--model", ""], "--model: expected a value"],
+    [["--join", "hello"], '--join: not a mesh join token (it should start with "mesh1")'],
+    [["--join", "mesh1!!!"], "--join: not a mesh join token"],
     [["--ctx-size", "-5"], "--ctx-size: expected a whole number >= 0"],
     [["frobnicate"], 'unknown command "frobnicate"; commands: status, service, llama'],
     [["status", "--user"], "Unknown option '--user'"],

@@ -1,0 +1,51 @@
+/**
+ * Join tokens: URL-safe text carrying one member's address (node id, direct addresses, relay URL
+ * if any) and the mesh secret. Any member's token admits a node to the whole mesh, so a token is a
+ * credential: whoever holds it can join.
+ */
+import { z } from "zod";
+import { SECRET_BYTES } from "./identity.ts";
+
+const PREFIX = "mesh1";
+
+export interface MemberAddr {
+  nodeId: string;
+  addresses: string[];
+  relayUrl?: string;
+}
+
+export interface JoinToken {
+  addr: MemberAddr;
+  secret: Uint8Array;
+}
+
+const Wire = z.object({
+  n: z.string().min(1).max(128),
+  a: z.array(z.string().max(64)).max(32),
+  r: z.string().url().optional(),
+  s: z.string(),
+});
+
+export function encodeJoinToken(t: JoinToken): string {
+  const wire: z.infer<typeof Wire> = { n: t.addr.nodeId, a: t.addr.addresses, s: Buffer.from(t.secret).toString("base64url") };
+  if (t.addr.relayUrl) wire.r = t.addr.relayUrl;
+  return PREFIX + Buffer.from(JSON.stringify(wire)).toString("base64url");
+}
+
+export function decodeJoinToken(text: string): JoinToken {
+  const bad = (why: string) => new Error(`not a mesh join token (${why}); copy the whole "Join token:" line a node printed`);
+  const trimmed = text.trim();
+  if (!trimmed.startsWith(PREFIX)) throw bad(`it should start with "${PREFIX}"`);
+  let json: unknown;
+  try {
+    json = JSON.parse(Buffer.from(trimmed.slice(PREFIX.length), "base64url").toString("utf8"));
+  } catch {
+    throw bad("it does not decode");
+  }
+  const parsed = Wire.safeParse(json);
+  if (!parsed.success) throw bad("its fields are wrong");
+  const secret = Uint8Array.from(Buffer.from(parsed.data.s, "base64url"));
+  if (secret.length !== SECRET_BYTES) throw bad("its secret has the wrong length");
+  if (parsed.data.a.length === 0 && !parsed.data.r) throw bad("it carries no address to dial");
+  return { addr: { nodeId: parsed.data.n, addresses: parsed.data.a, ...(parsed.data.r ? { relayUrl: parsed.data.r } : {}) }, secret };
+}

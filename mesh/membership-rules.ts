@@ -1,0 +1,41 @@
+/**
+ * Membership decisions (pure): which of two connections to one peer survives, whom to dial, and
+ * who has gone quiet for too long.
+ */
+import type { MemberAddr } from "./join-token.ts";
+
+export interface ConnectionFacts {
+  /** Node id of the side that dialed. */
+  dialer: string;
+  /** The peer's process instance (new on every start), from its hello. */
+  instance: string;
+}
+
+/**
+ * Two live connections to one peer: both ends must keep the same one. A peer that restarted (new
+ * instance) always gets its new connection; between simultaneous dials, the one dialed by the
+ * smaller node id wins; two dials by the same side keep the newer.
+ */
+export function keepWhich(selfId: string, peerId: string, existing: ConnectionFacts, incoming: ConnectionFacts): "existing" | "incoming" {
+  if (existing.instance !== incoming.instance) return "incoming";
+  if (existing.dialer === incoming.dialer) return "incoming";
+  const preferred = selfId < peerId ? selfId : peerId;
+  return existing.dialer === preferred ? "existing" : "incoming";
+}
+
+/** Members we have neither a connection to nor a dial under way, ourselves excluded. */
+export function membersToDial(members: readonly MemberAddr[], selfId: string, known: ReadonlySet<string>): MemberAddr[] {
+  const out = new Map<string, MemberAddr>();
+  for (const m of members) if (m.nodeId !== selfId && !known.has(m.nodeId) && !out.has(m.nodeId)) out.set(m.nodeId, m);
+  return [...out.values()];
+}
+
+/** Peers not heard from within `timeoutMs`. */
+export function silentPeers(lastSeen: ReadonlyMap<string, number>, now: number, timeoutMs: number): string[] {
+  return [...lastSeen].filter(([, t]) => now - t > timeoutMs).map(([id]) => id);
+}
+
+/** Delay before the n-th retry of a join (0-based): doubling from 500 ms, capped at 30 s. */
+export function joinBackoffMs(attempt: number): number {
+  return Math.min(30_000, 500 * 2 ** Math.min(attempt, 10));
+}

@@ -1,0 +1,269 @@
+/**
+ * Authenticated membership over iroh: dial a member, prove the mesh secret both ways, exchange
+ * member lists, dial whoever we did not know, and keep every peer's announcement fresh with a
+ * heartbeat. A peer that fails authentication, sends junk, goes quiet or says it is leaving is
+ * dropped; nothing it said is passed on.
+ */
+import type { Log } from "../log.ts";
+import { authMac, MAC_BYTES, NONCE_BYTES, newNonce, verifyMac, type AuthContext } from "./auth.ts";
+import type { MemberAddr } from "./join-token.ts";
+import { joinBackoffMs, keepWhich, membersToDial, silentPeers } from "./membership-rules.ts";
+import { ControlMessageSchema, PROTOCOL_VERSION, type Announcement, type ControlMessage } from "./messages.ts";
+import { shortId } from "./status.ts";
+import type { PeerConnection, Stream, Transport } from "./transport.ts";
+import { readFrame, StreamKind, WireError, writeFrame } from "./wire.ts";
+
+/** QUIC application close codes we use. */
+export const CloseCode = { SHUTDOWN: 0, AUTH_FAILED: 401, DUPLICATE: 409, PROTOCOL: 400, TIMEOUT: 408 } as const;
+
+const AUTH_DEADLINE_MS = 5_000;
+
+export interface Peer {
+  id: string;
+  conn: PeerConnection;
+  control: Stream;
+  dialer: string;
+  announcement: Announcement;
+  lastSeen: number;
+}
+
+export interface MembershipOptions {
+  transport: Transport;
+  secret: Uint8Array;
+  /** Our announcement as it is now. */
+  announcement: () => Announcement;
+  log: Log;
+  heartbeatMs: number;
+  peerTimeoutMs: number;
+  /** Called whenever a peer joins, leaves or announces. */
+  onChange?: () => void;
+}
+
+class AuthError extends Error {}
+
+function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: Timer | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new AuthError(`${what} took longer than ${ms} ms`)), ms);
+  });
+  return Promise.race([p, deadline]).finally(() => clearTimeout(timer));
+}
+
+
+export class Membership {
+  readonly peers = new Map<string, Peer>();
+  private readonly dialing = new Set<string>();
+  private readonly heartbeat: Timer;
+  private stopped = false;
+  readonly selfId: string;
+
+  constructor(private readonly opts: MembershipOptions) {
+    this.selfId = opts.transport.nodeId;
+    this.heartbeat = setInterval(() => this.tick(), opts.heartbeatMs);
+  }
+
+  private changed(): void {
+    this.opts.onChange?.();
+  }
+
+  /** Joins through one member, retrying with backoff while we have no peer at all. */
+  async join(addr: MemberAddr): Promise<void> {
+    for (let attempt = 0; !this.stopped && this.peers.size === 0; attempt++) {
+      try {
+        await this.dial(addr);
+        return;
+      } catch (err) {
+        const wait = joinBackoffMs(attempt);
+        this.opts.log.warn("could not join the mesh; retrying", { via: shortId(addr.nodeId), error: (err as Error).message, retryInMs: wait });
+        await Bun.sleep(wait);
+      }
+    }
+  }
+
+  /** Dials a member and runs the handshake as the dialer. */
+  async dial(addr: MemberAddr): Promise<void> {
+    if (addr.nodeId === this.selfId || this.dialing.has(addr.nodeId) || this.peers.has(addr.nodeId)) return;
+    this.dialing.add(addr.nodeId);
+    try {
+      const conn = await this.opts.transport.dial(addr);
+      try {
+        const control = await conn.openStream();
+        const dialerNonce = newNonce();
+        const opening = new Uint8Array(1 + NONCE_BYTES);
+        opening[0] = StreamKind.CONTROL;
+        opening.set(dialerNonce, 1);
+        await control.send.writeAll(opening);
+        const reply = new Uint8Array(NONCE_BYTES + MAC_BYTES);
+        await withDeadline(control.recv.readExact(reply), AUTH_DEADLINE_MS, "the member's proof");
+        const ctx: AuthContext = { secret: this.opts.secret, dialerId: this.selfId, acceptorId: conn.remoteId, dialerNonce, acceptorNonce: reply.slice(0, NONCE_BYTES) };
+        if (!verifyMac("acceptor", ctx, reply.subarray(NONCE_BYTES))) throw new AuthError("the member could not prove the mesh secret (is the token from this mesh?)");
+        await control.send.writeAll(authMac("dialer", ctx));
+        await this.sendHello(control);
+        const hello = await withDeadline(readFrame(control.recv), AUTH_DEADLINE_MS, "the member's hello");
+        this.admit(conn, control, this.selfId, hello);
+      } catch (err) {
+        conn.close(err instanceof AuthError ? CloseCode.AUTH_FAILED : CloseCode.PROTOCOL, (err as Error).message.slice(0, 100));
+        throw err;
+      }
+    } finally {
+      this.dialing.delete(addr.nodeId);
+    }
+  }
+
+  /** A connection someone dialed to us: their proof first, then ours. */
+  async accept(conn: PeerConnection): Promise<void> {
+    try {
+      const control = await withDeadline(conn.acceptStream(), AUTH_DEADLINE_MS, "the peer's first stream");
+      const opening = new Uint8Array(1 + NONCE_BYTES);
+      await withDeadline(control.recv.readExact(opening), AUTH_DEADLINE_MS, "the peer's opening");
+      if (opening[0] !== StreamKind.CONTROL) throw new AuthError(`first stream of kind ${opening[0]} before authentication`);
+      const acceptorNonce = newNonce();
+      const ctx: AuthContext = { secret: this.opts.secret, dialerId: conn.remoteId, acceptorId: this.selfId, dialerNonce: opening.slice(1), acceptorNonce };
+      const reply = new Uint8Array(NONCE_BYTES + MAC_BYTES);
+      reply.set(acceptorNonce, 0);
+      reply.set(authMac("acceptor", ctx), NONCE_BYTES);
+      await control.send.writeAll(reply);
+      const mac = new Uint8Array(MAC_BYTES);
+      await withDeadline(control.recv.readExact(mac), AUTH_DEADLINE_MS, "the peer's proof");
+      if (!verifyMac("dialer", ctx, mac)) throw new AuthError("the peer could not prove the mesh secret");
+      const hello = await withDeadline(readFrame(control.recv), AUTH_DEADLINE_MS, "the peer's hello");
+      await this.sendHello(control);
+      this.admit(conn, control, conn.remoteId, hello);
+    } catch (err) {
+      const refused = err instanceof AuthError;
+      this.opts.log.warn(refused ? "refused a peer that failed authentication" : "dropped a peer during its handshake", {
+        peer: shortId(conn.remoteId),
+        error: (err as Error).message,
+      });
+      conn.close(refused ? CloseCode.AUTH_FAILED : CloseCode.PROTOCOL, "authentication failed");
+    }
+  }
+
+  private async sendHello(control: Stream): Promise<void> {
+    const members = [...this.peers.values()].map((p) => memberAddr(p.announcement));
+    await writeFrame(control.send, { v: PROTOCOL_VERSION, type: "hello", announcement: this.opts.announcement(), members });
+  }
+
+  private admit(conn: PeerConnection, control: Stream, dialer: string, raw: unknown): void {
+    const hello = parseMessage(raw);
+    if (hello.type !== "hello") throw new WireError(`expected hello, got ${hello.type}`);
+    if (hello.announcement.nodeId !== conn.remoteId) throw new WireError("hello names another node than the connection's");
+    const existing = this.peers.get(conn.remoteId);
+    if (existing) {
+      const keep = keepWhich(this.selfId, conn.remoteId, { dialer: existing.dialer, instance: existing.announcement.instance }, { dialer, instance: hello.announcement.instance });
+      if (keep === "existing") {
+        conn.close(CloseCode.DUPLICATE, "duplicate connection");
+        return;
+      }
+      this.peers.delete(conn.remoteId);
+      existing.conn.close(CloseCode.DUPLICATE, "duplicate connection");
+    }
+    const peer: Peer = { id: conn.remoteId, conn, control, dialer, announcement: hello.announcement, lastSeen: Date.now() };
+    this.peers.set(peer.id, peer);
+    if (!existing) this.opts.log.info("peer joined", { peer: shortId(peer.id), addresses: hello.announcement.addresses.join(",") });
+    void conn.closed.then((reason) => this.drop(peer, `connection closed: ${reason}`, false));
+    void this.readLoop(peer);
+    // Tell everyone else about the newcomer, and dial whoever the newcomer knows that we do not.
+    const update: ControlMessage = { v: PROTOCOL_VERSION, type: "members", members: [memberAddr(hello.announcement)] };
+    for (const other of this.peers.values()) if (other !== peer) void this.send(other, update);
+    this.dialUnknown(hello.members);
+    this.changed();
+  }
+
+  private dialUnknown(members: readonly MemberAddr[]): void {
+    const known = new Set([...this.peers.keys(), ...this.dialing]);
+    for (const m of membersToDial(members, this.selfId, known)) {
+      this.dial(m).catch((err) => this.opts.log.warn("could not reach a member", { peer: shortId(m.nodeId), error: (err as Error).message }));
+    }
+  }
+
+  private async readLoop(peer: Peer): Promise<void> {
+    try {
+      for (;;) {
+        const raw = await readFrame(peer.control.recv);
+        if (raw === null) return this.drop(peer, "control stream ended", false);
+        if (this.peers.get(peer.id) !== peer) return;
+        this.handle(peer, parseMessage(raw));
+      }
+    } catch (err) {
+      if (this.peers.get(peer.id) !== peer) return;
+      const junk = err instanceof WireError;
+      this.drop(peer, junk ? `sent junk: ${(err as Error).message}` : `control stream failed: ${(err as Error).message}`, junk);
+    }
+  }
+
+  private handle(peer: Peer, msg: ControlMessage): void {
+    peer.lastSeen = Date.now();
+    switch (msg.type) {
+      case "hello":
+        throw new WireError("a second hello");
+      case "announce":
+        if (msg.announcement.nodeId !== peer.id) throw new WireError("announcement for another node");
+        if (msg.announcement.seq >= peer.announcement.seq || msg.announcement.instance !== peer.announcement.instance) {
+          const changed = JSON.stringify({ ...msg.announcement, seq: 0 }) !== JSON.stringify({ ...peer.announcement, seq: 0 });
+          peer.announcement = msg.announcement;
+          if (changed) this.changed();
+        }
+        return;
+      case "members":
+        return this.dialUnknown(msg.members);
+      case "leave":
+        return this.drop(peer, "left", false);
+    }
+  }
+
+  private drop(peer: Peer, reason: string, junk: boolean): void {
+    if (this.peers.get(peer.id) !== peer) return;
+    this.peers.delete(peer.id);
+    peer.conn.close(junk ? CloseCode.PROTOCOL : CloseCode.SHUTDOWN, reason.slice(0, 100));
+    (junk ? this.opts.log.warn : this.opts.log.info)("peer left", { peer: shortId(peer.id), reason });
+    this.changed();
+  }
+
+  private async send(peer: Peer, msg: ControlMessage): Promise<void> {
+    try {
+      await writeFrame(peer.control.send, msg);
+    } catch (err) {
+      this.drop(peer, `send failed: ${(err as Error).message}`, false);
+    }
+  }
+
+  /** Sends our announcement to every peer now (it changed). */
+  announce(): void {
+    const msg: ControlMessage = { v: PROTOCOL_VERSION, type: "announce", announcement: this.opts.announcement() };
+    for (const peer of this.peers.values()) void this.send(peer, msg);
+  }
+
+  private tick(): void {
+    const lastSeen = new Map([...this.peers].map(([id, p]) => [id, p.lastSeen]));
+    for (const id of silentPeers(lastSeen, Date.now(), this.opts.peerTimeoutMs)) {
+      const peer = this.peers.get(id);
+      if (peer) this.drop(peer, `silent for over ${this.opts.peerTimeoutMs} ms`, false);
+    }
+    this.announce();
+  }
+
+  /** Tells every peer we are leaving and closes every connection. */
+  async leave(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.heartbeat);
+    const peers = [...this.peers.values()];
+    this.peers.clear();
+    await Promise.all(
+      peers.map(async (p) => {
+        await withDeadline(writeFrame(p.control.send, { v: PROTOCOL_VERSION, type: "leave" }), 500, "leave").catch(() => undefined);
+        p.conn.close(CloseCode.SHUTDOWN, "leaving");
+      }),
+    );
+  }
+}
+
+function memberAddr(a: Announcement): MemberAddr {
+  return { nodeId: a.nodeId, addresses: a.addresses, ...(a.relayUrl ? { relayUrl: a.relayUrl } : {}) };
+}
+
+function parseMessage(raw: unknown): ControlMessage {
+  const parsed = ControlMessageSchema.safeParse(raw);
+  if (!parsed.success) throw new WireError(`control message of the wrong shape: ${parsed.error.issues[0]?.message ?? "invalid"}`);
+  return parsed.data;
+}

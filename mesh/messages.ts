@@ -1,0 +1,54 @@
+/**
+ * Control messages between members, validated with zod where they arrive: unknown fields are
+ * dropped, a message of the wrong shape is refused. Every message carries the protocol version.
+ */
+import { z } from "zod";
+
+export const PROTOCOL_VERSION = 1;
+
+export const MemberAddrSchema = z.object({
+  nodeId: z.string().min(1).max(128),
+  addresses: z.array(z.string().max(64)).max(32),
+  relayUrl: z.string().max(256).optional(),
+});
+
+export const ROLES = ["host", "worker", "idle"] as const;
+export type Role = (typeof ROLES)[number];
+
+export const AnnouncementSchema = z.object({
+  nodeId: z.string().min(1).max(128),
+  addresses: z.array(z.string().max(64)).max(32),
+  relayUrl: z.string().max(256).optional(),
+  /** New on every start of the node, so peers tell a restart from a second connection. */
+  instance: z.string().min(1).max(64),
+  /** Increases with every change, so an older announcement never replaces a newer one. */
+  seq: z.number().int().nonnegative(),
+  role: z.enum(ROLES),
+  vramBytes: z.number().nonnegative(),
+  ramBytes: z.number().nonnegative(),
+  modelsOnDisk: z.array(z.object({ name: z.string().max(256), size: z.number().nonnegative() })).max(4096),
+  serving: z.array(z.string().max(256)).max(256),
+  apiPort: z.number().int().min(0).max(65535),
+  /** Last request per model, ms since the epoch. */
+  lastRequest: z.record(z.string().max(256), z.number()),
+  meshVersion: z.string().max(64),
+  llamaBuild: z.string().max(128),
+  rpcProtocol: z.string().max(32),
+});
+
+export type Announcement = z.infer<typeof AnnouncementSchema>;
+
+const v = z.literal(PROTOCOL_VERSION);
+
+export const ControlMessageSchema = z.discriminatedUnion("type", [
+  /** First message on a control stream after authentication: who I am and whom I know. */
+  z.object({ v, type: z.literal("hello"), announcement: AnnouncementSchema, members: z.array(MemberAddrSchema).max(1024) }),
+  /** My announcement changed, or the heartbeat is due. */
+  z.object({ v, type: z.literal("announce"), announcement: AnnouncementSchema }),
+  /** Members I now know (sent when one joins me), so no pair that joined at once stays apart. */
+  z.object({ v, type: z.literal("members"), members: z.array(MemberAddrSchema).max(1024) }),
+  /** I am shutting down: forget me now rather than at the timeout. */
+  z.object({ v, type: z.literal("leave") }),
+]);
+
+export type ControlMessage = z.infer<typeof ControlMessageSchema>;
