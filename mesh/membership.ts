@@ -96,8 +96,9 @@ export class Membership {
         const reply = new Uint8Array(NONCE_BYTES + MAC_BYTES);
         await withDeadline(control.recv.readExact(reply), AUTH_DEADLINE_MS, "the member's proof");
         const ctx: AuthContext = { secret: this.opts.secret, dialerId: this.selfId, acceptorId: conn.remoteId, dialerNonce, acceptorNonce: reply.slice(0, NONCE_BYTES) };
-        if (!verifyMac("acceptor", ctx, reply.subarray(NONCE_BYTES))) throw new AuthError("the member could not prove the mesh secret (is the token from this mesh?)");
+        // Our proof goes out before we check theirs, so a member whose secret differs sees the failure too.
         await control.send.writeAll(authMac("dialer", ctx));
+        if (!verifyMac("acceptor", ctx, reply.subarray(NONCE_BYTES))) throw new AuthError("the member could not prove the mesh secret (is the token from this mesh?)");
         await this.sendHello(control);
         const hello = await withDeadline(readFrame(control.recv), AUTH_DEADLINE_MS, "the member's hello");
         this.admit(conn, control, this.selfId, hello);

@@ -2,6 +2,8 @@
  * This node's place in the mesh: identity and mesh secret from the state dir, the iroh endpoint,
  * authenticated membership, the join token it prints, and announcements kept current.
  */
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import type { Config } from "../config/config.ts";
 import type { Log } from "../log.ts";
 import { AnnouncementSource, type AnnouncementContent } from "./announcement.ts";
@@ -14,6 +16,47 @@ import { Transport } from "./transport.ts";
 /** Heartbeat and silence limit: a killed peer is gone from every view within about 7 s. */
 export const HEARTBEAT_MS = 2_000;
 export const PEER_TIMEOUT_MS = 6_000;
+const QUIC_PORT_FILE = "quic-ports.json";
+
+/**
+ * The socket addresses to bind (pure). `--quic-bind HOST:PORT` decides the family and host; an
+ * IPv4 loopback host pins IPv6 to loopback too, so nothing listens wider than asked. Port 0 means
+ * "the port this node had last time, else any": peers remember a node's addresses by its id, and
+ * an iroh endpoint that knew an old address takes about 20 s to trust a new one, so a node that
+ * restarts on its old ports is back in the mesh at once.
+ */
+export function bindAddresses(bind: Config["quicBind"], remembered: { v4?: number; v6?: number }): { ipv4Addr?: string; ipv6Addr?: string } {
+  const pick = (port: number | undefined, last: number | undefined) => (port ? port : (last ?? 0));
+  if (!bind) {
+    return {
+      ...(remembered.v4 ? { ipv4Addr: `0.0.0.0:${remembered.v4}` } : {}),
+      ...(remembered.v6 ? { ipv6Addr: `[::]:${remembered.v6}` } : {}),
+    };
+  }
+  if (bind.host.includes(":")) return { ipv6Addr: `[${bind.host}]:${pick(bind.port, remembered.v6)}` };
+  const v4 = { ipv4Addr: `${bind.host}:${pick(bind.port, remembered.v4)}` };
+  return bind.host === "127.0.0.1" ? { ...v4, ipv6Addr: `[::1]:${remembered.v6 ?? 0}` } : v4;
+}
+
+/** Our bound ports by family, from our addresses. */
+export function boundPorts(addresses: readonly string[]): { v4?: number; v6?: number } {
+  const port = (a: string | undefined) => (a ? Number(a.split(":").pop()) : undefined);
+  const v4 = port(addresses.find((a) => !a.startsWith("[")));
+  const v6 = port(addresses.find((a) => a.startsWith("[")));
+  return { ...(v4 ? { v4 } : {}), ...(v6 ? { v6 } : {}) };
+}
+
+function readPorts(file: string): { v4?: number; v6?: number } {
+  try {
+    const parsed = JSON.parse(readFileSync(file, "utf8")) as { v4?: unknown; v6?: unknown };
+    const ok = (p: unknown) => (typeof p === "number" && Number.isInteger(p) && p > 0 && p < 65536 ? p : undefined);
+    const v4 = ok(parsed.v4);
+    const v6 = ok(parsed.v6);
+    return { ...(v4 ? { v4 } : {}), ...(v6 ? { v6 } : {}) };
+  } catch {
+    return {};
+  }
+}
 
 export interface MeshNode {
   nodeId: string;
@@ -32,13 +75,15 @@ export async function startMesh(config: Config, content: (nodeId: string, addres
   const { secret, founded } = resolveMeshSecret(config.stateDir, config.join?.secret);
   let membership: Membership | undefined;
   const early: Parameters<Membership["accept"]>[0][] = [];
+  const portFile = join(config.stateDir, QUIC_PORT_FILE);
   const transport = await Transport.bind({
     secretKey,
-    bind: config.quicBind,
+    ...bindAddresses(config.quicBind, readPorts(portFile)),
     relay: config.relay,
     onConnection: (conn) => (membership ? void membership.accept(conn) : void early.push(conn)),
   });
   const addr = await transport.addr();
+  writeFileSync(portFile, `${JSON.stringify(boundPorts(addr.addresses))}\n`);
   const source = new AnnouncementSource(() => content(addr.nodeId, addr.addresses, addr.relayUrl));
   membership = new Membership({
     transport,

@@ -92,8 +92,9 @@ export class PeerConnection {
 
 export interface TransportOptions {
   secretKey: Uint8Array;
-  /** `HOST:PORT` to bind; an IPv4 host also pins IPv6 to loopback so nothing binds wider than asked. */
-  bind: { host: string; port: number } | undefined;
+  /** Socket addresses to bind (`127.0.0.1:0`, `[::1]:4433`); iroh's defaults (all interfaces) where absent. */
+  ipv4Addr?: string;
+  ipv6Addr?: string;
   /** Keep the relay URL out of our address (dial direct addresses only). */
   relay: "default" | "disabled";
   onConnection: (conn: PeerConnection) => void;
@@ -117,14 +118,8 @@ export class Transport {
       transport.adopt(conn, opts.onConnection);
     };
     const bindOpts: Record<string, string> = {};
-    if (opts.bind) {
-      const { host, port } = opts.bind;
-      if (host.includes(":")) bindOpts.ipv6Addr = `[${host}]:${port}`;
-      else {
-        bindOpts.ipv4Addr = `${host}:${port}`;
-        if (host === "127.0.0.1") bindOpts.ipv6Addr = "[::1]:0";
-      }
-    }
+    if (opts.ipv4Addr) bindOpts.ipv4Addr = opts.ipv4Addr;
+    if (opts.ipv6Addr) bindOpts.ipv6Addr = opts.ipv6Addr;
     const node = await Iroh.memory({
       secretKey: [...opts.secretKey],
       nodeDiscovery: "None" as never,

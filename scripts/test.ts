@@ -8,7 +8,9 @@ import { provideDevLlama } from "./llama-dev.ts";
 
 const llama = await provideDevLlama();
 console.error(`llama.cpp binaries: ${llama.dir}`);
-const proc = Bun.spawn([process.execPath, "test", ...process.argv.slice(2)], {
+// End-to-end tests start real processes on a loaded 2-core machine; each waits on conditions with
+// its own deadlines, and this is only the outer bound per test.
+const proc = Bun.spawn([process.execPath, "test", "--timeout", "120000", ...process.argv.slice(2)], {
   stdio: ["inherit", "inherit", "inherit"],
   env: { ...process.env, MESH_LLAMA_DIR: llama.dir },
 });

@@ -1,0 +1,120 @@
+/**
+ * Membership end to end: real node processes with real iroh endpoints on loopback (relays off),
+ * joined by token; authentication, gossip, liveness, restarts and junk on the control stream.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { decodeJoinToken, encodeJoinToken } from "../../mesh/join-token.ts";
+import { killAllChildren } from "../helpers/children.ts";
+import { meshStatus, peerIds, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
+import { startNode } from "../helpers/node.ts";
+import { RoguePeer, type Junk } from "../helpers/rogue-peer.ts";
+import { waitFor } from "../helpers/wait.ts";
+
+const nodes: MeshTestNode[] = [];
+async function node(args: string[] = [], opts: Parameters<typeof startMeshNode>[1] = {}): Promise<MeshTestNode> {
+  const n = await startMeshNode(args, opts);
+  nodes.push(n);
+  return n;
+}
+afterEach(async () => {
+  await Promise.all(nodes.splice(0).map((n) => n.stop()));
+});
+afterAll(killAllChildren);
+
+test("five nodes form a full mesh, including one that joins with a non-founder's token", async () => {
+  const a = await node();
+  const [b, c] = await Promise.all([node(["--join", a.token]), node(["--join", a.token])]);
+  const [d, e] = await Promise.all([node(["--join", b.token]), node(["--join", c.token])]);
+  await waitForFullMesh([a, b, c, d, e]);
+  const status = await meshStatus(d);
+  expect(status.token).toBe(d.token);
+  expect(status.peers.map((p) => p.role)).toEqual(["idle", "idle", "idle", "idle"]);
+  expect(status.peers.every((p) => p.addresses.every((addr) => addr.startsWith("127.0.0.1:") || addr.startsWith("[::1]:")))).toBe(true);
+});
+
+test("a node with the wrong mesh secret is refused and appears nowhere", async () => {
+  const a = await node();
+  const b = await node(["--join", a.token]);
+  await waitForFullMesh([a, b]);
+  const real = decodeJoinToken(a.token);
+  const forged = encodeJoinToken({ addr: real.addr, secret: new Uint8Array(32).fill(9) });
+  const w = await node(["--join", forged]);
+  await w.child.waitForOutput(/could not join the mesh; retrying .*could not prove the mesh secret/);
+  await a.child.waitForOutput(/refused a peer that failed authentication/);
+  expect(await peerIds(a)).toEqual([b.nodeId]);
+  expect(await peerIds(b)).toEqual([a.nodeId]);
+  expect(await peerIds(w)).toEqual([]);
+});
+
+test("kill -9 of a node removes it from every view; a graceful exit does too", async () => {
+  const a = await node();
+  const others = await Promise.all([1, 2, 3].map(() => node(["--join", a.token])));
+  const all = [a, ...others];
+  await waitForFullMesh(all);
+  const [victim, leaver, ...rest] = others as [MeshTestNode, MeshTestNode, MeshTestNode];
+  victim.child.proc.kill("SIGKILL");
+  await waitForFullMesh([a, leaver, ...rest]);
+  expect(await leaver.stop()).toBe(0);
+  nodes.splice(nodes.indexOf(leaver), 1);
+  await waitForFullMesh([a, ...rest]);
+  expect(a.child.output()).toContain("reason=left");
+});
+
+test("a restart with the same state dir keeps the node id and rejoins", async () => {
+  const a = await node();
+  const b = await node(["--join", a.token]);
+  await waitForFullMesh([a, b]);
+  const stateDir = b.stateDir;
+  // Keep b's state dir: stop the process only.
+  expect(await b.child.stop()).toBe(0);
+  nodes.splice(nodes.indexOf(b), 1);
+  await waitFor(async () => (await peerIds(a)).length === 0, { what: "b to leave" });
+  const again = await node(["--join", a.token, "--state-dir", stateDir]);
+  expect(again.nodeId).toBe(b.nodeId);
+  await waitForFullMesh([a, again]);
+});
+
+test("the identity key and mesh secret are private files", async () => {
+  const a = await node();
+  const { statSync } = await import("node:fs");
+  expect(statSync(a.stateDir).mode & 0o777).toBe(0o700);
+  expect(statSync(`${a.stateDir}/node.key`).mode & 0o777).toBe(0o600);
+  expect(statSync(`${a.stateDir}/mesh.secret`).mode & 0o777).toBe(0o600);
+});
+
+describe("junk on the control stream drops that peer and nothing else", () => {
+  let rogue: RoguePeer;
+  let a: MeshTestNode;
+  let b: MeshTestNode;
+  beforeAll(async () => {
+    [rogue, a] = await Promise.all([RoguePeer.start(), startMeshNode()]);
+    b = await startMeshNode(["--join", a.token]);
+    await waitForFullMesh([a, b]);
+  });
+  afterAll(async () => {
+    await Promise.all([a?.stop(), b?.stop(), rogue?.close()]);
+  });
+
+  test.each(["random-bytes", "oversized-length", "invalid-json", "wrong-shape"] as const)("%s", async (junk: Junk) => {
+    const dropsBefore = [...a.child.output().matchAll(/reason="?sent junk/g)].length;
+    const closed = await rogue.misbehave(decodeJoinToken(a.token), junk);
+    expect(closed).toContain("400");
+    await waitFor(() => [...a.child.output().matchAll(/reason="?sent junk/g)].length > dropsBefore, { what: "a to drop the rogue" });
+    expect(await peerIds(a)).toEqual([b.nodeId]);
+    expect(await peerIds(b)).toEqual([a.nodeId]);
+    expect((await fetch(`${a.url}/health`)).status).toBe(200);
+  });
+
+  test("garbage instead of a handshake is refused", async () => {
+    const closed = await rogue.garbageHandshake(decodeJoinToken(a.token));
+    expect(closed).toContain("401");
+    expect(await peerIds(a)).toEqual([b.nodeId]);
+  });
+});
+
+test("a node without a join token founds its own mesh; /api/status before the endpoint is up says starting", async () => {
+  const plain = await startNode();
+  const early = await meshStatus(plain);
+  expect(["starting", "running"]).toContain(early.state);
+  await plain.stop();
+});
