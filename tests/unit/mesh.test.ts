@@ -1,0 +1,149 @@
+import { describe, expect, test } from "bun:test";
+import { AnnouncementSource } from "../../mesh/announcement.ts";
+import { authMac, newNonce, verifyMac, type AuthContext } from "../../mesh/auth.ts";
+import { decodeJoinToken, encodeJoinToken, type JoinToken } from "../../mesh/join-token.ts";
+import { bindAddresses, boundPorts } from "../../mesh/mesh-node.ts";
+import { joinBackoffMs, keepWhich, membersToDial, silentPeers } from "../../mesh/membership-rules.ts";
+import { ControlMessageSchema } from "../../mesh/messages.ts";
+import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, WireError } from "../../mesh/wire.ts";
+import { fakeAnnouncement } from "../helpers/rogue-peer.ts";
+import { formatStatus } from "../../commands/status.ts";
+
+describe("join tokens", () => {
+  const token: JoinToken = { addr: { nodeId: "abc123", addresses: ["127.0.0.1:4433", "[::1]:4434"] }, secret: new Uint8Array(32).fill(1) };
+  test("round-trip, URL-safe", () => {
+    const text = encodeJoinToken(token);
+    expect(text).toMatch(/^mesh1[A-Za-z0-9_-]+$/);
+    expect(decodeJoinToken(text)).toEqual(token);
+    const withRelay = { ...token, addr: { ...token.addr, relayUrl: "https://relay.example/" } };
+    expect(decodeJoinToken(encodeJoinToken(withRelay))).toEqual(withRelay);
+    expect(decodeJoinToken(`  ${text}\n`)).toEqual(token);
+  });
+  const b64 = (o: unknown) => `mesh1${Buffer.from(JSON.stringify(o)).toString("base64url")}`;
+  test.each([
+    ["", "should start with"],
+    ["mesh2abc", "should start with"],
+    ["mesh1%%%", "does not decode"],
+    [b64({ n: "x", a: ["1.2.3.4:1"] }), "fields are wrong"],
+    [b64({ n: "x", a: ["1.2.3.4:1"], s: Buffer.alloc(16).toString("base64url") }), "wrong length"],
+    [b64({ n: "x", a: [], s: Buffer.alloc(32).toString("base64url") }), "no address"],
+  ])("%p is refused: %s", (text, why) => {
+    expect(() => decodeJoinToken(text)).toThrow(why);
+  });
+});
+
+describe("authentication", () => {
+  const ctx: AuthContext = { secret: new Uint8Array(32).fill(3), dialerId: "d", acceptorId: "a", dialerNonce: newNonce(), acceptorNonce: newNonce() };
+  test("a proof verifies under the same secret, ids, nonces and role", () => {
+    expect(verifyMac("dialer", ctx, authMac("dialer", ctx))).toBe(true);
+    expect(verifyMac("acceptor", ctx, authMac("acceptor", ctx))).toBe(true);
+  });
+  test.each([
+    ["another secret", { secret: new Uint8Array(32).fill(4) }],
+    ["swapped ids", { dialerId: "a", acceptorId: "d" }],
+    ["another connection's nonce", { acceptorNonce: newNonce() }],
+  ] as const)("fails with %s", (_, change) => {
+    expect(verifyMac("dialer", { ...ctx, ...change }, authMac("dialer", ctx))).toBe(false);
+  });
+  test("a proof reflected back in the other role fails", () => {
+    expect(verifyMac("acceptor", ctx, authMac("dialer", ctx))).toBe(false);
+  });
+  test("a truncated proof fails", () => {
+    expect(verifyMac("dialer", ctx, authMac("dialer", ctx).subarray(0, 16))).toBe(false);
+  });
+});
+
+describe("keepWhich: both ends keep the same connection", () => {
+  const cases: [string, string, string, { dialer: string; instance: string }, { dialer: string; instance: string }, "existing" | "incoming"][] = [
+    ["simultaneous dials: the smaller id's dial wins (seen from the smaller)", "a", "b", { dialer: "a", instance: "1" }, { dialer: "b", instance: "1" }, "existing"],
+    ["simultaneous dials: the smaller id's dial wins (seen from the larger)", "b", "a", { dialer: "b", instance: "1" }, { dialer: "a", instance: "1" }, "incoming"],
+    ["a restarted peer's new connection wins", "a", "b", { dialer: "a", instance: "1" }, { dialer: "b", instance: "2" }, "incoming"],
+    ["a second dial by the same side wins", "a", "b", { dialer: "b", instance: "1" }, { dialer: "b", instance: "1" }, "incoming"],
+  ];
+  test.each(cases)("%s", (_, self, peer, existing, incoming, expected) => expect(keepWhich(self, peer, existing, incoming)).toBe(expected));
+});
+
+test("membersToDial skips ourselves, the known and duplicates", () => {
+  const m = (id: string) => ({ nodeId: id, addresses: [`127.0.0.1:${id.length}`] });
+  expect(membersToDial([m("self"), m("a"), m("b"), m("a"), m("c")], "self", new Set(["b"]))).toEqual([m("a"), m("c")]);
+});
+
+test("silentPeers and join backoff", () => {
+  expect(silentPeers(new Map([["a", 1000], ["b", 9000]]), 10_000, 6000)).toEqual(["a"]);
+  expect([0, 1, 2, 5, 20].map(joinBackoffMs)).toEqual([500, 1000, 2000, 16_000, 30_000]);
+});
+
+describe("control frames", () => {
+  test("a frame is a big-endian length and JSON", () => {
+    const frame = encodeFrame({ a: 1 });
+    expect(new DataView(frame.buffer).getUint32(0)).toBe(frame.length - 4);
+    expect(decodePayload(frame.subarray(4))).toEqual({ a: 1 });
+  });
+  test("over the cap is refused when writing", () => {
+    expect(() => encodeFrame({ big: "x".repeat(MAX_CONTROL_MESSAGE) })).toThrow(WireError);
+  });
+  test.each([
+    [Uint8Array.from([0xff, 0xfe, 0x00]), "not UTF-8"],
+    [new TextEncoder().encode("{nope"), "not JSON"],
+  ])("junk payload %#", (payload, why) => expect(() => decodePayload(payload)).toThrow(why));
+});
+
+describe("control messages", () => {
+  const ann = fakeAnnouncement("n1");
+  test("unknown fields are dropped, known ones kept", () => {
+    const parsed = ControlMessageSchema.parse({ v: 1, type: "announce", announcement: { ...ann, future: true }, extra: 1 });
+    expect(parsed).toEqual({ v: 1, type: "announce", announcement: ann });
+  });
+  test.each([
+    [{ v: 2, type: "leave" }],
+    [{ v: 1, type: "shout" }],
+    [{ v: 1, type: "announce", announcement: { ...ann, vramBytes: -1 } }],
+    [{ v: 1, type: "announce", announcement: { ...ann, role: "boss" } }],
+    [{ v: 1, type: "members", members: [{ nodeId: "" , addresses: [] }] }],
+    [{ v: 1, type: "hello", announcement: ann }],
+  ])("wrong shape %# is refused", (msg) => expect(ControlMessageSchema.safeParse(msg).success).toBe(false));
+});
+
+test("an announcement's seq moves only when its content changes", () => {
+  let serving: string[] = [];
+  const { instance, ...rest } = fakeAnnouncement("n1");
+  const { seq: _seq, ...content } = rest;
+  const source = new AnnouncementSource(() => ({ ...content, serving }));
+  const first = source.current();
+  expect([first.announcement.seq, first.changed]).toEqual([1, true]);
+  expect(source.current()).toMatchObject({ changed: false, announcement: { seq: 1 } });
+  serving = ["m"];
+  expect(source.current()).toMatchObject({ changed: true, announcement: { seq: 2, serving: ["m"], instance: source.instance } });
+  expect(instance).not.toBe(source.instance);
+});
+
+describe("QUIC bind addresses", () => {
+  const cases: [string, Parameters<typeof bindAddresses>[0], Parameters<typeof bindAddresses>[1], ReturnType<typeof bindAddresses>][] = [
+    ["default, first start: iroh's defaults", undefined, {}, {}],
+    ["default, restart: the old ports", undefined, { v4: 4000, v6: 4001 }, { ipv4Addr: "0.0.0.0:4000", ipv6Addr: "[::]:4001" }],
+    ["loopback pins IPv6 to loopback", { host: "127.0.0.1", port: 0 }, {}, { ipv4Addr: "127.0.0.1:0", ipv6Addr: "[::1]:0" }],
+    ["loopback restart reuses both ports", { host: "127.0.0.1", port: 0 }, { v4: 5000, v6: 5001 }, { ipv4Addr: "127.0.0.1:5000", ipv6Addr: "[::1]:5001" }],
+    ["an explicit port wins", { host: "10.0.0.2", port: 4433 }, { v4: 5000 }, { ipv4Addr: "10.0.0.2:4433" }],
+    ["an IPv6 host", { host: "::1", port: 0 }, { v6: 7000 }, { ipv6Addr: "[::1]:7000" }],
+  ];
+  test.each(cases)("%s", (_, bind, remembered, expected) => expect(bindAddresses(bind, remembered)).toEqual(expected));
+  test("bound ports from addresses", () => {
+    expect(boundPorts(["127.0.0.1:4000", "[::1]:4001"])).toEqual({ v4: 4000, v6: 4001 });
+    expect(boundPorts([])).toEqual({});
+  });
+});
+
+test("mesh status prints one line per peer", () => {
+  const text = formatStatus("http://127.0.0.1:9337", {
+    version: "0.1.0",
+    state: "running",
+    nodeId: "abcdef0123456789",
+    token: "mesh1xyz",
+    peers: [
+      { nodeId: "p1", shortId: "p1", addresses: ["127.0.0.1:1"], rttMs: 2, role: "host", serving: ["qwen"], vramBytes: 2 ** 33, ramBytes: 0, apiPort: 1, meshVersion: "0.1.0", llamaBuild: "x", lastSeenMsAgo: 5 },
+    ],
+  });
+  expect(text).toContain("token    mesh1xyz");
+  expect(text).toContain("peers    1");
+  expect(text).toContain("  p1  127.0.0.1:1  rtt 2 ms  host  serving qwen  vram 8.0 GiB");
+});
