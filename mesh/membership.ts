@@ -252,7 +252,12 @@ export class Membership {
     this.peers.clear();
     await Promise.all(
       peers.map(async (p) => {
-        await withDeadline(writeFrame(p.control.send, { v: PROTOCOL_VERSION, type: "leave" }), 500, "leave").catch(() => undefined);
+        // Closing at once could discard the unsent message: the peer hangs up when it reads it.
+        await withDeadline(
+          writeFrame(p.control.send, { v: PROTOCOL_VERSION, type: "leave" }).then(() => p.conn.closed),
+          500,
+          "leave",
+        ).catch(() => undefined);
         p.conn.close(CloseCode.SHUTDOWN, "leaving");
       }),
     );
