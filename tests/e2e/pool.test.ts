@@ -4,7 +4,8 @@
  * with SIGSTOP, and every wait is on a condition with a deadline.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chat, embed, loaded, loadedNames, openStream, post, server, startStream } from "../helpers/api.ts";
 import { killAllChildren } from "../helpers/children.ts";
@@ -16,6 +17,8 @@ import { waitFor } from "../helpers/wait.ts";
 let tiny: string;
 let embedModel: string;
 const nodes: TestNode[] = [];
+/** Files a test makes (the node copies models from here). */
+const scratch = mkdtempSync(join(tmpdir(), "mesh-pool-test-"));
 
 beforeAll(async () => {
   tiny = await testModel("tiny", "q8_0");
@@ -24,7 +27,10 @@ beforeAll(async () => {
 afterEach(async () => {
   await Promise.all(nodes.splice(0).map((n) => n.stop()));
 });
-afterAll(killAllChildren);
+afterAll(async () => {
+  await killAllChildren();
+  rmSync(scratch, { recursive: true, force: true });
+});
 
 async function node(args: string[], models: Record<string, string> = {}): Promise<TestNode> {
   const n = await startNode([...SMALL_LLAMA, ...args], { models: { "a.gguf": tiny, "b.gguf": tiny, "c.gguf": tiny, "e.gguf": embedModel, ...models } });
@@ -122,7 +128,7 @@ test("loads run one at a time", async () => {
 });
 
 test("a failing load evicts every idle server and retries once (nuclear)", async () => {
-  const truncated = join(n0Dir(), "broken.gguf");
+  const truncated = join(scratch, "broken.gguf");
   const bytes = readFileSync(tiny);
   writeFileSync(truncated, bytes.subarray(0, Math.floor(bytes.length / 2)));
   const n = await node(["--max-loaded-models", "-1"], { "broken.gguf": truncated });
@@ -215,8 +221,3 @@ describe("explicit load and unload", () => {
     expect(await loadedNames(n)).toEqual([]);
   });
 });
-
-/** A folder for files made by a test (the node copies models from it). */
-function n0Dir(): string {
-  return join(import.meta.dir, "..", "..", "node_modules", ".cache");
-}
