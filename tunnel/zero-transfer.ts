@@ -1,0 +1,129 @@
+/**
+ * Zero-transfer loading on a worker: when the host asks the worker's `rpc-server` for a tensor by
+ * hash (SET_TENSOR_HASH) and this node holds the same GGUF, the tensor's bytes are read from the
+ * local file, checked against the hash, and written where `rpc-server -c` looks
+ * (`<cache dir>/<hash as 16 hex digits>`) before the request is forwarded, so the server answers
+ * "have it" and the weights never cross the network. Any mismatch just leaves the normal path.
+ */
+import { gguf } from "@huggingface/gguf";
+import { existsSync, mkdirSync, readdirSync, renameSync, statSync, unlinkSync } from "node:fs";
+import { join } from "node:path";
+import type { Log } from "../log.ts";
+import { tensorByteSize } from "../models/ggml-types.ts";
+import { fnv1a64, hashFileName, readSetTensorHash } from "./rpc-protocol.ts";
+
+interface TensorLocation {
+  path: string;
+  offset: number;
+  bytes: number;
+}
+
+export interface ZeroTransferStats {
+  /** Tensors placed from a local file. */
+  hits: number;
+  /** Bytes that did not have to cross the network. */
+  bytesSaved: number;
+  /** Hash requests for which no local copy matched. */
+  misses: number;
+}
+
+export interface ZeroTransferOptions {
+  cacheDir: string;
+  /** GGUF files on this node (its models). */
+  files: () => readonly string[];
+  /** Bound on the cache dir; the oldest files go first. */
+  maxCacheBytes: number;
+  log: Log;
+}
+
+/** Files to delete, oldest first, until the rest fit in `maxBytes` (pure). */
+export function cacheVictims(files: readonly { name: string; size: number; mtimeMs: number }[], maxBytes: number): string[] {
+  let total = files.reduce((s, f) => s + f.size, 0);
+  const out: string[] = [];
+  for (const f of [...files].sort((a, b) => a.mtimeMs - b.mtimeMs)) {
+    if (total <= maxBytes) break;
+    out.push(f.name);
+    total -= f.size;
+  }
+  return out;
+}
+
+export class ZeroTransfer {
+  readonly stats: ZeroTransferStats = { hits: 0, bytesSaved: 0, misses: 0 };
+  private readonly indexed = new Map<string, { key: string; tensors: Map<string, TensorLocation> }>();
+
+  constructor(private readonly opts: ZeroTransferOptions) {
+    mkdirSync(opts.cacheDir, { recursive: true });
+    this.prune();
+  }
+
+  private async tensorsOf(path: string): Promise<Map<string, TensorLocation>> {
+    let key: string;
+    try {
+      const st = statSync(path);
+      key = `${st.size}:${st.mtimeMs}`;
+    } catch {
+      return new Map();
+    }
+    const hit = this.indexed.get(path);
+    if (hit?.key === key) return hit.tensors;
+    const tensors = new Map<string, TensorLocation>();
+    try {
+      const { tensorInfos, tensorDataOffset } = await gguf(path, { allowLocalFile: true });
+      for (const t of tensorInfos) {
+        const bytes = tensorByteSize(t.dtype, t.shape);
+        if (bytes !== undefined) tensors.set(t.name, { path, offset: Number(tensorDataOffset + t.offset), bytes });
+      }
+    } catch {
+      // not a readable GGUF: nothing to offer from it
+    }
+    this.indexed.set(path, { key, tensors });
+    return tensors;
+  }
+
+  /** The SET_TENSOR_HASH hook: place the tensor in the cache if a local file has it. */
+  readonly onSetTensorHash = async (payload: Uint8Array): Promise<void> => {
+    const req = readSetTensorHash(payload);
+    const target = join(this.opts.cacheDir, hashFileName(req.hash));
+    if (existsSync(target) || req.offset !== 0n) return;
+    for (const path of this.opts.files()) {
+      const loc = (await this.tensorsOf(path)).get(req.tensor.name);
+      if (!loc) continue;
+      const data = new Uint8Array(await Bun.file(loc.path).slice(loc.offset, loc.offset + loc.bytes).arrayBuffer());
+      if (data.length !== loc.bytes || fnv1a64(data) !== req.hash) continue;
+      const partial = `${target}.partial-${process.pid}`;
+      await Bun.write(partial, data);
+      renameSync(partial, target);
+      this.stats.hits++;
+      this.stats.bytesSaved += data.length;
+      this.schedulePrune();
+      return;
+    }
+    this.stats.misses++;
+  };
+
+  private pruneTimer: Timer | undefined;
+  private schedulePrune(): void {
+    this.pruneTimer ??= setTimeout(() => {
+      this.pruneTimer = undefined;
+      this.prune();
+    }, 5_000);
+  }
+
+  /** Keeps the cache dir within its bound. */
+  prune(): void {
+    try {
+      const files = readdirSync(this.opts.cacheDir).flatMap((name) => {
+        try {
+          const st = statSync(join(this.opts.cacheDir, name));
+          return st.isFile() ? [{ name, size: st.size, mtimeMs: st.mtimeMs }] : [];
+        } catch {
+          return [];
+        }
+      });
+      for (const name of cacheVictims(files, this.opts.maxCacheBytes)) unlinkSync(join(this.opts.cacheDir, name));
+    } catch (err) {
+      this.opts.log.warn("could not prune the rpc cache", { dir: this.opts.cacheDir, error: (err as Error).message });
+    }
+  }
+}
