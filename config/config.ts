@@ -29,6 +29,10 @@ export interface Config {
   /** Extra arguments for every llama-server, as one shell-like string. */
   llamacppArgs: string;
   maxBodyBytes: number;
+  /** Threads of this node's rpc-server (the compute it offers the mesh). */
+  rpcThreads: number;
+  /** Bound on rpc-server's tensor cache in the state dir. */
+  rpcCacheBytes: number;
   /** Overrides detected VRAM. */
   vramBytes: number | undefined;
   llamaDir: string | undefined;
@@ -52,6 +56,8 @@ export function defaultConfig(home: string = homedir()): Config {
     ctxSize: 4096,
     llamacppArgs: "",
     maxBodyBytes: 64 * 2 ** 20,
+    rpcThreads: Math.max(1, navigator.hardwareConcurrency),
+    rpcCacheBytes: 32 * 2 ** 30,
     vramBytes: undefined,
     llamaDir: undefined,
     relay: "default",

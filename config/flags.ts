@@ -7,6 +7,7 @@ import { LOG_FORMATS, RELAY_MODES, type Config } from "./config.ts";
 import {
   parseChoice,
   parseCount,
+  parsePositive,
   parseDuration,
   parseHostPort,
   parseModelLimit,
@@ -55,6 +56,8 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("ctx-size", "<n>", "ctxSize", parseCount, "context size models load with (default 4096; 0 = the model's own)"),
   { ...flag("llamacpp-args", "<args>", "llamacppArgs", (t) => t, 'extra arguments for every llama-server, e.g. "--threads 4"'), dashValue: true },
   flag("max-body-size", "<size>", "maxBodyBytes", parseSize, "largest request body the API accepts (default 64MiB)"),
+  flag("rpc-threads", "<n>", "rpcThreads", parsePositive, "threads of the rpc-server this node offers the mesh (default: all cores)"),
+  flag("rpc-cache-size", "<size>", "rpcCacheBytes", parseSize, "bound on the rpc-server tensor cache in the state dir (default 32GiB)"),
   flag("vram", "<size>", "vramBytes", parseSize, "memory this node offers for models, e.g. 24GB (default: detected)"),
   flag("llama-dir", "<dir>", "llamaDir", parseNonEmpty, "use the llama.cpp binaries in this directory (env MESH_LLAMA_DIR)"),
   flag("relay", "<mode>", "relay", parseChoice(RELAY_MODES), "iroh relay: default or disabled (direct addresses only)"),

@@ -15,6 +15,12 @@ export function parseCount(text: string): number {
   return Number(text);
 }
 
+export function parsePositive(text: string): number {
+  const n = /^\d+$/.test(text) ? Number(text) : 0;
+  if (n < 1) throw new Error(`expected a whole number >= 1, got "${text}"`);
+  return n;
+}
+
 /** `-1` means no limit. */
 export function parseModelLimit(text: string): number {
   if (!/^-?\d+$/.test(text)) throw new Error(`expected a whole number >= 1, or -1 for no limit, got "${text}"`);

@@ -37,6 +37,8 @@ export interface MembershipOptions {
   peerTimeoutMs: number;
   /** Called whenever a peer joins, leaves or announces. */
   onChange?: () => void;
+  /** A peer opened a stream of a kind other than control (its first byte read already). */
+  onStream?: (peerId: string, kind: number, stream: Stream) => void;
 }
 
 class AuthError extends Error {}
@@ -164,6 +166,7 @@ export class Membership {
     if (!existing) this.opts.log.info("peer joined", { peer: shortId(peer.id), addresses: hello.announcement.addresses.join(",") });
     void conn.closed.then((reason) => this.drop(peer, `connection closed: ${reason}`, false));
     void this.readLoop(peer);
+    void this.acceptStreams(peer);
     // Tell everyone else about the newcomer, and dial whoever the newcomer knows that we do not.
     const update: ControlMessage = { v: PROTOCOL_VERSION, type: "members", members: [memberAddr(hello.announcement)] };
     for (const other of this.peers.values()) if (other !== peer) void this.send(other, update);
@@ -191,6 +194,41 @@ export class Membership {
       const junk = err instanceof WireError;
       this.drop(peer, junk ? `sent junk: ${(err as Error).message}` : `control stream failed: ${(err as Error).message}`, junk);
     }
+  }
+
+  /** Streams the peer opens after the control stream: their first byte says what they carry. */
+  private async acceptStreams(peer: Peer): Promise<void> {
+    for (;;) {
+      let stream: Stream;
+      try {
+        stream = await peer.conn.acceptStream();
+      } catch {
+        return;
+      }
+      if (this.peers.get(peer.id) !== peer) return;
+      void this.dispatch(peer, stream);
+    }
+  }
+
+  private async dispatch(peer: Peer, stream: Stream): Promise<void> {
+    const kind = new Uint8Array(1);
+    try {
+      await withDeadline(stream.recv.readExact(kind), AUTH_DEADLINE_MS, "the stream's kind");
+    } catch {
+      return;
+    }
+    if (kind[0] !== StreamKind.CONTROL && this.opts.onStream) return this.opts.onStream(peer.id, kind[0]!, stream);
+    await stream.send.reset(2).catch(() => undefined);
+    await stream.recv.stop(2).catch(() => undefined);
+  }
+
+  /** A new stream to a peer, its kind already written; undefined when the peer is not connected. */
+  async openStream(peerId: string, kind: number): Promise<Stream | undefined> {
+    const peer = this.peers.get(peerId);
+    if (!peer) return undefined;
+    const stream = await peer.conn.openStream();
+    await stream.send.writeAll(Uint8Array.of(kind));
+    return stream;
   }
 
   private handle(peer: Peer, msg: ControlMessage): void {

@@ -11,7 +11,7 @@ import { loadOrCreateNodeKey, resolveMeshSecret } from "./identity.ts";
 import { encodeJoinToken } from "./join-token.ts";
 import { Membership } from "./membership.ts";
 import { meshStatus, type MeshStatus } from "./status.ts";
-import { Transport } from "./transport.ts";
+import { Transport, type Stream } from "./transport.ts";
 
 /** Heartbeat and silence limit: a killed peer is gone from every view within about 7 s. */
 export const HEARTBEAT_MS = 2_000;
@@ -70,7 +70,16 @@ export interface MeshNode {
   stop(): Promise<void>;
 }
 
-export async function startMesh(config: Config, content: (nodeId: string, addresses: string[], relayUrl?: string) => AnnouncementContent, log: Log): Promise<MeshNode> {
+export interface MeshHooks {
+  /** What we announce, given our address. */
+  content: (nodeId: string, addresses: string[], relayUrl?: string) => AnnouncementContent;
+  /** A peer opened a data stream (RPC tunnel, HTTP). */
+  onStream: (peerId: string, kind: number, stream: Stream) => void;
+  /** Peers joined, left or announced something new. */
+  onPeersChange: () => void;
+}
+
+export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Promise<MeshNode> {
   const secretKey = loadOrCreateNodeKey(config.stateDir);
   const { secret, founded } = resolveMeshSecret(config.stateDir, config.join?.secret);
   let membership: Membership | undefined;
@@ -84,7 +93,7 @@ export async function startMesh(config: Config, content: (nodeId: string, addres
   });
   const addr = await transport.addr();
   writeFileSync(portFile, `${JSON.stringify(boundPorts(addr.addresses))}\n`);
-  const source = new AnnouncementSource(() => content(addr.nodeId, addr.addresses, addr.relayUrl));
+  const source = new AnnouncementSource(() => hooks.content(addr.nodeId, addr.addresses, addr.relayUrl));
   membership = new Membership({
     transport,
     secret,
@@ -92,6 +101,8 @@ export async function startMesh(config: Config, content: (nodeId: string, addres
     log,
     heartbeatMs: HEARTBEAT_MS,
     peerTimeoutMs: PEER_TIMEOUT_MS,
+    onStream: hooks.onStream,
+    onChange: hooks.onPeersChange,
   });
   for (const conn of early.splice(0)) void membership.accept(conn);
   const token = encodeJoinToken({ addr, secret });

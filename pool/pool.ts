@@ -36,6 +36,8 @@ export interface PoolOptions {
   log: Log;
   /** Called when the set of loaded servers or their use changes (for the node's announcement). */
   onChange?: () => void;
+  /** RPC endpoints a model is split across (`--rpc`); none runs it on this node alone. */
+  rpcWorkersFor?: (model: ModelInfo) => Promise<string[]>;
 }
 
 export interface Lease {
@@ -57,15 +59,16 @@ interface PendingLoad {
   promise: Promise<WrappedServer>;
 }
 
-/** The load's options as stored on the server, to tell whether a new load asks for something else. */
 const optionsKey = (o: LoadOptions) => JSON.stringify([o.ctxSize ?? null, o.llamacppArgs ?? "", o.backend ?? ""]);
+const sameOptions = (a: LoadOptions | undefined, b: LoadOptions) => a !== undefined && optionsKey(a) === optionsKey(b);
 
 /** Time to become healthy: a floor for process start, plus reading the weights at a slow disk's pace. */
 const readyDeadlineMs = (bytes: number) => 60_000 + (bytes / 2 ** 30) * 30_000;
 
 export class Pool {
   private readonly servers = new Map<string, WrappedServer>();
-  private readonly loadedWith = new WeakMap<WrappedServer, string>();
+  /** The options each server was loaded with, to tell whether a new load asks for something else. */
+  private readonly loadedWith = new WeakMap<WrappedServer, LoadOptions>();
   private readonly pending = new Map<string, PendingLoad>();
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
@@ -187,7 +190,7 @@ export class Pool {
   /** Explicit load (`/api/v1/load`, `--model`): resolves when the server is ready. */
   async load(model: ModelInfo, options: LoadOptions = {}): Promise<WrappedServer> {
     const existing = this.servers.get(model.name);
-    if (existing && !existing.draining && this.loadedWith.get(existing) === optionsKey(options)) {
+    if (existing && !existing.draining && sameOptions(this.loadedWith.get(existing), options)) {
       if (options.pinned !== undefined) existing.pinned = options.pinned;
       existing.touch();
       return existing;
@@ -246,7 +249,7 @@ export class Pool {
     const extraArgs = this.userArgs(model, options);
 
     const current = this.servers.get(model.name);
-    if (current && this.loadedWith.get(current) !== optionsKey(options)) await this.drainAndEvict(model.name, "reload");
+    if (current && !sameOptions(this.loadedWith.get(current), options)) await this.drainAndEvict(model.name, "reload");
 
     for (;;) {
       const plan = planLoad(this.views(), { model: model.name, type: model.type, devices: model.devices }, this.opts.maxLoadedModels);
@@ -289,7 +292,7 @@ export class Pool {
       }
     }
     if (options.pinned) server.pinned = true;
-    this.loadedWith.set(server, optionsKey(options));
+    this.loadedWith.set(server, options);
     this.lastLoaded = model.name;
     this.counters.loads++;
     this.notifyChange();
@@ -306,6 +309,7 @@ export class Pool {
 
   private async spawnReady(model: ModelInfo, options: LoadOptions, extraArgs: string[]): Promise<WrappedServer> {
     if (this.closed) throw new Error("the pool is closed");
+    const rpcWorkers = (await this.opts.rpcWorkersFor?.(model)) ?? [];
     const port = freePort();
     const argv = serverArgv({
       binary: this.opts.llama.llamaServer,
@@ -317,6 +321,7 @@ export class Pool {
       port,
       ctxSize: options.ctxSize ?? model.ctxSize ?? this.opts.defaultCtxSize,
       extraArgs,
+      rpcWorkers,
     });
     const server = new WrappedServer({
       model: model.name,
@@ -329,9 +334,10 @@ export class Pool {
       port,
       logPath: join(this.logDir, `llama-server-${model.name.replace(/[^\w.-]+/g, "_")}.log`),
     });
+    server.rpcWorkers = rpcWorkers;
     this.servers.set(model.name, server);
     server.onChange((s) => this.onServerChange(s));
-    this.opts.log.info("loading model", { model: model.name, type: model.type, port, pid: server.pid });
+    this.opts.log.info("loading model", { model: model.name, type: model.type, port, pid: server.pid, rpc: rpcWorkers.join(",") || undefined });
     const started = performance.now();
     try {
       await server.waitReady(readyDeadlineMs(model.sizeBytes));
@@ -371,6 +377,14 @@ export class Pool {
     server.draining = true;
     while (server.busy && this.servers.get(name) === server) await this.nextChange();
     await this.evict(name, cause);
+  }
+
+  /** Loads a model again (after its requests finish), e.g. because the workers it splits over changed. */
+  async reload(model: ModelInfo): Promise<WrappedServer> {
+    const current = this.servers.get(model.name);
+    if (current) current.draining = true;
+    await this.enqueue(() => this.drainAndEvict(model.name, "reload"));
+    return this.load(model, (current && this.loadedWith.get(current)) ?? {});
   }
 
   /** Unloads one model after its requests finish (404 when it is not loaded), or every model. */

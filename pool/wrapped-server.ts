@@ -66,6 +66,8 @@ export class WrappedServer {
   state: ServerState = "starting";
   /** Being unloaded: finishes what it serves, takes nothing new. */
   draining = false;
+  /** The RPC endpoints it was started with (`--rpc`). */
+  rpcWorkers: string[] = [];
   lastUse = Date.now();
   inflight = 0;
   /** Set when the process ends; aborts every request in flight to it. */

@@ -28,7 +28,7 @@ test("five nodes form a full mesh, including one that joins with a non-founder's
   await waitForFullMesh([a, b, c, d, e]);
   const status = await meshStatus(d);
   expect(status.token).toBe(d.token);
-  expect(status.peers.map((p) => p.role)).toEqual(["idle", "idle", "idle", "idle"]);
+  expect(status.peers.map((p) => p.role)).toEqual(["worker", "worker", "worker", "worker"]);
   expect(status.peers.every((p) => p.addresses.every((addr) => addr.startsWith("127.0.0.1:") || addr.startsWith("[::1]:")))).toBe(true);
 });
 

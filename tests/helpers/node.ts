@@ -38,7 +38,7 @@ export interface StartNodeOptions {
 }
 
 /** What e2e nodes give every llama-server on a 2-core machine: one thread, one slot, small context. */
-export const SMALL_LLAMA = ["--ctx-size", "512", "--llamacpp-args", "--threads 1 --threads-batch 1 --parallel 1"];
+export const SMALL_LLAMA = ["--ctx-size", "512", "--llamacpp-args", "--threads 1 --threads-batch 1 --parallel 1", "--rpc-threads", "1"];
 
 export async function startNode(args: string[] = [], opts: StartNodeOptions = {}): Promise<TestNode> {
   const stateDir = mkdtempSync(join(tmpdir(), "mesh-test-state-"));

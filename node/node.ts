@@ -1,0 +1,179 @@
+/**
+ * Everything a node runs besides its HTTP API: the model store, the pool of llama-servers, the
+ * rpc-server it offers the mesh, its place in the mesh and the RPC tunnels to its peers. A model
+ * named with `--model` is hosted here and split across every peer that speaks our RPC protocol.
+ */
+import { existsSync, mkdirSync } from "node:fs";
+import { totalmem } from "node:os";
+import { resolve } from "node:path";
+import pkg from "../package.json" with { type: "json" };
+import type { Config } from "../config/config.ts";
+import type { LlamaBinaries } from "../llama/binaries.ts";
+import type { LlamaDevice } from "../llama/devices.ts";
+import { LLAMA_SOURCE } from "../llama/pin.ts";
+import type { Log } from "../log.ts";
+import { startMesh, type MeshNode } from "../mesh/mesh-node.ts";
+import type { MeshStatus } from "../mesh/status.ts";
+import { StreamKind } from "../mesh/wire.ts";
+import { ModelStore, type ModelInfo } from "../models/model-store.ts";
+import { Pool } from "../pool/pool.ts";
+import { RpcServerChild } from "../pool/rpc-server.ts";
+import { Tunnels } from "../tunnel/tunnels.ts";
+import { ZeroTransfer } from "../tunnel/zero-transfer.ts";
+
+/** `--model` values that name files (rather than models in the models dir). */
+export const isPath = (v: string) => v.includes("/") || /\.gguf$/i.test(v);
+
+export class NodeSetupError extends Error {}
+
+export interface NodeParts {
+  store: ModelStore;
+  pool: Pool;
+  tunnels: Tunnels;
+  zeroTransfer: ZeroTransfer;
+  rpc: RpcServerChild;
+  mesh: () => MeshNode | undefined;
+  meshStatus: () => MeshStatus;
+  /** Starts the mesh endpoint (seconds: iroh probes the network) and loads `--model`s. */
+  start: (apiPort: number) => void;
+  stop: () => Promise<void>;
+}
+
+export async function createNode(config: Config, llama: LlamaBinaries, devices: readonly LlamaDevice[], log: Log): Promise<NodeParts> {
+  mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
+  const missing = config.models.filter((m) => isPath(m) && !existsSync(m));
+  if (missing.length) throw new NodeSetupError(`--model ${missing.join(", ")}: no such file`);
+  const store = new ModelStore({ modelsDir: config.modelsDir, extraFiles: config.models.filter(isPath), hasGpu: devices.length > 0 });
+  const known = await store.refresh();
+  const unknown = config.models.filter((m) => !isPath(m) && !known.some((k) => k.name === m));
+  if (unknown.length) {
+    throw new NodeSetupError(`--model ${unknown.join(", ")}: not in ${config.modelsDir} (known: ${known.map((k) => k.name).join(", ") || "none"})`);
+  }
+  const hosted = new Set(known.filter((k) => config.models.some((m) => (isPath(m) ? k.path === resolve(m) : k.name === m))).map((k) => k.name));
+
+  let mesh: MeshNode | undefined;
+  const rpc = new RpcServerChild({ binary: llama.rpcServer, stateDir: config.stateDir, threads: config.rpcThreads, log });
+  const zeroTransfer = new ZeroTransfer({ cacheDir: rpc.cacheDir, files: () => store.list().flatMap((m) => m.files), maxCacheBytes: config.rpcCacheBytes, log });
+  const tunnels = new Tunnels({
+    log,
+    openStream: async (peerId, kind) => mesh?.membership.openStream(peerId, kind),
+    rpcPort: () => rpc.port,
+    rewrites: { forkRegisterPeer: false, onSetTensorHash: zeroTransfer.onSetTensorHash },
+  });
+
+  /** Peers a hosted model can split over: same RPC protocol, in node-id order (every host agrees). */
+  const workerPeers = () =>
+    [...(mesh?.membership.peers.values() ?? [])].filter((p) => p.announcement.rpcProtocol === LLAMA_SOURCE.rpcProtocol).map((p) => p.id).sort();
+  const rpcWorkersFor = async (model: ModelInfo): Promise<string[]> => {
+    const peers = workerPeers();
+    if (!hosted.has(model.name) || peers.length === 0) return [];
+    // A host without a GPU offers its own CPU through its rpc-server, like any worker.
+    const own = devices.length === 0 && rpc.port ? [`127.0.0.1:${rpc.port}`] : [];
+    return [...own, ...(await Promise.all(peers.map(async (id) => `127.0.0.1:${await tunnels.portFor(id)}`)))];
+  };
+
+  const pool = new Pool({
+    llama,
+    stateDir: config.stateDir,
+    maxLoadedModels: config.maxLoadedModels,
+    idleUnloadMs: config.idleUnloadMs,
+    loadTimeoutMs: config.loadTimeoutMs,
+    defaultCtxSize: config.ctxSize,
+    defaultArgs: config.llamacppArgs,
+    log,
+    onChange: () => mesh?.announceIfChanged(),
+    rpcWorkersFor,
+  });
+
+  // Re-split a hosted model when the peers it can use change (debounced: joins come in bursts).
+  let resplitTimer: Timer | undefined;
+  let lastPeers = "";
+  const onPeersChange = () => {
+    const peers = workerPeers();
+    const key = peers.join(",");
+    if (key === lastPeers) return;
+    lastPeers = key;
+    const present = new Set(peers);
+    for (const id of tunnels.counters.keys()) if (!present.has(id)) tunnels.closeFor(id);
+    clearTimeout(resplitTimer);
+    resplitTimer = setTimeout(() => {
+      for (const name of hosted) {
+        const model = store.list().find((m) => m.name === name);
+        if (model && pool.server(name)) {
+          log.info("the mesh changed; loading the hosted model again across it", { model: name, peers: peers.length });
+          pool.reload(model).catch((err) => log.error("could not reload the hosted model", { model: name, error: (err as Error).message.split("\n")[0] }));
+        }
+      }
+    }, 1000);
+  };
+
+  const vramBytes = config.vramBytes ?? devices.reduce((sum, d) => sum + d.totalBytes, 0);
+  const start = (apiPort: number) => {
+    void rpc.start().then(
+      () => mesh?.announceIfChanged(),
+      (err) => log.error("rpc-server failed to start; this node offers no compute to the mesh", { error: (err as Error).message.split("\n")[0] }),
+    );
+    void startMesh(
+      config,
+      {
+        content: (nodeId, addresses, relayUrl) => ({
+          nodeId,
+          addresses,
+          ...(relayUrl ? { relayUrl } : {}),
+          role: pool.loaded().length ? "host" : rpc.port ? "worker" : "idle",
+          vramBytes,
+          ramBytes: totalmem(),
+          modelsOnDisk: store.list().map((m) => ({ name: m.name, size: m.sizeBytes })),
+          serving: pool.loaded().filter((s) => s.state === "ready").map((s) => s.model),
+          apiPort,
+          lastRequest: Object.fromEntries(pool.loaded().map((s) => [s.model, s.lastUse])),
+          meshVersion: pkg.version,
+          llamaBuild: LLAMA_SOURCE.commit,
+          rpcProtocol: LLAMA_SOURCE.rpcProtocol,
+        }),
+        onStream: (peerId, kind, stream) => {
+          if (kind === StreamKind.RPC) void tunnels.incoming(peerId, stream);
+          else void stream.send.reset(2).catch(() => undefined);
+        },
+        onPeersChange,
+      },
+      log,
+    ).then(
+      (m) => {
+        mesh = m;
+        log.info(`Join token: ${m.token}`, { node: m.nodeId, mesh: m.founded ? "founded" : "joined" });
+      },
+      async (err: unknown) => {
+        log.error("the mesh endpoint failed to start", { error: (err as Error).message });
+        await pool.close();
+        await rpc.stop();
+        process.exit(1);
+      },
+    );
+    void (async () => {
+      for (const name of hosted) {
+        const model = known.find((k) => k.name === name)!;
+        await pool.load(model).catch((err) => log.error("could not load --model", { model: name, error: (err as Error).message.split("\n")[0] }));
+      }
+    })();
+  };
+
+  return {
+    store,
+    pool,
+    tunnels,
+    zeroTransfer,
+    rpc,
+    mesh: () => mesh,
+    meshStatus: () => mesh?.status() ?? { state: "starting", nodeId: null, token: null, peers: [] },
+    start,
+    stop: async () => {
+      clearTimeout(resplitTimer);
+      // A mesh endpoint still starting has no peers to tell; exiting ends it.
+      if (mesh) await Promise.race([mesh.stop(), Bun.sleep(5_000)]);
+      tunnels.close();
+      await pool.close();
+      await rpc.stop();
+    },
+  };
+}

@@ -1,0 +1,92 @@
+/**
+ * This node's `rpc-server` child: the compute it offers the mesh. Bound to 127.0.0.1 only (it has
+ * no authentication; peers reach it through the authenticated tunnel), with its tensor cache
+ * (`-c`) in the state dir. It is up when its port accepts a connection (an unknown flag makes it
+ * print usage and exit 0, so a running process proves nothing); it is restarted if it dies.
+ */
+import { closeSync, mkdirSync, openSync } from "node:fs";
+import { createConnection } from "node:net";
+import { join } from "node:path";
+import type { Subprocess } from "bun";
+import type { Log } from "../log.ts";
+import { freePort } from "./free-port.ts";
+import { readLogTail } from "./wrapped-server.ts";
+
+export interface RpcServerOptions {
+  binary: string;
+  stateDir: string;
+  threads: number;
+  log: Log;
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createConnection({ host: "127.0.0.1", port });
+    s.once("connect", () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once("error", () => resolve(false));
+  });
+}
+
+export class RpcServerChild {
+  port: number | undefined;
+  private proc: Subprocess | undefined;
+  private stopping = false;
+  readonly cacheRoot: string;
+  readonly logPath: string;
+
+  constructor(private readonly opts: RpcServerOptions) {
+    this.cacheRoot = join(opts.stateDir, "llama-cache");
+    this.logPath = join(opts.stateDir, "logs", "rpc-server.log");
+    mkdirSync(join(opts.stateDir, "logs"), { recursive: true });
+  }
+
+  /** Where `rpc-server -c` keeps tensors: `$LLAMA_CACHE/rpc`. */
+  get cacheDir(): string {
+    return join(this.cacheRoot, "rpc");
+  }
+
+  async start(): Promise<void> {
+    const port = freePort();
+    const fd = openSync(this.logPath, "a");
+    try {
+      this.proc = Bun.spawn([this.opts.binary, "-H", "127.0.0.1", "-p", String(port), "-t", String(this.opts.threads), "-c"], {
+        stdin: "ignore",
+        stdout: fd,
+        stderr: fd,
+        env: { ...process.env, LLAMA_CACHE: this.cacheRoot, GGML_NO_BACKTRACE: "1" },
+      });
+    } finally {
+      closeSync(fd);
+    }
+    const proc = this.proc;
+    const deadline = Date.now() + 30_000;
+    while (!(await accepts(port))) {
+      if (proc.exitCode !== null || Date.now() > deadline) {
+        proc.kill("SIGKILL");
+        throw new Error(`rpc-server did not start listening on 127.0.0.1:${port}\n${readLogTail(this.logPath)}`);
+      }
+      await Bun.sleep(20);
+    }
+    this.port = port;
+    this.opts.log.info("rpc-server ready", { port, pid: proc.pid });
+    void proc.exited.then((code) => {
+      if (this.stopping || this.proc !== proc) return;
+      this.port = undefined;
+      this.opts.log.error("rpc-server exited; restarting it", { code: code ?? proc.signalCode });
+      setTimeout(() => void this.start().catch((err) => this.opts.log.error("rpc-server restart failed", { error: (err as Error).message })), 1000);
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    const proc = this.proc;
+    if (!proc || proc.exitCode !== null) return;
+    proc.kill("SIGTERM");
+    const timer = setTimeout(() => proc.kill("SIGKILL"), 3000);
+    await proc.exited;
+    clearTimeout(timer);
+  }
+}
