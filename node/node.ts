@@ -67,9 +67,10 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   const rpcWorkersFor = async (model: ModelInfo): Promise<string[]> => {
     const peers = workerPeers();
     if (!hosted.has(model.name) || peers.length === 0) return [];
-    // A host without a GPU offers its own CPU through its rpc-server, like any worker.
+    // A host without a GPU offers its own CPU through its rpc-server, like any worker. It goes last:
+    // llama.cpp puts the output layer on the last device, so the logits never cross the network.
     const own = devices.length === 0 && rpc.port ? [`127.0.0.1:${rpc.port}`] : [];
-    return [...own, ...(await Promise.all(peers.map(async (id) => `127.0.0.1:${await tunnels.portFor(id)}`)))];
+    return [...(await Promise.all(peers.map(async (id) => `127.0.0.1:${await tunnels.portFor(id)}`))), ...own];
   };
 
   const pool = new Pool({

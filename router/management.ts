@@ -51,6 +51,7 @@ export function managementRoutes(serving: Serving, backends: readonly string[]):
         is_busy: s.busy,
         state: s.draining ? "draining" : s.state,
         backend_url: s.url,
+        rpc_workers: s.rpcWorkers,
         pid: s.pid,
       })),
       max_models: Object.fromEntries(MODEL_TYPES.map((t) => [t, serving.pool.limit])),

@@ -3,6 +3,8 @@ import { RpcRequestParser, type Piece } from "../../tunnel/rpc-parser.ts";
 import { fnv1a64, readSetTensorHash, RPC_TENSOR_BYTES, RpcCmd, SET_TENSOR_HASH_BYTES } from "../../tunnel/rpc-protocol.ts";
 import { registerPeerEndpoint, rewriteRequest, withRegisterPeerEndpoint } from "../../tunnel/rpc-rewrites.ts";
 import { rpcRequestTransform } from "../../tunnel/rpc-transform.ts";
+import { cacheVictims } from "../../tunnel/zero-transfer.ts";
+import { tensorByteSize } from "../../models/ggml-types.ts";
 
 /** A deterministic generator, so a failing split can be replayed. */
 function rng(seed: number) {
@@ -199,4 +201,21 @@ test("FNV-1a 64 matches the reference, in one piece or several", () => {
   expect(fnv1a64(data)).toBe(ref(data));
   expect(fnv1a64(data.subarray(123_456), fnv1a64(data.subarray(0, 123_456)))).toBe(ref(data));
   expect(fnv1a64(new Uint8Array(0))).toBe(0xcbf29ce484222325n);
+});
+
+describe("zero-transfer helpers", () => {
+  test.each([
+    ["within the bound: nothing goes", [{ name: "a", size: 10, mtimeMs: 1 }], 100, []],
+    ["over: oldest first until it fits", [{ name: "new", size: 60, mtimeMs: 3 }, { name: "old", size: 60, mtimeMs: 1 }, { name: "mid", size: 60, mtimeMs: 2 }], 100, ["old", "mid"]],
+    ["a zero bound empties it", [{ name: "a", size: 1, mtimeMs: 1 }], 0, ["a"]],
+  ] as const)("cacheVictims: %s", (_, files, max, victims) => expect(cacheVictims(files, max)).toEqual([...victims]));
+
+  test.each([
+    [0, [4, 3], 48],
+    [1, [64, 2], 256],
+    [8, [64, 10], 680],
+    [12, [512, 2], 576],
+    [30, [8], 16],
+    [99, [8], undefined],
+  ] as const)("tensorByteSize(type %p, %p) = %p", (type, ne, bytes) => expect(tensorByteSize(type, ne)).toBe(bytes));
 });

@@ -1,0 +1,104 @@
+/**
+ * One model split across the mesh: a host and two workers, real rpc-servers behind real tunnels.
+ */
+import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
+import { chat, loaded, openStream } from "../helpers/api.ts";
+import { killAllChildren } from "../helpers/children.ts";
+import { peerIds, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
+import { testModel } from "../helpers/models.ts";
+import { SMALL_LLAMA } from "../helpers/node.ts";
+import { waitFor } from "../helpers/wait.ts";
+
+const nodes: MeshTestNode[] = [];
+afterEach(async () => {
+  await Promise.all(nodes.splice(0).map((n) => n.stop()));
+});
+afterAll(killAllChildren);
+
+let tiny: string;
+let wide: string;
+beforeAll(async () => {
+  tiny = await testModel("tiny", "q8_0");
+  wide = await testModel("wide", "q8_0");
+});
+
+interface TunnelCounters {
+  fromPeerHost: { bytes: number };
+  toPeer: { bytes: number };
+}
+async function status(n: MeshTestNode) {
+  return (await (await fetch(`${n.url}/api/status`)).json()) as {
+    tunnels: Record<string, TunnelCounters>;
+    zeroTransfer: { hits: number; bytesSaved: number; misses: number };
+  };
+}
+
+/** Two workers, then a host with `--model`; resolves once the host's model runs across all three. */
+async function splitMesh(model: string, workerModels: Record<string, string>) {
+  const w1 = await startMeshNode([...SMALL_LLAMA], { models: workerModels });
+  nodes.push(w1);
+  const w2 = await startMeshNode([...SMALL_LLAMA, "--join", w1.token], { models: workerModels });
+  nodes.push(w2);
+  const host = await startMeshNode([...SMALL_LLAMA, "--join", w1.token, "--model", model]);
+  nodes.push(host);
+  await waitForFullMesh([w1, w2, host]);
+  const name = model.split("/").pop()!.replace(/\.gguf$/, "");
+  await waitFor(async () => (await loaded(host)).find((s) => s.model_name === name && (s as { rpc_workers?: string[] }).rpc_workers?.length === 3 && s.pid), {
+    what: "the host's model to run across 3 rpc-servers",
+    timeoutMs: 60_000,
+  });
+  return { w1, w2, host, name };
+}
+
+test("a host and two workers split the tiny model and answer chat completions; every worker holds layers", async () => {
+  const { w1, w2, host, name } = await splitMesh(tiny, {});
+  const res = await chat(host, name, 8);
+  expect(res.status).toBe(200);
+  for (const w of [w1, w2]) {
+    const counters = (await status(w)).tunnels[host.nodeId]!;
+    expect(counters.fromPeerHost.bytes).toBeGreaterThan(10_000);
+  }
+});
+
+/** What crossed to a worker, and the share of the weights it holds (sent, or placed from its own file). */
+async function workerLoad(w: MeshTestNode, host: MeshTestNode) {
+  const s = await status(w);
+  const crossed = s.tunnels[host.nodeId]!.fromPeerHost.bytes;
+  return { crossed, saved: s.zeroTransfer.bytesSaved, hits: s.zeroTransfer.hits, misses: s.zeroTransfer.misses };
+}
+
+test("zero-transfer: with the wide model on the workers, at most 5% of their share crosses the tunnels", async () => {
+  const { w1, w2, host, name } = await splitMesh(wide, { "wide-q8_0.gguf": wide });
+  expect((await chat(host, name, 4)).status).toBe(200);
+  for (const w of [w1, w2]) {
+    const { crossed, saved, hits } = await workerLoad(w, host);
+    expect(hits).toBeGreaterThan(0);
+    expect(crossed / (saved + crossed)).toBeLessThanOrEqual(0.05);
+  }
+});
+
+test("without the model on the workers the weights cross, and the split still loads and answers", async () => {
+  const { w1, w2, host, name } = await splitMesh(wide, {});
+  expect((await chat(host, name, 4)).status).toBe(200);
+  for (const w of [w1, w2]) {
+    const { crossed, hits, misses } = await workerLoad(w, host);
+    expect(hits).toBe(0);
+    expect(misses).toBeGreaterThan(0);
+    expect(crossed).toBeGreaterThan(10 * 2 ** 20);
+  }
+});
+
+test("kill -9 of a worker mid-generation: the client gets an error, the next request runs on the nodes left", async () => {
+  const { w1, w2, host, name } = await splitMesh(tiny, {});
+  const stream = await openStream(host, name, 100_000);
+  w2.child.proc.kill("SIGKILL");
+  nodes.splice(nodes.indexOf(w2), 1);
+  const text = await stream.rest();
+  expect(text).not.toContain("[DONE]");
+  expect(text).toContain('"error"');
+  await waitFor(async () => (await peerIds(host)).length === 1, { what: "the host to drop the dead worker" });
+  await waitFor(async () => (await chat(host, name, 4)).status === 200, { what: "a request to succeed on the nodes left", timeoutMs: 60_000 });
+  const s = (await loaded(host)).find((x) => x.model_name === name) as { rpc_workers: string[] } | undefined;
+  expect(s?.rpc_workers).toHaveLength(2);
+  expect(w1.nodeId).toBeTruthy();
+});
