@@ -1,0 +1,231 @@
+#!/usr/bin/env bun
+/**
+ * The RPC tunnel against plain TCP on loopback, in one run:
+ * 1. one connection's throughput and a 100-byte round trip, through our pump over iroh QUIC
+ *    (the same `socketToQuic`/`quicToSocket` the tunnels use) vs straight TCP;
+ * 2. generation tokens/s of a model split over three rpc-servers, through the mesh (host + two
+ *    workers, real nodes) vs llama-server connected straight to three local rpc-servers;
+ * 3. load bytes and time of the `wide` model across the mesh, with and without zero-transfer.
+ *
+ *   bun bench/tunnel.ts [--mib 512] [--pings 2000] [--tokens 128]
+ *
+ * Goals: tunnel >= 300 MB/s; tokens/s through the mesh >= 90% of direct; zero-transfer load
+ * bytes <= 5% of the workers' share. Loopback only; every process is stopped at the end.
+ */
+import { randomBytes } from "node:crypto";
+import { createConnection, createServer, type Server, type Socket } from "node:net";
+import { parseArgs } from "node:util";
+import { Transport, type Stream } from "../mesh/transport.ts";
+import { freePort } from "../pool/free-port.ts";
+import { provideDevLlama } from "../scripts/llama-dev.ts";
+import { quicToSocket, socketToQuic } from "../tunnel/pump.ts";
+import { loaded } from "../tests/helpers/api.ts";
+import { killAllChildren, spawnChild } from "../tests/helpers/children.ts";
+import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../tests/helpers/mesh.ts";
+import { testModel } from "../tests/helpers/models.ts";
+import { waitFor } from "../tests/helpers/wait.ts";
+
+const { values } = parseArgs({ options: { mib: { type: "string", default: "512" }, pings: { type: "string", default: "2000" }, tokens: { type: "string", default: "128" } } });
+const MIB = Number(values.mib);
+const PINGS = Number(values.pings);
+const TOKENS = Number(values.tokens);
+
+const llama = await provideDevLlama();
+process.env.MESH_LLAMA_DIR = llama.dir;
+
+function listen(handler: (s: Socket) => void): Promise<{ server: Server; port: number }> {
+  const server = createServer({ allowHalfOpen: true, noDelay: true }, handler);
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve({ server, port: (server.address() as { port: number }).port })));
+}
+
+function connect(port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const s = createConnection({ host: "127.0.0.1", port, noDelay: true }, () => resolve(s));
+    s.once("error", reject);
+  });
+}
+
+/** A sink that counts bytes and answers "done" when the sender half-closes; an echo for pings. */
+const sink = await listen((s) => {
+  let n = 0;
+  s.on("data", (d) => (n += d.length));
+  s.on("end", () => s.end(`${n}`));
+});
+const echo = await listen((s) => s.on("data", (d) => s.write(d)));
+
+/** A tunnel port in front of `targetPort`: TCP -> QUIC stream -> TCP, through two iroh endpoints. */
+async function tunnelTo(targetPort: number): Promise<{ port: number; close: () => Promise<void> }> {
+  const bind = { ipv4Addr: "127.0.0.1:0", ipv6Addr: "[::1]:0", relay: "disabled" as const };
+  const far = await Transport.bind({
+    ...bind,
+    secretKey: randomBytes(32),
+    onConnection: async (conn) => {
+      for (;;) {
+        let stream: Stream;
+        try {
+          stream = await conn.acceptStream();
+        } catch {
+          return;
+        }
+        const socket = await connect(targetPort);
+        void Promise.all([quicToSocket(stream.recv, socket, { bytes: 0 }), socketToQuic(socket, stream.send, { bytes: 0 })]);
+      }
+    },
+  });
+  const near = await Transport.bind({ ...bind, secretKey: randomBytes(32), onConnection: () => undefined });
+  const conn = await near.dial(await far.addr());
+  const local = await listen(async (socket) => {
+    const stream = await conn.openStream();
+    void Promise.all([socketToQuic(socket, stream.send, { bytes: 0 }), quicToSocket(stream.recv, socket, { bytes: 0 })]);
+  });
+  return { port: local.port, close: async () => void (local.server.close(), await near.close(), await far.close()) };
+}
+
+async function throughput(port: number): Promise<number> {
+  const s = await connect(port);
+  const chunk = new Uint8Array(1 << 20);
+  const t = performance.now();
+  const answer = new Promise<string>((resolve) => {
+    let text = "";
+    s.on("data", (d) => (text += d));
+    s.on("end", () => resolve(text));
+  });
+  for (let i = 0; i < MIB; i++) if (!s.write(chunk)) await new Promise((r) => s.once("drain", r));
+  s.end();
+  const received = Number(await answer);
+  if (received !== MIB * 2 ** 20) throw new Error(`sink got ${received} bytes`);
+  return (MIB * 2 ** 20) / 1e6 / ((performance.now() - t) / 1000);
+}
+
+async function roundTrips(port: number): Promise<number[]> {
+  const s = await connect(port);
+  const msg = new Uint8Array(100);
+  const times: number[] = [];
+  let pending: (() => void) | undefined;
+  let got = 0;
+  s.on("data", (d) => {
+    got += d.length;
+    if (got >= 100) {
+      got -= 100;
+      pending?.();
+    }
+  });
+  for (let i = 0; i < PINGS; i++) {
+    const t = performance.now();
+    await new Promise<void>((resolve) => {
+      pending = resolve;
+      s.write(msg);
+    });
+    times.push((performance.now() - t) * 1000);
+  }
+  s.destroy();
+  return times;
+}
+
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
+
+/** Tokens/s of one generation, as llama-server measured it. */
+async function generate(url: string, model: string): Promise<number> {
+  const res = await fetch(`${url}/v1/completions`, {
+    method: "POST",
+    body: JSON.stringify({ model, prompt: "hello", max_tokens: TOKENS, ignore_eos: true, temperature: 0 }),
+  });
+  const body = (await res.json()) as { timings: { predicted_per_second: number } };
+  return body.timings.predicted_per_second;
+}
+
+async function directSplit(model: string): Promise<number> {
+  const ports = [freePort(), freePort(), freePort()];
+  for (const p of ports) spawnChild("rpc-server", [llama.rpcServer, "-H", "127.0.0.1", "-p", String(p), "-t", "1"]);
+  await Promise.all(ports.map((p) => waitFor(() => connect(p).then((s) => (s.destroy(), true)), { what: "rpc-server" })));
+  const port = freePort();
+  const server = spawnChild("llama-server", [llama.llamaServer, "-m", model, "--host", "127.0.0.1", "--port", String(port), "--rpc", ports.map((p) => `127.0.0.1:${p}`).join(","), "-ngl", "999", "-t", "1", "-c", "512"], {
+    env: { GGML_NO_BACKTRACE: "1" },
+  });
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/health`)).status === 200, { what: "direct llama-server", timeoutMs: 60_000 });
+  await generate(`http://127.0.0.1:${port}`, "x");
+  const tps = [await generate(`http://127.0.0.1:${port}`, "x"), await generate(`http://127.0.0.1:${port}`, "x"), await generate(`http://127.0.0.1:${port}`, "x")];
+  await server.stop();
+  await killAllChildren();
+  return pct(tps, 50);
+}
+
+interface MeshRun {
+  tps: number;
+  loadMs: number;
+  crossed: number;
+  saved: number;
+}
+
+async function meshSplit(model: string, workerHasModel: boolean): Promise<MeshRun> {
+  const small = ["--ctx-size", "512", "--llamacpp-args", "--threads 1", "--rpc-threads", "1"];
+  const models: Record<string, string> = workerHasModel ? { "model.gguf": model } : {};
+  const w1 = await startMeshNode(small, { models });
+  const w2 = await startMeshNode([...small, "--join", w1.token], { models });
+  const host = await startMeshNode([...small, "--join", w1.token, "--model", model]);
+  const all: MeshTestNode[] = [w1, w2, host];
+  try {
+    await waitForFullMesh(all);
+    const name = model.split("/").pop()!.replace(/\.gguf$/, "");
+    await waitFor(async () => (await loaded(host)).some((s) => s.model_name === name && (s as { rpc_workers?: string[] }).rpc_workers?.length === 3), {
+      what: "the split",
+      timeoutMs: 120_000,
+    });
+    const readies = [...host.child.output().matchAll(/model ready model=\S+ ms=(\d+)/g)];
+    const loadMs = Number(readies.at(-1)![1]);
+    await generate(host.url, name);
+    const tps = pct([await generate(host.url, name), await generate(host.url, name), await generate(host.url, name)], 50);
+    let crossed = 0;
+    let saved = 0;
+    for (const w of [w1, w2]) {
+      const s = (await (await fetch(`${w.url}/api/status`)).json()) as { tunnels: Record<string, { fromPeerHost: { bytes: number } }>; zeroTransfer: { bytesSaved: number } };
+      crossed += s.tunnels[host.nodeId]!.fromPeerHost.bytes;
+      saved += s.zeroTransfer.bytesSaved;
+    }
+    return { tps, loadMs, crossed, saved };
+  } finally {
+    await Promise.all(all.map((n) => n.stop()));
+  }
+}
+
+try {
+  const tunnel = await tunnelTo(sink.port);
+  const echoTunnel = await tunnelTo(echo.port);
+  const mbDirect = await throughput(sink.port);
+  const mbTunnel = await throughput(tunnel.port);
+  const rttDirect = await roundTrips(echo.port);
+  const rttTunnel = await roundTrips(echoTunnel.port);
+  await tunnel.close();
+  await echoTunnel.close();
+
+  const tiny = await testModel("tiny", "q8_0");
+  const wide = await testModel("wide", "q8_0");
+  const tpsDirect = await directSplit(tiny);
+  const viaMesh = await meshSplit(tiny, false);
+  const wideDirect = await directSplit(wide);
+  const withZero = await meshSplit(wide, true);
+  const withoutZero = await meshSplit(wide, false);
+
+  const mb = (b: number) => (b / 2 ** 20).toFixed(1);
+  const rows: string[][] = [
+    ["one connection (MB/s)", mbDirect.toFixed(0), mbTunnel.toFixed(0), `${((mbTunnel / mbDirect) * 100).toFixed(0)}%`, ">= 300 MB/s"],
+    ["100-byte round trip p50 (us)", pct(rttDirect, 50).toFixed(0), pct(rttTunnel, 50).toFixed(0), "", ""],
+    ["100-byte round trip p99 (us)", pct(rttDirect, 99).toFixed(0), pct(rttTunnel, 99).toFixed(0), "", ""],
+    ["tiny split x3, tokens/s", tpsDirect.toFixed(1), viaMesh.tps.toFixed(1), `${((viaMesh.tps / tpsDirect) * 100).toFixed(0)}%`, ">= 90% of direct"],
+    ["wide split x3, tokens/s", wideDirect.toFixed(1), withZero.tps.toFixed(1), `${((withZero.tps / wideDirect) * 100).toFixed(0)}%`, ">= 90% of direct"],
+    ["wide load, MiB to workers: without / with zero-transfer", mb(withoutZero.crossed), mb(withZero.crossed), `${((withZero.crossed / (withZero.saved + withZero.crossed)) * 100).toFixed(1)}% of share`, "<= 5% of share"],
+    ["wide load, ms: without / with zero-transfer", String(withoutZero.loadMs), String(withZero.loadMs), "", ""],
+  ];
+  const header = ["measure", "direct / without", "mesh / with", "ratio", "goal"];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`;
+  console.log(line(header));
+  console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`);
+  for (const r of rows) console.log(line(r));
+  console.log(`\n${MIB} MiB per throughput run, ${PINGS} round trips, ${TOKENS} tokens per generation (median of 3); workers' share of wide = ${mb(withZero.saved + withZero.crossed)} MiB`);
+} finally {
+  sink.server.close();
+  echo.server.close();
+  await killAllChildren();
+}
+process.exit(0);
