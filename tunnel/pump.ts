@@ -76,24 +76,6 @@ export function socketToQuic(socket: Socket, send: SendSide, counter: DirectionC
   });
 }
 
-/** A QUIC receive side as a Web Stream (pull: one read per demand). */
-export function quicReadable(recv: RecvSide): ReadableStream<Uint8Array> {
-  return new ReadableStream<Uint8Array>(
-    {
-      async pull(controller) {
-        const buf = new Uint8Array(READ_BUFFER);
-        const n = await recv.read(buf);
-        if (n === null) controller.close();
-        else controller.enqueue(buf.subarray(0, n));
-      },
-      async cancel() {
-        await recv.stop(1).catch(() => undefined);
-      },
-    },
-    { highWaterMark: 0 },
-  );
-}
-
 function write(socket: Socket, chunk: Uint8Array): Promise<void> {
   if (socket.write(chunk)) return Promise.resolve();
   return new Promise((resolve, reject) => {
@@ -111,23 +93,28 @@ function write(socket: Socket, chunk: Uint8Array): Promise<void> {
   });
 }
 
+/** Something that may change the bytes on their way (the worker end's RPC rewriter). */
+export interface ChunkRewriter {
+  push(chunk: Uint8Array): Uint8Array[] | Promise<Uint8Array[]>;
+}
+
 /**
- * QUIC -> TCP, through `transform` when given. Resolves when the stream ended (the socket is
- * half-closed) or failed (the socket is destroyed; `onError` hears why).
+ * QUIC -> TCP, through `rewriter` when given. Resolves when the stream ended (the socket is
+ * half-closed) or failed (the socket is destroyed; `onError` hears why). One read buffer is reused;
+ * each read's bytes are copied out, since the socket holds written chunks until they are sent.
  */
-export async function quicToSocket(
-  recv: RecvSide,
-  socket: Socket,
-  counter: DirectionCounter,
-  transform?: TransformStream<Uint8Array, Uint8Array>,
-  onError?: (err: Error) => void,
-): Promise<void> {
-  const source = quicReadable(recv);
-  const stream = transform ? source.pipeThrough(transform) : source;
+export async function quicToSocket(recv: RecvSide, socket: Socket, counter: DirectionCounter, rewriter?: ChunkRewriter, onError?: (err: Error) => void): Promise<void> {
+  const buf = new Uint8Array(READ_BUFFER);
   try {
-    for await (const chunk of stream) {
-      counter.bytes += chunk.length;
-      await write(socket, chunk);
+    for (;;) {
+      const n = await recv.read(buf);
+      if (n === null) break;
+      const chunk = buf.slice(0, n);
+      const out = rewriter ? rewriter.push(chunk) : [chunk];
+      for (const piece of out instanceof Promise ? await out : out) {
+        counter.bytes += piece.length;
+        await write(socket, piece);
+      }
     }
     socket.end();
   } catch (err) {

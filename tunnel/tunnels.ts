@@ -10,7 +10,7 @@ import type { Stream } from "../mesh/transport.ts";
 import { StreamKind } from "../mesh/wire.ts";
 import { quicToSocket, socketToQuic, type DirectionCounter } from "./pump.ts";
 import type { RewriteOptions } from "./rpc-rewrites.ts";
-import { rpcRequestTransform } from "./rpc-transform.ts";
+import { RpcRequestRewriter } from "./rpc-transform.ts";
 
 export interface PeerTunnelCounters {
   /** Host side: our llama-server and the peer's rpc-server. */
@@ -109,9 +109,9 @@ export class Tunnels {
       return;
     }
     c.connectionsIn++;
-    const transform = rpcRequestTransform(this.opts.rewrites, c);
+    const rewriter = new RpcRequestRewriter(this.opts.rewrites, c);
     const onError = (err: Error) => this.opts.log.warn("rpc tunnel closed a connection", { peer: peerId.slice(0, 10), error: err.message });
-    await Promise.all([quicToSocket(stream.recv, socket, c.fromPeerHost, transform, onError), socketToQuic(socket, stream.send, c.toPeerHost)]);
+    await Promise.all([quicToSocket(stream.recv, socket, c.fromPeerHost, rewriter, onError), socketToQuic(socket, stream.send, c.toPeerHost)]);
   }
 
   /** Closes the port to a peer that left (its connections die with the QUIC connection). */
