@@ -6,8 +6,6 @@
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type { LlamaBinaries } from "../llama/binaries.ts";
-import type { Log } from "../log.ts";
 import type { ModelInfo } from "../models/model-store.ts";
 import { badLoadRequest, loadFailed, loadTimedOut, modelNotFound, PoolError, slotsPinned } from "./errors.ts";
 import { idleVictims, planLoad, planNuclear, type ServerView } from "./eviction.ts";
@@ -15,55 +13,9 @@ import { freePort } from "./free-port.ts";
 import { checkUserArgs, ServerArgsError, serverArgv, splitArgs } from "./server-args.ts";
 import { WrappedServer } from "./wrapped-server.ts";
 
-export interface LoadOptions {
-  ctxSize?: number;
-  /** Extra llama-server arguments, as one string. */
-  llamacppArgs?: string;
-  pinned?: boolean;
-  /** `cpu` keeps the model off the build's accelerators; otherwise the build's own backend. */
-  backend?: string;
-}
+import { optionsKey, readyDeadlineMs, sameOptions, type EvictionCause, type Lease, type LoadOptions, type PendingLoad, type PoolOptions } from "./pool-types.ts";
 
-export interface PoolOptions {
-  llama: LlamaBinaries;
-  stateDir: string;
-  maxLoadedModels: number;
-  idleUnloadMs: number;
-  /** How long a request waits for its model's load to start before it gets 503. */
-  loadTimeoutMs: number;
-  defaultCtxSize: number;
-  defaultArgs: string;
-  log: Log;
-  /** Called when the set of loaded servers or their use changes (for the node's announcement). */
-  onChange?: () => void;
-  /** RPC endpoints a model is split across (`--rpc`); none runs it on this node alone. */
-  rpcWorkersFor?: (model: ModelInfo) => Promise<string[]>;
-}
-
-export interface Lease {
-  server: WrappedServer;
-  release(): void;
-}
-
-export type EvictionCause = "lru" | "npu" | "nuclear" | "idle" | "unload" | "reload";
-
-interface PendingLoad {
-  model: ModelInfo;
-  options: LoadOptions;
-  /** Requests waiting for this load; each gets the server already acquired. */
-  waiters: number;
-  explicit: boolean;
-  /** Left the queue with its evictions done: from here a request waits for the load, not a slot. */
-  started: boolean;
-  result: WrappedServer | undefined;
-  promise: Promise<WrappedServer>;
-}
-
-const optionsKey = (o: LoadOptions) => JSON.stringify([o.ctxSize ?? null, o.llamacppArgs ?? "", o.backend ?? ""]);
-const sameOptions = (a: LoadOptions | undefined, b: LoadOptions) => a !== undefined && optionsKey(a) === optionsKey(b);
-
-/** Time to become healthy: a floor for process start, plus reading the weights at a slow disk's pace. */
-const readyDeadlineMs = (bytes: number) => 60_000 + (bytes / 2 ** 30) * 30_000;
+export type { EvictionCause, Lease, LoadOptions, PoolOptions } from "./pool-types.ts";
 
 export class Pool {
   private readonly servers = new Map<string, WrappedServer>();

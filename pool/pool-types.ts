@@ -1,0 +1,59 @@
+/**
+ * The pool's vocabulary: what a load may ask for, what the pool is configured with, what a request
+ * holds while it runs, and why a server was unloaded. Also the small pure rules over them.
+ */
+import type { LlamaBinaries } from "../llama/binaries.ts";
+import type { Log } from "../log.ts";
+import type { ModelInfo } from "../models/model-store.ts";
+import type { WrappedServer } from "./wrapped-server.ts";
+
+export interface LoadOptions {
+  ctxSize?: number;
+  /** Extra llama-server arguments, as one string. */
+  llamacppArgs?: string;
+  pinned?: boolean;
+  /** `cpu` keeps the model off the build's accelerators; otherwise the build's own backend. */
+  backend?: string;
+}
+
+export interface PoolOptions {
+  llama: LlamaBinaries;
+  stateDir: string;
+  maxLoadedModels: number;
+  idleUnloadMs: number;
+  /** How long a request waits for its model's load to start before it gets 503. */
+  loadTimeoutMs: number;
+  defaultCtxSize: number;
+  defaultArgs: string;
+  log: Log;
+  /** Called when the set of loaded servers or their use changes (for the node's announcement). */
+  onChange?: () => void;
+  /** RPC endpoints a model is split across (`--rpc`); none runs it on this node alone. */
+  rpcWorkersFor?: (model: ModelInfo) => Promise<string[]>;
+}
+
+export interface Lease {
+  server: WrappedServer;
+  release(): void;
+}
+
+export type EvictionCause = "lru" | "npu" | "nuclear" | "idle" | "unload" | "reload";
+
+export interface PendingLoad {
+  model: ModelInfo;
+  options: LoadOptions;
+  /** Requests waiting for this load; each gets the server already acquired. */
+  waiters: number;
+  explicit: boolean;
+  /** Left the queue with its evictions done: from here a request waits for the load, not a slot. */
+  started: boolean;
+  result: WrappedServer | undefined;
+  promise: Promise<WrappedServer>;
+}
+
+export const optionsKey = (o: LoadOptions) => JSON.stringify([o.ctxSize ?? null, o.llamacppArgs ?? "", o.backend ?? ""]);
+export const sameOptions = (a: LoadOptions | undefined, b: LoadOptions) => a !== undefined && optionsKey(a) === optionsKey(b);
+
+/** Time to become healthy: a floor for process start, plus reading the weights at a slow disk's pace. */
+export const readyDeadlineMs = (bytes: number) => 60_000 + (bytes / 2 ** 30) * 30_000;
+
