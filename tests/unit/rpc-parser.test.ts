@@ -1,4 +1,6 @@
 import { describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { RpcRequestParser, type Piece } from "../../tunnel/rpc-parser.ts";
 import { fnv1a64, readSetTensorHash, RPC_TENSOR_BYTES, RpcCmd, SET_TENSOR_HASH_BYTES } from "../../tunnel/rpc-protocol.ts";
 import { registerPeerEndpoint, rewriteRequest, withRegisterPeerEndpoint } from "../../tunnel/rpc-rewrites.ts";
@@ -218,4 +220,27 @@ describe("zero-transfer helpers", () => {
     [30, [8], 16],
     [99, [8], undefined],
   ] as const)("tensorByteSize(type %p, %p) = %p", (type, ne, bytes) => expect(tensorByteSize(type, ne)).toBe(bytes));
+});
+
+describe("a recorded session (llama-server loading tiny onto an rpc-server, then one completion)", () => {
+  const recording = new Uint8Array(readFileSync(join(import.meta.dir, "..", "fixtures", "rpc-tiny-session.bin")));
+  test.each([1, 2, 3, 4, 5])("seed %d: every command parses and every byte passes through", (seed) => {
+    const seen = new Map<number, number>();
+    const parser = new RpcRequestParser({
+      maxPayload: 1 << 30,
+      capture: (cmd) => {
+        seen.set(cmd, (seen.get(cmd) ?? 0) + 1);
+        return cmd === RpcCmd.HELLO;
+      },
+    });
+    const out = run(parser, splitRandomly(recording, rng(seed)));
+    const rebuilt = concat(out.map((p) => (p.kind === "bytes" ? p.bytes : p.kind === "frame" ? concat([p.header, p.payload]) : new Uint8Array())));
+    expect(Buffer.compare(rebuilt, recording)).toBe(0);
+    expect(parser.atBoundary()).toBe(true);
+    expect(seen.get(RpcCmd.HELLO)).toBeGreaterThanOrEqual(2);
+    for (const cmd of [RpcCmd.ALLOC_BUFFER, RpcCmd.SET_TENSOR, RpcCmd.GRAPH_COMPUTE, RpcCmd.GET_TENSOR, RpcCmd.GET_DEVICE_MEMORY]) {
+      expect(seen.get(cmd) ?? 0).toBeGreaterThan(0);
+    }
+    expect([...seen.keys()].every((cmd) => cmd <= RpcCmd.COMM_FREE)).toBe(true);
+  });
 });
