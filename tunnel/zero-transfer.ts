@@ -55,6 +55,8 @@ export class ZeroTransfer {
   constructor(private readonly opts: ZeroTransferOptions) {
     mkdirSync(opts.cacheDir, { recursive: true });
     this.prune();
+    // rpc-server adds files of its own (every tensor sent with the cache flag): check now and then.
+    setInterval(() => this.prune(), 60_000).unref();
   }
 
   private async tensorsOf(path: string): Promise<Map<string, TensorLocation>> {
