@@ -33,6 +33,8 @@ export interface Config {
   rpcThreads: number;
   /** Bound on rpc-server's tensor cache in the state dir. */
   rpcCacheBytes: number;
+  /** Offer and use the direct TLS path for RPC between peers that can reach each other. */
+  rpcDirect: "on" | "off";
   /** Overrides detected VRAM. */
   vramBytes: number | undefined;
   llamaDir: string | undefined;
@@ -58,6 +60,7 @@ export function defaultConfig(home: string = homedir()): Config {
     maxBodyBytes: 64 * 2 ** 20,
     rpcThreads: Math.max(1, navigator.hardwareConcurrency),
     rpcCacheBytes: 32 * 2 ** 30,
+    rpcDirect: "on",
     vramBytes: undefined,
     llamaDir: undefined,
     relay: "default",

@@ -60,6 +60,8 @@ function readPorts(file: string): { v4?: number; v6?: number } {
 
 export interface MeshNode {
   nodeId: string;
+  /** The mesh secret (proofs on the direct RPC path are made with it). */
+  secret: Uint8Array;
   token: string;
   founded: boolean;
   membership: Membership;
@@ -110,6 +112,7 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
   const m = membership;
   return {
     nodeId: transport.nodeId,
+    secret,
     token,
     founded,
     membership: m,

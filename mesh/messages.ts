@@ -34,6 +34,8 @@ export const AnnouncementSchema = z.object({
   meshVersion: z.string().max(64),
   llamaBuild: z.string().max(128),
   rpcProtocol: z.string().max(32),
+  /** The direct RPC path (TLS), when this node offers one: its port and pinned certificate hash. */
+  direct: z.object({ port: z.number().int().min(1).max(65535), certSha256: z.string().regex(/^[0-9a-f]{64}$/) }).optional(),
 });
 
 export type Announcement = z.infer<typeof AnnouncementSchema>;

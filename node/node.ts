@@ -18,6 +18,8 @@ import { StreamKind } from "../mesh/wire.ts";
 import { ModelStore, type ModelInfo } from "../models/model-store.ts";
 import { Pool } from "../pool/pool.ts";
 import { RpcServerChild } from "../pool/rpc-server.ts";
+import { connectDirect, startDirectServer } from "../tunnel/direct.ts";
+import { makeDirectIdentity } from "../tunnel/direct-identity.ts";
 import { Tunnels } from "../tunnel/tunnels.ts";
 import { ZeroTransfer } from "../tunnel/zero-transfer.ts";
 
@@ -25,6 +27,14 @@ import { ZeroTransfer } from "../tunnel/zero-transfer.ts";
 export const isPath = (v: string) => v.includes("/") || /\.gguf$/i.test(v);
 
 export class NodeSetupError extends Error {}
+
+/** The host to reach a peer's direct path at: the IP of its first IPv4 address, else IPv6. */
+export function directHost(addresses: readonly string[]): string | undefined {
+  const v4 = addresses.find((a) => !a.startsWith("["));
+  if (v4) return v4.slice(0, v4.lastIndexOf(":"));
+  const v6 = addresses[0];
+  return v6 ? v6.slice(1, v6.lastIndexOf("]")) : undefined;
+}
 
 export interface NodeParts {
   store: ModelStore;
@@ -54,11 +64,20 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   let mesh: MeshNode | undefined;
   const rpc = new RpcServerChild({ binary: llama.rpcServer, stateDir: config.stateDir, threads: config.rpcThreads, log });
   const zeroTransfer = new ZeroTransfer({ cacheDir: rpc.cacheDir, files: () => store.list().flatMap((m) => m.files), maxCacheBytes: config.rpcCacheBytes, log });
+  const identity = config.rpcDirect === "on" ? await makeDirectIdentity() : undefined;
+  let direct: { port: number; close: () => void } | undefined;
   const tunnels = new Tunnels({
     log,
     openStream: async (peerId, kind) => mesh?.membership.openStream(peerId, kind),
     rpcPort: () => rpc.port,
     rewrites: { forkRegisterPeer: false, onSetTensorHash: zeroTransfer.onSetTensorHash },
+    connectDirect: (peerId) => {
+      const peer = mesh?.membership.peers.get(peerId);
+      const offer = peer?.announcement.direct;
+      const host = peer && directHost(peer.announcement.addresses);
+      if (!mesh || !identity || !offer || !host) return undefined;
+      return connectDirect({ host, port: offer.port, certSha256: offer.certSha256 }, mesh.nodeId, peerId, mesh.secret);
+    },
   });
 
   /** Peers a hosted model can split over: same RPC protocol, in node-id order (every host agrees). */
@@ -131,6 +150,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           meshVersion: pkg.version,
           llamaBuild: LLAMA_SOURCE.commit,
           rpcProtocol: LLAMA_SOURCE.rpcProtocol,
+          ...(direct && identity ? { direct: { port: direct.port, certSha256: identity.certSha256 } } : {}),
         }),
         onStream: (peerId, kind, stream) => {
           if (kind === StreamKind.RPC) void tunnels.incoming(peerId, stream);
@@ -140,9 +160,24 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
       },
       log,
     ).then(
-      (m) => {
+      async (m) => {
         mesh = m;
         log.info(`Join token: ${m.token}`, { node: m.nodeId, mesh: m.founded ? "founded" : "joined" });
+        if (!identity) return;
+        direct = await startDirectServer({
+          identity,
+          host: config.quicBind?.host ?? "0.0.0.0",
+          selfId: m.nodeId,
+          secret: m.secret,
+          isPeer: (id) => m.membership.peers.has(id),
+          rpcPort: () => rpc.port,
+          forHost: (id) => tunnels.forHost(id),
+          log,
+        }).catch((err) => {
+          log.warn("no direct rpc path (peers use the mesh connection)", { error: (err as Error).message });
+          return undefined;
+        });
+        m.announceIfChanged();
       },
       async (err: unknown) => {
         log.error("the mesh endpoint failed to start", { error: (err as Error).message });
@@ -172,6 +207,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
       clearTimeout(resplitTimer);
       // A mesh endpoint still starting has no peers to tell; exiting ends it.
       if (mesh) await Promise.race([mesh.stop(), Bun.sleep(5_000)]);
+      direct?.close();
       tunnels.close();
       await pool.close();
       await rpc.stop();

@@ -73,6 +73,8 @@ export function socketToQuic(socket: Socket, send: SendSide, counter: DirectionC
         resolve();
       }
     });
+    // A socket paused earlier (while a path was chosen) does not flow by itself when read.
+    socket.resume();
   });
 }
 
@@ -122,4 +124,59 @@ export async function quicToSocket(recv: RecvSide, socket: Socket, counter: Dire
     socket.destroy();
     await recv.stop(1).catch(() => undefined);
   }
+}
+
+/**
+ * Socket -> socket, through `rewriter` when given (the direct path, where both ends are TCP or
+ * TLS). `from` is paused while `to` is full or a rewrite is pending. Half-close carries over; an
+ * error destroys both.
+ */
+export function socketToSocket(from: Socket, to: Socket, counter: DirectionCounter, rewriter?: ChunkRewriter, onError?: (err: Error) => void): Promise<void> {
+  return new Promise((resolve) => {
+    let chain = Promise.resolve();
+    const fail = (err: Error) => {
+      onError?.(err);
+      from.destroy();
+      to.destroy();
+      resolve();
+    };
+    const forward = (pieces: Uint8Array[]) => {
+      for (const piece of pieces) {
+        counter.bytes += piece.length;
+        if (!to.write(piece)) {
+          from.pause();
+          to.once("drain", () => from.resume());
+        }
+      }
+    };
+    from.on("data", (chunk: Buffer) => {
+      if (!rewriter) return forward([chunk]);
+      let out: Uint8Array[] | Promise<Uint8Array[]>;
+      try {
+        out = rewriter.push(chunk);
+      } catch (err) {
+        return fail(err as Error);
+      }
+      if (!(out instanceof Promise)) {
+        // Keep order behind a rewrite still pending.
+        const pieces = out;
+        chain = chain.then(() => forward(pieces));
+        return;
+      }
+      from.pause();
+      const pending = out;
+      chain = chain.then(async () => {
+        try {
+          forward(await pending);
+          from.resume();
+        } catch (err) {
+          fail(err as Error);
+        }
+      });
+    });
+    from.on("end", () => void chain.then(() => to.end()));
+    from.on("error", (err) => fail(err));
+    from.on("close", () => void chain.then(resolve));
+    from.resume();
+  });
 }

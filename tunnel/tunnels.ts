@@ -8,7 +8,7 @@ import { createConnection, createServer, type Server, type Socket } from "node:n
 import type { Log } from "../log.ts";
 import type { Stream } from "../mesh/transport.ts";
 import { StreamKind } from "../mesh/wire.ts";
-import { quicToSocket, socketToQuic, type DirectionCounter } from "./pump.ts";
+import { quicToSocket, socketToQuic, socketToSocket, type DirectionCounter } from "./pump.ts";
 import type { RewriteOptions } from "./rpc-rewrites.ts";
 import { RpcRequestRewriter } from "./rpc-transform.ts";
 
@@ -23,6 +23,8 @@ export interface PeerTunnelCounters {
   connectionsIn: number;
   /** Requests the worker side rewrote. */
   rewrites: number;
+  /** Our connections to the peer went over the direct (TLS) path. */
+  direct: boolean;
 }
 
 export interface TunnelsOptions {
@@ -32,7 +34,12 @@ export interface TunnelsOptions {
   /** Port of this node's rpc-server, once it runs. */
   rpcPort: () => number | undefined;
   rewrites: RewriteOptions;
+  /** A direct (TLS) connection to a peer's rpc-server, when it offers one; undefined to use QUIC. */
+  connectDirect?: (peerId: string) => Promise<Socket> | undefined;
 }
+
+/** After a failed direct connection, a peer is reached over QUIC for this long before trying again. */
+const DIRECT_RETRY_MS = 60_000;
 
 const newCounters = (): PeerTunnelCounters => ({
   toPeer: { bytes: 0 },
@@ -42,11 +49,13 @@ const newCounters = (): PeerTunnelCounters => ({
   toPeerHost: { bytes: 0 },
   connectionsIn: 0,
   rewrites: 0,
+  direct: false,
 });
 
 export class Tunnels {
   private readonly listeners = new Map<string, { server: Server; port: number }>();
   private readonly sockets = new Set<Socket>();
+  private readonly directFailedAt = new Map<string, number>();
   readonly counters = new Map<string, PeerTunnelCounters>();
 
   constructor(private readonly opts: TunnelsOptions) {}
@@ -79,6 +88,7 @@ export class Tunnels {
     this.track(socket);
     socket.setNoDelay(true);
     const c = this.countersOf(peerId);
+    if (await this.outgoingDirect(peerId, socket, c)) return;
     let stream: Stream | undefined;
     try {
       stream = await this.opts.openStream(peerId, StreamKind.RPC);
@@ -88,6 +98,34 @@ export class Tunnels {
     if (!stream) return void socket.destroy();
     c.connectionsOut++;
     await Promise.all([socketToQuic(socket, stream.send, c.toPeer), quicToSocket(stream.recv, socket, c.fromPeer)]);
+  }
+
+  /** Carries the connection over the peer's direct path; false when there is none (use QUIC). */
+  private async outgoingDirect(peerId: string, socket: Socket, c: PeerTunnelCounters): Promise<boolean> {
+    const failedAt = this.directFailedAt.get(peerId);
+    if (failedAt !== undefined && Date.now() - failedAt < DIRECT_RETRY_MS) return false;
+    // The socket stays paused (no 'data' listener yet) until one of the pumps takes it.
+    const connecting = this.opts.connectDirect?.(peerId);
+    if (!connecting) return false;
+    let direct: Socket;
+    try {
+      direct = await connecting;
+    } catch (err) {
+      this.directFailedAt.set(peerId, Date.now());
+      this.opts.log.warn("direct rpc path failed; using the mesh connection", { peer: peerId.slice(0, 10), error: (err as Error).message });
+      return false;
+    }
+    this.track(direct);
+    c.connectionsOut++;
+    c.direct = true;
+    await Promise.all([socketToSocket(socket, direct, c.toPeer), socketToSocket(direct, socket, c.fromPeer)]);
+    return true;
+  }
+
+  /** Counters and rewriter for a direct connection from a peer's host (the worker side of the direct path). */
+  forHost(peerId: string) {
+    const c = this.countersOf(peerId);
+    return { fromHost: c.fromPeerHost, toHost: c.toPeerHost, rewriter: new RpcRequestRewriter(this.opts.rewrites, c), onConnection: () => void c.connectionsIn++ };
   }
 
   /** A stream a peer's host opened to our rpc-server. */

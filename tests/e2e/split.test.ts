@@ -25,6 +25,7 @@ beforeAll(async () => {
 interface TunnelCounters {
   fromPeerHost: { bytes: number };
   toPeer: { bytes: number };
+  direct: boolean;
 }
 async function status(n: MeshTestNode) {
   return (await (await fetch(`${n.url}/api/status`)).json()) as {
@@ -34,12 +35,13 @@ async function status(n: MeshTestNode) {
 }
 
 /** Two workers, then a host with `--model`; resolves once the host's model runs across all three. */
-async function splitMesh(model: string, workerModels: Record<string, string>) {
-  const w1 = await startMeshNode([...SMALL_LLAMA], { models: workerModels });
+async function splitMesh(model: string, workerModels: Record<string, string>, extra: string[] = []) {
+  const args = [...SMALL_LLAMA, ...extra];
+  const w1 = await startMeshNode(args, { models: workerModels });
   nodes.push(w1);
-  const w2 = await startMeshNode([...SMALL_LLAMA, "--join", w1.token], { models: workerModels });
+  const w2 = await startMeshNode([...args, "--join", w1.token], { models: workerModels });
   nodes.push(w2);
-  const host = await startMeshNode([...SMALL_LLAMA, "--join", w1.token, "--model", model]);
+  const host = await startMeshNode([...args, "--join", w1.token, "--model", model]);
   nodes.push(host);
   await waitForFullMesh([w1, w2, host]);
   const name = model.split("/").pop()!.replace(/\.gguf$/, "");
@@ -50,13 +52,18 @@ async function splitMesh(model: string, workerModels: Record<string, string>) {
   return { w1, w2, host, name };
 }
 
-test("a host and two workers split the tiny model and answer chat completions; every worker holds layers", async () => {
-  const { w1, w2, host, name } = await splitMesh(tiny, {});
+test.each([
+  ["the direct TLS path", "on"],
+  ["QUIC streams only", "off"],
+] as const)("a host and two workers split the tiny model over %s and answer chat completions; every worker holds layers", async (_, direct) => {
+  const { w1, w2, host, name } = await splitMesh(tiny, {}, ["--rpc-direct", direct]);
   const res = await chat(host, name, 8);
   expect(res.status).toBe(200);
+  const hostView = (await status(host)).tunnels;
   for (const w of [w1, w2]) {
     const counters = (await status(w)).tunnels[host.nodeId]!;
     expect(counters.fromPeerHost.bytes).toBeGreaterThan(10_000);
+    expect(hostView[w.nodeId]!.direct).toBe(direct === "on");
   }
 });
 
