@@ -167,7 +167,7 @@ async function meshSplit(model: string, workerHasModel: boolean, direct: "on" | 
   try {
     await waitForFullMesh(all);
     const name = model.split("/").pop()!.replace(/\.gguf$/, "");
-    await waitFor(async () => (await loaded(host)).some((s) => s.model_name === name && (s as { rpc_workers?: string[] }).rpc_workers?.length === 3), {
+    await waitFor(async () => (await loaded(host)).some((s) => s.model_name === name && (s as { rpc_workers?: string[] }).rpc_workers?.length === 3 && s.state === "ready"), {
       what: "the split",
       timeoutMs: 120_000,
     });

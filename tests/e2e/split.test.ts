@@ -45,7 +45,7 @@ async function splitMesh(model: string, workerModels: Record<string, string>, ex
   nodes.push(host);
   await waitForFullMesh([w1, w2, host]);
   const name = model.split("/").pop()!.replace(/\.gguf$/, "");
-  await waitFor(async () => (await loaded(host)).find((s) => s.model_name === name && (s as { rpc_workers?: string[] }).rpc_workers?.length === 3 && s.pid), {
+  await waitFor(async () => (await loaded(host)).find((s) => s.model_name === name && (s as { rpc_workers?: string[] }).rpc_workers?.length === 3 && s.state === "ready"), {
     what: "the host's model to run across 3 rpc-servers",
     timeoutMs: 60_000,
   });
