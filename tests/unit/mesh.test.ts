@@ -8,6 +8,8 @@ import { ControlMessageSchema } from "../../mesh/messages.ts";
 import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, WireError } from "../../mesh/wire.ts";
 import { fakeAnnouncement } from "../helpers/rogue-peer.ts";
 import { formatStatus } from "../../commands/status.ts";
+import { decodeDirectHello, directMac, encodeDirectHello, verifyDirectMac } from "../../tunnel/direct-auth.ts";
+import { directHost } from "../../node/node.ts";
 
 describe("join tokens", () => {
   const token: JoinToken = { addr: { nodeId: "abc123", addresses: ["127.0.0.1:4433", "[::1]:4434"] }, secret: new Uint8Array(32).fill(1) };
@@ -146,4 +148,30 @@ test("mesh status prints one line per peer", () => {
   expect(text).toContain("token    mesh1xyz");
   expect(text).toContain("peers    1");
   expect(text).toContain("  p1  127.0.0.1:1  rtt 2 ms  host  serving qwen  vram 8.0 GiB");
+});
+
+describe("direct RPC path", () => {
+  const secret = new Uint8Array(32).fill(5);
+  test("the hello round-trips and the proof binds host, worker and certificate", () => {
+    const mac = directMac(secret, "host", "worker", "ab".repeat(32));
+    const bytes = encodeDirectHello("host", mac);
+    const withData = new Uint8Array([...bytes, 14, 0]);
+    const hello = decodeDirectHello(withData);
+    expect(hello).toMatchObject({ hostId: "host", rest: new Uint8Array([14, 0]) });
+    expect(verifyDirectMac(directMac(secret, "host", "worker", "ab".repeat(32)), (hello as { mac: Uint8Array }).mac)).toBe(true);
+    for (const other of [directMac(secret, "host", "worker2", "ab".repeat(32)), directMac(secret, "host", "worker", "cd".repeat(32)), directMac(new Uint8Array(32), "host", "worker", "ab".repeat(32))]) {
+      expect(verifyDirectMac(other, mac)).toBe(false);
+    }
+  });
+  test.each([
+    [new Uint8Array([0]), { need: 2 }],
+    [new Uint8Array([0, 4, 104]), { need: 38 }],
+    [new Uint8Array([0, 0]), { error: "host id of 0 bytes" }],
+    [new Uint8Array([255, 255]), { error: "host id of 65535 bytes" }],
+  ])("partial or bad hello %#", (bytes, expected) => expect(decodeDirectHello(bytes)).toEqual(expected));
+  test.each([
+    [["127.0.0.1:4000", "[::1]:4001"], "127.0.0.1"],
+    [["[::1]:4001"], "::1"],
+    [[], undefined],
+  ] as const)("directHost(%p) = %p", (addresses, host) => expect(directHost(addresses)).toBe(host));
 });
