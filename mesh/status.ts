@@ -15,6 +15,8 @@ export interface PeerStatus {
   meshVersion: string;
   llamaBuild: string;
   lastSeenMsAgo: number;
+  /** Port of its direct RPC path (TLS), if it offers one. */
+  directPort: number | undefined;
 }
 
 export interface MeshStatus {
@@ -42,6 +44,7 @@ export function meshStatus(membership: Membership, token: string, now = Date.now
       meshVersion: p.announcement.meshVersion,
       llamaBuild: p.announcement.llamaBuild,
       lastSeenMsAgo: now - p.lastSeen,
+      directPort: p.announcement.direct?.port,
     }))
     .sort((a, b) => a.nodeId.localeCompare(b.nodeId));
   return { state: "running", nodeId: membership.selfId, token, peers };

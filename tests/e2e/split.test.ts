@@ -4,7 +4,8 @@
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
 import { chat, loaded, openStream } from "../helpers/api.ts";
 import { killAllChildren } from "../helpers/children.ts";
-import { peerIds, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
+import { meshStatus, peerIds, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
+import { encodeDirectHello } from "../../tunnel/direct-auth.ts";
 import { testModel } from "../helpers/models.ts";
 import { SMALL_LLAMA } from "../helpers/node.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -108,4 +109,24 @@ test("kill -9 of a worker mid-generation: the client gets an error, the next req
   const s = (await loaded(host)).find((x) => x.model_name === name) as { rpc_workers: string[] } | undefined;
   expect(s?.rpc_workers).toHaveLength(2);
   expect(w1.nodeId).toBeTruthy();
+});
+
+test("the direct path refuses a connection without a member's proof", async () => {
+  const w1 = await startMeshNode([...SMALL_LLAMA]);
+  nodes.push(w1);
+  const w2 = await startMeshNode([...SMALL_LLAMA, "--join", w1.token]);
+  nodes.push(w2);
+  await waitForFullMesh([w1, w2]);
+  const port = await waitFor(async () => (await meshStatus(w2)).peers[0]?.directPort, { what: "w1's direct port" });
+  const tls = await import("node:tls");
+  const socket = tls.connect({ host: "127.0.0.1", port, rejectUnauthorized: false });
+  await new Promise((r) => socket.once("secureConnect", r));
+  // A proof from a node that is not a peer, then an RPC HELLO: nothing may reach rpc-server.
+  socket.write(encodeDirectHello("intruder", new Uint8Array(32)));
+  socket.write(new Uint8Array([14, 24, 0, 0, 0, 0, 0, 0, 0, ...new Uint8Array(24)]));
+  let received = 0;
+  socket.on("data", (d) => (received += d.length));
+  await new Promise((r) => socket.once("close", r));
+  expect(received).toBe(0);
+  await w1.child.waitForOutput(/refused a direct rpc connection/);
 });

@@ -142,7 +142,7 @@ test("mesh status prints one line per peer", () => {
     nodeId: "abcdef0123456789",
     token: "mesh1xyz",
     peers: [
-      { nodeId: "p1", shortId: "p1", addresses: ["127.0.0.1:1"], rttMs: 2, role: "host", serving: ["qwen"], vramBytes: 2 ** 33, ramBytes: 0, apiPort: 1, meshVersion: "0.1.0", llamaBuild: "x", lastSeenMsAgo: 5 },
+      { nodeId: "p1", shortId: "p1", addresses: ["127.0.0.1:1"], rttMs: 2, role: "host", serving: ["qwen"], vramBytes: 2 ** 33, ramBytes: 0, apiPort: 1, meshVersion: "0.1.0", llamaBuild: "x", lastSeenMsAgo: 5, directPort: undefined },
     ],
   });
   expect(text).toContain("token    mesh1xyz");
