@@ -42,11 +42,12 @@ export interface MembershipOptions {
 }
 
 class AuthError extends Error {}
+class TimeoutError extends Error {}
 
 function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: Timer | undefined;
   const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new AuthError(`${what} took longer than ${ms} ms`)), ms);
+    timer = setTimeout(() => reject(new TimeoutError(`${what} took longer than ${ms} ms`)), ms);
   });
   return Promise.race([p, deadline]).finally(() => clearTimeout(timer));
 }
@@ -55,6 +56,9 @@ function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 export class Membership {
   readonly peers = new Map<string, Peer>();
   private readonly dialing = new Set<string>();
+  /** Addresses of members we have known, to find the mesh again after losing every peer. */
+  private readonly remembered = new Map<string, MemberAddr>();
+  private rejoining = false;
   private readonly heartbeat: Timer;
   private stopped = false;
   readonly selfId: string;
@@ -70,15 +74,31 @@ export class Membership {
 
   /** Joins through one member, retrying with backoff while we have no peer at all. */
   async join(addr: MemberAddr): Promise<void> {
-    for (let attempt = 0; !this.stopped && this.peers.size === 0; attempt++) {
-      try {
-        await this.dial(addr);
-        return;
-      } catch (err) {
-        const wait = joinBackoffMs(attempt);
-        this.opts.log.warn("could not join the mesh; retrying", { via: shortId(addr.nodeId), error: (err as Error).message, retryInMs: wait });
-        await Bun.sleep(wait);
+    this.remembered.set(addr.nodeId, addr);
+    await this.rejoin();
+  }
+
+  /**
+   * While we have no peer, dials every member we have known (the join token's first), round after
+   * round with backoff: a network blip or a restart of the others must not leave us alone for good.
+   */
+  private async rejoin(): Promise<void> {
+    if (this.rejoining) return;
+    this.rejoining = true;
+    try {
+      for (let attempt = 0; !this.stopped && this.peers.size === 0 && this.remembered.size > 0; attempt++) {
+        for (const addr of [...this.remembered.values()]) {
+          try {
+            await this.dial(addr);
+            return;
+          } catch (err) {
+            this.opts.log.warn("could not join the mesh; retrying", { via: shortId(addr.nodeId), error: (err as Error).message });
+          }
+        }
+        await Bun.sleep(joinBackoffMs(attempt));
       }
+    } finally {
+      this.rejoining = false;
     }
   }
 
@@ -105,7 +125,7 @@ export class Membership {
         const hello = await withDeadline(readFrame(control.recv), AUTH_DEADLINE_MS, "the member's hello");
         this.admit(conn, control, this.selfId, hello);
       } catch (err) {
-        conn.close(err instanceof AuthError ? CloseCode.AUTH_FAILED : CloseCode.PROTOCOL, (err as Error).message.slice(0, 100));
+        conn.close(err instanceof AuthError ? CloseCode.AUTH_FAILED : err instanceof TimeoutError ? CloseCode.TIMEOUT : CloseCode.PROTOCOL, (err as Error).message.slice(0, 100));
         throw err;
       }
     } finally {
@@ -138,7 +158,7 @@ export class Membership {
         peer: shortId(conn.remoteId),
         error: (err as Error).message,
       });
-      conn.close(refused ? CloseCode.AUTH_FAILED : CloseCode.PROTOCOL, "authentication failed");
+      conn.close(refused ? CloseCode.AUTH_FAILED : err instanceof TimeoutError ? CloseCode.TIMEOUT : CloseCode.PROTOCOL, refused ? "authentication failed" : "handshake failed");
     }
   }
 
@@ -148,6 +168,7 @@ export class Membership {
   }
 
   private admit(conn: PeerConnection, control: Stream, dialer: string, raw: unknown): void {
+    if (this.stopped) return void conn.close(CloseCode.SHUTDOWN, "leaving");
     const hello = parseMessage(raw);
     if (hello.type !== "hello") throw new WireError(`expected hello, got ${hello.type}`);
     if (hello.announcement.nodeId !== conn.remoteId) throw new WireError("hello names another node than the connection's");
@@ -163,6 +184,7 @@ export class Membership {
     }
     const peer: Peer = { id: conn.remoteId, conn, control, dialer, announcement: hello.announcement, lastSeen: Date.now() };
     this.peers.set(peer.id, peer);
+    this.remembered.set(peer.id, memberAddr(hello.announcement));
     if (!existing) this.opts.log.info("peer joined", { peer: shortId(peer.id), addresses: hello.announcement.addresses.join(",") });
     void conn.closed.then((reason) => this.drop(peer, `connection closed: ${reason}`, false));
     void this.readLoop(peer);
@@ -212,14 +234,17 @@ export class Membership {
 
   private async dispatch(peer: Peer, stream: Stream): Promise<void> {
     const kind = new Uint8Array(1);
+    const refuse = async () => {
+      await stream.send.reset(2).catch(() => undefined);
+      await stream.recv.stop(2).catch(() => undefined);
+    };
     try {
       await withDeadline(stream.recv.readExact(kind), AUTH_DEADLINE_MS, "the stream's kind");
     } catch {
-      return;
+      return refuse();
     }
     if (kind[0] !== StreamKind.CONTROL && this.opts.onStream) return this.opts.onStream(peer.id, kind[0]!, stream);
-    await stream.send.reset(2).catch(() => undefined);
-    await stream.recv.stop(2).catch(() => undefined);
+    await refuse();
   }
 
   /** A new stream to a peer, its kind already written; undefined when the peer is not connected. */
@@ -256,7 +281,10 @@ export class Membership {
     this.peers.delete(peer.id);
     peer.conn.close(junk ? CloseCode.PROTOCOL : CloseCode.SHUTDOWN, reason.slice(0, 100));
     (junk ? this.opts.log.warn : this.opts.log.info)("peer left", { peer: shortId(peer.id), reason });
+    // A peer that sent junk or left on purpose is not one to find again.
+    if (junk || reason === "left") this.remembered.delete(peer.id);
     this.changed();
+    if (this.peers.size === 0) void this.rejoin();
   }
 
   private async send(peer: Peer, msg: ControlMessage): Promise<void> {

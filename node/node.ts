@@ -114,7 +114,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     if (key === lastPeers) return;
     lastPeers = key;
     const present = new Set(peers);
-    for (const id of tunnels.counters.keys()) if (!present.has(id)) tunnels.closeFor(id);
+    for (const id of tunnels.peers()) if (!present.has(id)) tunnels.closeFor(id);
     clearTimeout(resplitTimer);
     resplitTimer = setTimeout(() => {
       for (const name of hosted) {

@@ -23,7 +23,7 @@ export interface DirectServerOptions {
   isPeer: (nodeId: string) => boolean;
   rpcPort: () => number | undefined;
   /** Counters and rewriter for a connection from `hostId`. */
-  forHost: (hostId: string) => { fromHost: DirectionCounter; toHost: DirectionCounter; rewriter: ChunkRewriter; onConnection: () => void };
+  forHost: (hostId: string) => { fromHost: DirectionCounter; toHost: DirectionCounter; rewriter: ChunkRewriter; onConnection: (sockets: Socket[]) => void };
   log: Log;
 }
 
@@ -71,7 +71,7 @@ async function connectRpc(opts: DirectServerOptions, hostId: string, socket: tls
   rpc.once("error", () => socket.destroy());
   await new Promise<void>((resolve) => rpc.once("connect", () => resolve()));
   const { fromHost, toHost, rewriter, onConnection } = opts.forHost(hostId);
-  onConnection();
+  onConnection([socket, rpc]);
   const onError = (err: Error) => opts.log.warn("direct rpc connection closed", { peer: hostId.slice(0, 10), error: err.message });
   if (early.length) socket.unshift(Buffer.from(early));
   await Promise.all([socketToSocket(socket, rpc, fromHost, rewriter, onError), socketToSocket(rpc, socket, toHost)]);

@@ -79,6 +79,8 @@ export function socketToQuic(socket: Socket, send: SendSide, counter: DirectionC
 }
 
 function write(socket: Socket, chunk: Uint8Array): Promise<void> {
+  // A destroyed socket returns false and never emits drain or close again: fail at once.
+  if (socket.destroyed || !socket.writable) return Promise.reject(new Error("socket closed"));
   if (socket.write(chunk)) return Promise.resolve();
   return new Promise((resolve, reject) => {
     const done = () => {

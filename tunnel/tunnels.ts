@@ -53,7 +53,9 @@ const newCounters = (): PeerTunnelCounters => ({
 });
 
 export class Tunnels {
-  private readonly listeners = new Map<string, { server: Server; port: number }>();
+  private readonly listeners = new Map<string, { server: Server; port: Promise<number> }>();
+  /** Sockets by peer, so a peer that leaves takes its connections (direct ones too) with it. */
+  private readonly peerSockets = new Map<string, Set<Socket>>();
   private readonly sockets = new Set<Socket>();
   private readonly directFailedAt = new Map<string, number>();
   readonly counters = new Map<string, PeerTunnelCounters>();
@@ -66,17 +68,25 @@ export class Tunnels {
     return c;
   }
 
-  private track(socket: Socket): void {
+  private track(socket: Socket, peerId: string): void {
     this.sockets.add(socket);
-    socket.once("close", () => this.sockets.delete(socket));
+    let mine = this.peerSockets.get(peerId);
+    if (!mine) this.peerSockets.set(peerId, (mine = new Set()));
+    mine.add(socket);
+    // An error while a path is being chosen must not reach the process as an unhandled event.
+    socket.on("error", () => socket.destroy());
+    socket.once("close", () => {
+      this.sockets.delete(socket);
+      mine.delete(socket);
+    });
   }
 
   /** The local port that reaches `peerId`'s rpc-server, opening it when needed. */
-  async portFor(peerId: string): Promise<number> {
+  portFor(peerId: string): Promise<number> {
     const open = this.listeners.get(peerId);
     if (open) return open.port;
     const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => void this.outgoing(peerId, socket));
-    const port = await new Promise<number>((resolve, reject) => {
+    const port = new Promise<number>((resolve, reject) => {
       server.once("error", reject);
       server.listen(0, "127.0.0.1", () => resolve((server.address() as { port: number }).port));
     });
@@ -84,8 +94,13 @@ export class Tunnels {
     return port;
   }
 
+  /** Peers we hold a port or connections for. */
+  peers(): string[] {
+    return [...new Set([...this.listeners.keys(), ...this.peerSockets.keys()])];
+  }
+
   private async outgoing(peerId: string, socket: Socket): Promise<void> {
-    this.track(socket);
+    this.track(socket, peerId);
     socket.setNoDelay(true);
     const c = this.countersOf(peerId);
     if (await this.outgoingDirect(peerId, socket, c)) return;
@@ -95,7 +110,11 @@ export class Tunnels {
     } catch (err) {
       this.opts.log.warn("rpc tunnel could not open a stream", { peer: peerId.slice(0, 10), error: (err as Error).message });
     }
-    if (!stream) return void socket.destroy();
+    if (!stream || socket.destroyed) {
+      socket.destroy();
+      if (stream) await stream.send.reset(1).catch(() => undefined);
+      return;
+    }
     c.connectionsOut++;
     await Promise.all([socketToQuic(socket, stream.send, c.toPeer), quicToSocket(stream.recv, socket, c.fromPeer)]);
   }
@@ -115,7 +134,8 @@ export class Tunnels {
       this.opts.log.warn("direct rpc path failed; using the mesh connection", { peer: peerId.slice(0, 10), error: (err as Error).message });
       return false;
     }
-    this.track(direct);
+    this.track(direct, peerId);
+    if (socket.destroyed) return direct.destroy(), true;
     c.connectionsOut++;
     c.direct = true;
     await Promise.all([socketToSocket(socket, direct, c.toPeer), socketToSocket(direct, socket, c.fromPeer)]);
@@ -125,39 +145,46 @@ export class Tunnels {
   /** Counters and rewriter for a direct connection from a peer's host (the worker side of the direct path). */
   forHost(peerId: string) {
     const c = this.countersOf(peerId);
-    return { fromHost: c.fromPeerHost, toHost: c.toPeerHost, rewriter: new RpcRequestRewriter(this.opts.rewrites, c), onConnection: () => void c.connectionsIn++ };
+    return {
+      fromHost: c.fromPeerHost,
+      toHost: c.toPeerHost,
+      rewriter: new RpcRequestRewriter(this.opts.rewrites, c),
+      onConnection: (sockets: Socket[]) => {
+        c.connectionsIn++;
+        for (const s of sockets) this.track(s, peerId);
+      },
+    };
   }
 
   /** A stream a peer's host opened to our rpc-server. */
   async incoming(peerId: string, stream: Stream): Promise<void> {
-    const port = this.opts.rpcPort();
-    if (!port) {
+    const refuse = async () => {
       await stream.send.reset(3).catch(() => undefined);
-      return;
-    }
+      await stream.recv.stop(3).catch(() => undefined);
+    };
+    const port = this.opts.rpcPort();
+    if (!port) return refuse();
     const c = this.countersOf(peerId);
     const socket = createConnection({ host: "127.0.0.1", port, allowHalfOpen: true, noDelay: true });
-    this.track(socket);
+    this.track(socket, peerId);
     const connected = await new Promise<boolean>((resolve) => {
       socket.once("connect", () => resolve(true));
       socket.once("error", () => resolve(false));
     });
-    if (!connected) {
-      await stream.send.reset(3).catch(() => undefined);
-      return;
-    }
+    if (!connected) return refuse();
     c.connectionsIn++;
     const rewriter = new RpcRequestRewriter(this.opts.rewrites, c);
     const onError = (err: Error) => this.opts.log.warn("rpc tunnel closed a connection", { peer: peerId.slice(0, 10), error: err.message });
     await Promise.all([quicToSocket(stream.recv, socket, c.fromPeerHost, rewriter, onError), socketToQuic(socket, stream.send, c.toPeerHost)]);
   }
 
-  /** Closes the port to a peer that left (its connections die with the QUIC connection). */
+  /** Closes the port to a peer that left, and every connection to or from it. */
   closeFor(peerId: string): void {
     const open = this.listeners.get(peerId);
-    if (!open) return;
     this.listeners.delete(peerId);
-    open.server.close();
+    open?.server.close();
+    for (const s of this.peerSockets.get(peerId) ?? []) s.destroy();
+    this.peerSockets.delete(peerId);
   }
 
   close(): void {

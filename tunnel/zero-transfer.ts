@@ -83,26 +83,43 @@ export class ZeroTransfer {
     return tensors;
   }
 
+  private readonly inFlight = new Map<bigint, Promise<void>>();
+  private tempCounter = 0;
+
   /** The SET_TENSOR_HASH hook: place the tensor in the cache if a local file has it. */
   readonly onSetTensorHash = async (payload: Uint8Array): Promise<void> => {
     const req = readSetTensorHash(payload);
     const target = join(this.opts.cacheDir, hashFileName(req.hash));
     if (existsSync(target) || req.offset !== 0n) return;
-    for (const path of this.opts.files()) {
-      const loc = (await this.tensorsOf(path)).get(req.tensor.name);
-      if (!loc) continue;
-      const data = new Uint8Array(await Bun.file(loc.path).slice(loc.offset, loc.offset + loc.bytes).arrayBuffer());
-      if (data.length !== loc.bytes || fnv1a64(data) !== req.hash) continue;
-      const partial = `${target}.partial-${process.pid}`;
-      await Bun.write(partial, data);
-      renameSync(partial, target);
-      this.stats.hits++;
-      this.stats.bytesSaved += data.length;
-      this.schedulePrune();
-      return;
+    // Two hosts loading the same tensor at once share one placement.
+    const running = this.inFlight.get(req.hash);
+    if (running) return running;
+    const placing = this.place(req.tensor.name, req.hash, target).finally(() => this.inFlight.delete(req.hash));
+    this.inFlight.set(req.hash, placing);
+    return placing;
+  };
+
+  private async place(name: string, hash: bigint, target: string): Promise<void> {
+    try {
+      for (const path of this.opts.files()) {
+        const loc = (await this.tensorsOf(path)).get(name);
+        if (!loc) continue;
+        const data = new Uint8Array(await Bun.file(loc.path).slice(loc.offset, loc.offset + loc.bytes).arrayBuffer());
+        if (data.length !== loc.bytes || fnv1a64(data) !== hash) continue;
+        const partial = `${target}.partial-${process.pid}-${this.tempCounter++}`;
+        await Bun.write(partial, data);
+        renameSync(partial, target);
+        this.stats.hits++;
+        this.stats.bytesSaved += data.length;
+        this.schedulePrune();
+        return;
+      }
+    } catch (err) {
+      // A file gone mid-read or a full disk: the host just sends the bytes.
+      this.opts.log.warn("zero-transfer could not place a tensor", { tensor: name, error: (err as Error).message });
     }
     this.stats.misses++;
-  };
+  }
 
   private pruneTimer: Timer | undefined;
   private schedulePrune(): void {

@@ -74,6 +74,19 @@ test("a restart with the same state dir keeps the node id and rejoins", async ()
   await waitForFullMesh([a, again]);
 });
 
+test("members that lose every peer find the mesh again: a founder killed and restarted is rejoined", async () => {
+  const a = await node();
+  const b = await node(["--join", a.token]);
+  await waitForFullMesh([a, b]);
+  a.child.proc.kill("SIGKILL");
+  nodes.splice(nodes.indexOf(a), 1);
+  await waitFor(async () => (await peerIds(b)).length === 0, { what: "b to drop the killed founder" });
+  // Same state dir, so the same id and ports; no --join: b must be the one that dials.
+  const again = await node(["--state-dir", a.stateDir]);
+  expect(again.nodeId).toBe(a.nodeId);
+  await waitForFullMesh([again, b], 60_000);
+});
+
 test("the identity key and mesh secret are private files", async () => {
   const a = await node();
   const { statSync } = await import("node:fs");
