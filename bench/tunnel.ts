@@ -134,59 +134,64 @@ async function generate(url: string, model: string): Promise<number> {
   return body.timings.predicted_per_second;
 }
 
-async function directSplit(model: string): Promise<number> {
+interface Setup {
+  url: string;
+  model: string;
+  stop: () => Promise<void>;
+}
+
+/** llama-server straight on three local rpc-servers: the same layout as a host and two workers. */
+async function directSplit(model: string): Promise<Setup> {
   const ports = [freePort(), freePort(), freePort()];
-  for (const p of ports) spawnChild("rpc-server", [llama.rpcServer, "-H", "127.0.0.1", "-p", String(p), "-t", "1"]);
+  const rpcs = ports.map((p) => spawnChild("rpc-server", [llama.rpcServer, "-H", "127.0.0.1", "-p", String(p), "-t", "1"]));
   await Promise.all(ports.map((p) => waitFor(() => connect(p).then((s) => (s.destroy(), true)), { what: "rpc-server" })));
   const port = freePort();
   const server = spawnChild("llama-server", [llama.llamaServer, "-m", model, "--host", "127.0.0.1", "--port", String(port), "--rpc", ports.map((p) => `127.0.0.1:${p}`).join(","), "-ngl", "999", "-t", "1", "-c", "512"], {
     env: { GGML_NO_BACKTRACE: "1" },
   });
-  await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/health`)).status === 200, { what: "direct llama-server", timeoutMs: 60_000 });
-  await generate(`http://127.0.0.1:${port}`, "x");
-  const tps = [await generate(`http://127.0.0.1:${port}`, "x"), await generate(`http://127.0.0.1:${port}`, "x"), await generate(`http://127.0.0.1:${port}`, "x")];
-  await server.stop();
-  await killAllChildren();
-  return pct(tps, 50);
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(async () => (await fetch(`${url}/health`)).status === 200, { what: "direct llama-server", timeoutMs: 60_000 });
+  return { url, model: "x", stop: async () => void (await Promise.all([server, ...rpcs].map((c) => c.stop()))) };
 }
 
-interface MeshRun {
-  tps: number;
+interface MeshSetup extends Setup {
   loadMs: number;
   crossed: number;
   saved: number;
 }
 
-async function meshSplit(model: string, workerHasModel: boolean, direct: "on" | "off" = "on"): Promise<MeshRun> {
+/** Two workers and a host with `--model`, once the host's model runs across all three. */
+async function meshSplit(model: string, workerHasModel: boolean, direct: "on" | "off" = "on"): Promise<MeshSetup> {
   const small = ["--ctx-size", "512", "--llamacpp-args", "--threads 1", "--rpc-threads", "1", "--rpc-direct", direct];
   const models: Record<string, string> = workerHasModel ? { "model.gguf": model } : {};
   const w1 = await startMeshNode(small, { models });
   const w2 = await startMeshNode([...small, "--join", w1.token], { models });
   const host = await startMeshNode([...small, "--join", w1.token, "--model", model]);
   const all: MeshTestNode[] = [w1, w2, host];
-  try {
-    await waitForFullMesh(all);
-    const name = model.split("/").pop()!.replace(/\.gguf$/, "");
-    await waitFor(async () => (await loaded(host)).some((s) => s.model_name === name && (s as { rpc_workers?: string[] }).rpc_workers?.length === 3 && s.state === "ready"), {
-      what: "the split",
-      timeoutMs: 120_000,
-    });
-    const readies = [...host.child.output().matchAll(/model ready model=\S+ ms=(\d+)/g)];
-    const loadMs = Number(readies.at(-1)![1]);
-    // Load bytes: what crossed to the workers by the time the split is ready, before any generation.
-    let crossed = 0;
-    let saved = 0;
-    for (const w of [w1, w2]) {
-      const s = (await (await fetch(`${w.url}/api/status`)).json()) as { tunnels: Record<string, { fromPeerHost: { bytes: number } }>; zeroTransfer: { bytesSaved: number } };
-      crossed += s.tunnels[host.nodeId]!.fromPeerHost.bytes;
-      saved += s.zeroTransfer.bytesSaved;
-    }
-    await generate(host.url, name);
-    const tps = pct([await generate(host.url, name), await generate(host.url, name), await generate(host.url, name)], 50);
-    return { tps, loadMs, crossed, saved };
-  } finally {
-    await Promise.all(all.map((n) => n.stop()));
+  await waitForFullMesh(all);
+  const name = model.split("/").pop()!.replace(/\.gguf$/, "");
+  await waitFor(async () => (await loaded(host)).some((s) => s.model_name === name && (s as { rpc_workers?: string[] }).rpc_workers?.length === 3 && s.state === "ready"), {
+    what: "the split",
+    timeoutMs: 120_000,
+  });
+  const readies = [...host.child.output().matchAll(/model ready model=\S+ ms=(\d+)/g)];
+  // Load bytes: what crossed to the workers by the time the split is ready, before any generation.
+  let crossed = 0;
+  let saved = 0;
+  for (const w of [w1, w2]) {
+    const st = (await (await fetch(`${w.url}/api/status`)).json()) as { tunnels: Record<string, { fromPeerHost: { bytes: number } }>; zeroTransfer: { bytesSaved: number } };
+    crossed += st.tunnels[host.nodeId]!.fromPeerHost.bytes;
+    saved += st.zeroTransfer.bytesSaved;
   }
+  return { url: host.url, model: name, loadMs: Number(readies.at(-1)![1]), crossed, saved, stop: async () => void (await Promise.all(all.map((n) => n.stop()))) };
+}
+
+/** Median tokens/s of each setup, measured in alternation so drift on a shared machine hits all alike. */
+async function alternate(setups: Setup[], rounds = 5): Promise<number[]> {
+  for (const s of setups) await generate(s.url, s.model);
+  const samples = setups.map(() => [] as number[]);
+  for (let r = 0; r < rounds; r++) for (const [i, s] of setups.entries()) samples[i]!.push(await generate(s.url, s.model));
+  return samples.map((xs) => pct(xs, 50));
 }
 
 try {
@@ -201,23 +206,25 @@ try {
 
   const tiny = await testModel("tiny", "q8_0");
   const wide = await testModel("wide", "q8_0");
-  const tpsDirect = await directSplit(tiny);
-  const viaMesh = await meshSplit(tiny, false);
-  const viaQuic = await meshSplit(tiny, false, "off");
-  const wideDirect = await directSplit(wide);
+  const tinySetups = [await directSplit(tiny), await meshSplit(tiny, false), await meshSplit(tiny, false, "off")];
+  const [tpsDirect, tpsTls, tpsQuic] = (await alternate(tinySetups)) as [number, number, number];
+  for (const s of tinySetups) await s.stop();
   const withZero = await meshSplit(wide, true);
-  const wideQuic = await meshSplit(wide, true, "off");
+  const wideSetups = [await directSplit(wide), withZero, await meshSplit(wide, true, "off")];
+  const [wideDirect, wideTls, wideQuic] = (await alternate(wideSetups)) as [number, number, number];
+  for (const s of wideSetups) await s.stop();
   const withoutZero = await meshSplit(wide, false);
+  await withoutZero.stop();
 
   const mb = (b: number) => (b / 2 ** 20).toFixed(1);
   const rows: string[][] = [
     ["one connection (MB/s)", mbDirect.toFixed(0), mbTunnel.toFixed(0), `${((mbTunnel / mbDirect) * 100).toFixed(0)}%`, ">= 300 MB/s"],
     ["100-byte round trip p50 (us)", pct(rttDirect, 50).toFixed(0), pct(rttTunnel, 50).toFixed(0), "", ""],
     ["100-byte round trip p99 (us)", pct(rttDirect, 99).toFixed(0), pct(rttTunnel, 99).toFixed(0), "", ""],
-    ["tiny split x3, tokens/s (mesh: direct TLS path)", tpsDirect.toFixed(1), viaMesh.tps.toFixed(1), `${((viaMesh.tps / tpsDirect) * 100).toFixed(0)}%`, ">= 90% of direct"],
-    ["tiny split x3, tokens/s (mesh: QUIC streams only)", tpsDirect.toFixed(1), viaQuic.tps.toFixed(1), `${((viaQuic.tps / tpsDirect) * 100).toFixed(0)}%`, ""],
-    ["wide split x3, tokens/s (mesh: direct TLS path)", wideDirect.toFixed(1), withZero.tps.toFixed(1), `${((withZero.tps / wideDirect) * 100).toFixed(0)}%`, ">= 90% of direct"],
-    ["wide split x3, tokens/s (mesh: QUIC streams only)", wideDirect.toFixed(1), wideQuic.tps.toFixed(1), `${((wideQuic.tps / wideDirect) * 100).toFixed(0)}%`, ""],
+    ["tiny split x3, tokens/s (mesh: direct TLS path)", tpsDirect.toFixed(1), tpsTls.toFixed(1), `${((tpsTls / tpsDirect) * 100).toFixed(0)}%`, ">= 90% of direct"],
+    ["tiny split x3, tokens/s (mesh: QUIC streams only)", tpsDirect.toFixed(1), tpsQuic.toFixed(1), `${((tpsQuic / tpsDirect) * 100).toFixed(0)}%`, ""],
+    ["wide split x3, tokens/s (mesh: direct TLS path)", wideDirect.toFixed(1), wideTls.toFixed(1), `${((wideTls / wideDirect) * 100).toFixed(0)}%`, ">= 90% of direct"],
+    ["wide split x3, tokens/s (mesh: QUIC streams only)", wideDirect.toFixed(1), wideQuic.toFixed(1), `${((wideQuic / wideDirect) * 100).toFixed(0)}%`, ""],
     ["wide load, MiB to workers: without / with zero-transfer", mb(withoutZero.crossed), mb(withZero.crossed), `${((withZero.crossed / (withZero.saved + withZero.crossed)) * 100).toFixed(1)}% of share`, "<= 5% of share"],
     ["wide load, ms: without / with zero-transfer", String(withoutZero.loadMs), String(withZero.loadMs), "", ""],
   ];
@@ -227,7 +234,7 @@ try {
   console.log(line(header));
   console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`);
   for (const r of rows) console.log(line(r));
-  console.log(`\n${MIB} MiB per throughput run, ${PINGS} round trips, ${TOKENS} tokens per generation (median of 3); workers' share of wide = ${mb(withZero.saved + withZero.crossed)} MiB`);
+  console.log(`\n${MIB} MiB per throughput run, ${PINGS} round trips, ${TOKENS} tokens per generation (median of 5, setups alternating); workers' share of wide = ${mb(withZero.saved + withZero.crossed)} MiB`);
 } finally {
   sink.server.close();
   echo.server.close();
