@@ -3,6 +3,7 @@
  * joined by token; authentication, gossip, liveness, restarts and junk on the control stream.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { rmSync } from "node:fs";
 import { decodeJoinToken, encodeJoinToken } from "../../mesh/join-token.ts";
 import { killAllChildren } from "../helpers/children.ts";
 import { meshStatus, peerIds, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
@@ -11,6 +12,8 @@ import { RoguePeer, type Junk } from "../helpers/rogue-peer.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const nodes: MeshTestNode[] = [];
+/** State dirs a restarted node took over from a stopped one, removed after each test. */
+const reused: string[] = [];
 async function node(args: string[] = [], opts: Parameters<typeof startMeshNode>[1] = {}): Promise<MeshTestNode> {
   const n = await startMeshNode(args, opts);
   nodes.push(n);
@@ -18,6 +21,7 @@ async function node(args: string[] = [], opts: Parameters<typeof startMeshNode>[
 }
 afterEach(async () => {
   await Promise.all(nodes.splice(0).map((n) => n.stop()));
+  for (const dir of reused.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 afterAll(killAllChildren);
 
@@ -69,6 +73,7 @@ test("a restart with the same state dir keeps the node id and rejoins", async ()
   expect(await b.child.stop()).toBe(0);
   nodes.splice(nodes.indexOf(b), 1);
   await waitFor(async () => (await peerIds(a)).length === 0, { what: "b to leave" });
+  reused.push(stateDir);
   const again = await node(["--join", a.token, "--state-dir", stateDir]);
   expect(again.nodeId).toBe(b.nodeId);
   await waitForFullMesh([a, again]);
@@ -82,6 +87,7 @@ test("members that lose every peer find the mesh again: a founder killed and res
   nodes.splice(nodes.indexOf(a), 1);
   await waitFor(async () => (await peerIds(b)).length === 0, { what: "b to drop the killed founder" });
   // Same state dir, so the same id and ports; no --join: b must be the one that dials.
+  reused.push(a.stateDir);
   const again = await node(["--state-dir", a.stateDir]);
   expect(again.nodeId).toBe(a.nodeId);
   await waitForFullMesh([again, b], 60_000);
