@@ -1,0 +1,42 @@
+/**
+ * Which model a node without one should serve (pure), in this order:
+ * 1. a model that cannot run without this node's memory (it would cross the need);
+ * 2. a model nobody serves that fits on this node and is on its disk;
+ * 3. a served model whose split would gain capacity, on its disk;
+ * 4. rules 2 and 3 again for models it must download first (someone has the file, or a source);
+ * 5. the largest model's group.
+ * Ties: on disk, then larger, then name.
+ */
+import type { CatalogModel, NodeView } from "./catalog.ts";
+
+export interface Assignment {
+  model: string;
+  rule: 1 | 2 | 3 | 4 | 5;
+  /** The file must be fetched first (from a peer that has it, or its source). */
+  download: boolean;
+}
+
+export function allocate(self: Pick<NodeView, "nodeId" | "vramBytes" | "modelsOnDisk">, models: readonly CatalogModel[]): Assignment | undefined {
+  const onDisk = (m: CatalogModel) => self.modelsOnDisk.some((d) => d.name === m.name);
+  const fetchable = (m: CatalogModel) => onDisk(m) || m.nodesOnDisk.length > 0 || m.source !== undefined;
+  const byPreference = (a: CatalogModel, b: CatalogModel) =>
+    Number(onDisk(b)) - Number(onDisk(a)) || b.sizeBytes - a.sizeBytes || a.name.localeCompare(b.name);
+  const first = (rule: Assignment["rule"], candidates: CatalogModel[], order = byPreference): Assignment | undefined => {
+    const m = candidates.filter(fetchable).sort(order)[0];
+    return m && { model: m.name, rule, download: !onDisk(m) };
+  };
+  const largest = (a: CatalogModel, b: CatalogModel) => b.sizeBytes - a.sizeBytes || a.name.localeCompare(b.name);
+
+  const needsMe = models.filter((m) => m.status === "needs-capacity" && m.capacityBytes + self.vramBytes >= m.needBytes);
+  const unserved = models.filter((m) => m.nodesServing.length === 0 && self.vramBytes >= m.needBytes);
+  const growable = models.filter((m) => m.nodesServing.length > 0 && m.status !== "needs-capacity");
+
+  return (
+    first(1, needsMe) ??
+    first(2, unserved.filter(onDisk)) ??
+    first(3, growable.filter(onDisk)) ??
+    first(4, unserved.filter((m) => !onDisk(m))) ??
+    first(4, growable.filter((m) => !onDisk(m))) ??
+    first(5, [...models], largest)
+  );
+}

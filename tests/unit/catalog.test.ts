@@ -1,0 +1,195 @@
+import { describe, expect, test } from "bun:test";
+import { allocate, type Assignment } from "../../mesh/allocation.ts";
+import { catalog, kvCacheBytes, modelNeedBytes, type NodeModel, type NodeView } from "../../mesh/catalog.ts";
+import { elect, splitPlan } from "../../mesh/election.ts";
+
+const GB = 1e9;
+const model = (name: string, gb: number, extra: Partial<NodeModel> = {}): NodeModel => ({ name, sizeBytes: gb * GB, needBytes: gb * GB * 1.2, ...extra });
+const node = (nodeId: string, vramGb: number, over: Partial<NodeView> = {}): NodeView => ({ nodeId, vramBytes: vramGb * GB, modelsOnDisk: [], assigned: undefined, ready: [], ...over });
+
+describe("election", () => {
+  test.each([
+    ["nobody", [], undefined],
+    ["one node", [{ nodeId: "a", vramBytes: 1 }], "a"],
+    ["most memory wins", [{ nodeId: "a", vramBytes: 8 }, { nodeId: "b", vramBytes: 24 }, { nodeId: "c", vramBytes: 16 }], "b"],
+    ["a tie goes to the larger id", [{ nodeId: "a", vramBytes: 8 }, { nodeId: "c", vramBytes: 8 }, { nodeId: "b", vramBytes: 8 }], "c"],
+  ] as const)("%s", (_, group, host) => expect(elect(group)).toBe(host));
+
+  test.each([
+    ["fits on the host: no RPC", [{ nodeId: "a", vramBytes: 24 }, { nodeId: "b", vramBytes: 8 }], 10, { host: "a", workers: [] }],
+    ["too big for the host: the rest are workers", [{ nodeId: "a", vramBytes: 8 }, { nodeId: "c", vramBytes: 24 }, { nodeId: "b", vramBytes: 8 }], 30, { host: "c", workers: ["a", "b"] }],
+    ["empty group", [], 1, undefined],
+  ] as const)("splitPlan: %s", (_, group, need, plan) => expect(splitPlan(group, need)).toEqual(plan as never));
+});
+
+describe("catalog", () => {
+  test("one model, one node that serves it and is ready", () => {
+    const [m] = catalog([node("a", 24, { modelsOnDisk: [model("qwen", 5)], assigned: "qwen", ready: ["qwen"] })]);
+    expect(m).toMatchObject({ name: "qwen", nodesOnDisk: ["a"], nodesServing: ["a"], host: "a", status: "ready", capacityBytes: 24 * GB });
+  });
+  test.each([
+    ["nobody assigned: unloaded", [node("a", 24, { modelsOnDisk: [model("m", 5)] })], "unloaded", undefined],
+    ["assigned, host not up yet: loading", [node("a", 24, { modelsOnDisk: [model("m", 5)], assigned: "m" })], "loading", "a"],
+    ["the group has too little memory: needs-capacity", [node("a", 4, { modelsOnDisk: [model("m", 5)], assigned: "m" })], "needs-capacity", "a"],
+    [
+      "two nodes together have enough; the bigger hosts",
+      [node("a", 4, { modelsOnDisk: [model("m", 5)], assigned: "m" }), node("b", 4.5, { assigned: "m", ready: ["m"] })],
+      "ready",
+      "b",
+    ],
+  ] as const)("%s", (_, nodes, status, host) => {
+    const [m] = catalog(nodes);
+    expect(m!.status).toBe(status);
+    expect(m!.host).toBe(host);
+  });
+  test("seeded models nobody has yet are listed with their source; the list is sorted by name", () => {
+    const list = catalog([node("a", 8, { modelsOnDisk: [model("zeta", 1)] })], [model("alpha", 3, { source: "https://example.invalid/alpha.gguf" })]);
+    expect(list.map((m) => [m.name, m.nodesOnDisk, m.source])).toEqual([
+      ["alpha", [], "https://example.invalid/alpha.gguf"],
+      ["zeta", ["a"], undefined],
+    ]);
+  });
+  test("a seed's source survives a node that has the file", () => {
+    const [m] = catalog([node("a", 8, { modelsOnDisk: [model("alpha", 3)] })], [{ name: "alpha", sizeBytes: 0, needBytes: 0, source: "https://example.invalid/a.gguf" }]);
+    expect(m).toMatchObject({ sizeBytes: 3 * GB, source: "https://example.invalid/a.gguf" });
+  });
+  test("need = (file + KV) with a margin; KV from the model's shape", () => {
+    expect(modelNeedBytes(1000, 200)).toBe(1320);
+    // 32 layers, 4096 context, 4096 wide with 32 heads of which 8 for K/V: 512 MiB at f16.
+    expect(kvCacheBytes(32, 4096, 4096, 32, 8)).toBe(512 * 2 ** 20);
+  });
+});
+
+describe("allocate", () => {
+  type Case = [string, NodeView, NodeView[], NodeModel[], Assignment | undefined];
+  const cases: Case[] = [
+    [
+      "1: a model that cannot run without me, even over one on my disk nobody serves",
+      node("me", 10, { modelsOnDisk: [model("small", 2)] }),
+      [node("a", 40, { modelsOnDisk: [model("big", 40)], assigned: "big" })],
+      [],
+      { model: "big", rule: 1, download: true },
+    ],
+    [
+      "1 prefers a model on my disk",
+      node("me", 30, { modelsOnDisk: [model("b", 30)] }),
+      [node("x", 20, { modelsOnDisk: [model("a", 30)], assigned: "a" }), node("y", 20, { modelsOnDisk: [model("b", 30)], assigned: "b" })],
+      [],
+      { model: "b", rule: 1, download: false },
+    ],
+    [
+      "1 does not apply when I would not be enough",
+      node("me", 1, { modelsOnDisk: [model("small", 0.5)] }),
+      [node("a", 10, { modelsOnDisk: [model("big", 40)], assigned: "big" })],
+      [],
+      { model: "small", rule: 2, download: false },
+    ],
+    [
+      "2: nobody serves it, it fits, it is on my disk",
+      node("me", 24, { modelsOnDisk: [model("m", 5)] }),
+      [node("a", 24, { modelsOnDisk: [model("other", 5)], assigned: "other", ready: ["other"] })],
+      [],
+      { model: "m", rule: 2, download: false },
+    ],
+    [
+      "2: among several, the larger",
+      node("me", 24, { modelsOnDisk: [model("m3", 3), model("m7", 7)] }),
+      [],
+      [],
+      { model: "m7", rule: 2, download: false },
+    ],
+    [
+      "2: equal sizes go by name",
+      node("me", 24, { modelsOnDisk: [model("zed", 3), model("abc", 3)] }),
+      [],
+      [],
+      { model: "abc", rule: 2, download: false },
+    ],
+    [
+      "3: everything on my disk is served: join a group to add capacity",
+      node("me", 8, { modelsOnDisk: [model("m", 5)] }),
+      [node("a", 24, { modelsOnDisk: [model("m", 5)], assigned: "m", ready: ["m"] })],
+      [],
+      { model: "m", rule: 3, download: false },
+    ],
+    [
+      "4: nothing on my disk: a model nobody serves that I can fetch from a peer",
+      node("me", 24),
+      [node("a", 24, { modelsOnDisk: [model("m", 5), model("n", 6)], assigned: "n", ready: ["n"] })],
+      [],
+      { model: "m", rule: 4, download: true },
+    ],
+    [
+      "4: or from its source URL",
+      node("me", 24),
+      [],
+      [model("seeded", 5, { source: "https://example.invalid/s.gguf" })],
+      { model: "seeded", rule: 4, download: true },
+    ],
+    [
+      "4: nobody has it and no source: not assignable",
+      node("me", 24),
+      [],
+      [model("ghost", 5)],
+      undefined,
+    ],
+    [
+      "4: everything is served and nothing is on my disk: a group to grow, after a download (larger first)",
+      node("me", 1),
+      [node("a", 50, { modelsOnDisk: [model("big", 30), model("mid", 10)], assigned: "big", ready: ["big"] }), node("b", 20, { assigned: "mid", ready: ["mid"] })],
+      [],
+      { model: "big", rule: 4, download: true },
+    ],
+    [
+      "5: nothing fits me, nothing I could complete: the largest model's group",
+      node("me", 1),
+      [node("a", 10, { modelsOnDisk: [model("big", 40), model("mid", 30)], assigned: "big" })],
+      [],
+      { model: "big", rule: 5, download: true },
+    ],
+  ];
+  test.each(cases)("%s", (_, self, others, seeded, expected) => {
+    expect(allocate(self, catalog([...others, self], seeded))).toEqual(expected);
+  });
+
+  test("degenerate: one model, one node", () => {
+    const me = node("me", 24, { modelsOnDisk: [model("only", 5)] });
+    expect(allocate(me, catalog([me]))).toEqual({ model: "only", rule: 2, download: false });
+  });
+  test("degenerate: one model, many nodes: every newcomer joins its group", () => {
+    const host = node("h", 24, { modelsOnDisk: [model("only", 5)], assigned: "only", ready: ["only"] });
+    for (const vram of [1, 8, 64]) {
+      const me = node(`n${vram}`, vram);
+      expect(allocate(me, catalog([host, me]))?.model).toBe("only");
+    }
+  });
+  test("degenerate: many models all solo: each newcomer takes one nobody serves", () => {
+    const models = [model("a", 2), model("b", 3), model("c", 4)];
+    const nodes: NodeView[] = [];
+    for (const id of ["n1", "n2", "n3"]) {
+      const me = node(id, 8, { modelsOnDisk: models });
+      const got = allocate(me, catalog([...nodes, me]))!;
+      nodes.push({ ...me, assigned: got.model, ready: [got.model] });
+    }
+    expect(nodes.map((n) => n.assigned)).toEqual(["c", "b", "a"]);
+  });
+  test("degenerate: one big model split plus small ones solo (the seeder asked for the big one)", () => {
+    const files = [model("big", 20), model("small", 2)];
+    const nodes: NodeView[] = [node("n1", 16, { modelsOnDisk: files, assigned: "big" })];
+    const got: Assignment[] = [];
+    for (const id of ["n2", "n3", "n4"]) {
+      const me = node(id, 16, { modelsOnDisk: files });
+      const a = allocate(me, catalog([...nodes, me]))!;
+      got.push(a);
+      nodes.push({ ...me, assigned: a.model });
+    }
+    expect(got).toEqual([
+      { model: "big", rule: 1, download: false },
+      { model: "small", rule: 2, download: false },
+      { model: "big", rule: 3, download: false },
+    ]);
+    const list = catalog(nodes);
+    expect(list.find((m) => m.name === "big")).toMatchObject({ nodesServing: ["n1", "n2", "n4"], status: "loading" });
+    expect(list.find((m) => m.name === "small")).toMatchObject({ nodesServing: ["n3"] });
+  });
+});
