@@ -41,8 +41,10 @@ async function startNode(config: Config): Promise<void> {
     version: pkg.version,
     lastStats: undefined,
     mesh: { status: () => ({ ...node.meshStatus(), tunnels: Object.fromEntries(node.tunnels.counters), zeroTransfer: node.zeroTransfer.stats }) },
+    remote: node.remote,
   };
   const app = createApp(serving, { maxBodyBytes: config.maxBodyBytes, backends: availableBackends(devices) });
+  node.setHttpHandler(async (req) => app.fetch(req));
   let server: ReturnType<typeof Bun.serve>;
   try {
     // The body limit is the app's (so a 413 comes in OpenAI's shape); Bun's own would answer first.

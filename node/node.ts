@@ -12,7 +12,9 @@ import type { LlamaBinaries } from "../llama/binaries.ts";
 import type { LlamaDevice } from "../llama/devices.ts";
 import { LLAMA_SOURCE } from "../llama/pin.ts";
 import type { Log } from "../log.ts";
+import { forwardHttp, serveHttp } from "../mesh/http-stream.ts";
 import { startMesh, type MeshNode } from "../mesh/mesh-node.ts";
+import type { RemoteModels } from "../mesh/remote-models.ts";
 import type { MeshStatus } from "../mesh/status.ts";
 import { StreamKind } from "../mesh/wire.ts";
 import { ModelStore, type ModelInfo } from "../models/model-store.ts";
@@ -43,6 +45,10 @@ export interface NodeParts {
   zeroTransfer: ZeroTransfer;
   rpc: RpcServerChild;
   mesh: () => MeshNode | undefined;
+  /** Models peers serve, for requests this node cannot answer itself. */
+  remote: RemoteModels;
+  /** The API that answers requests peers forward to us (set once the HTTP app exists). */
+  setHttpHandler: (handler: (req: Request) => Promise<Response>) => void;
   meshStatus: () => MeshStatus;
   /** Starts the mesh endpoint (seconds: iroh probes the network) and loads `--model`s. */
   start: (apiPort: number) => void;
@@ -127,6 +133,23 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     }, 1000);
   };
 
+  let httpHandler: ((req: Request) => Promise<Response>) | undefined;
+  const remote: RemoteModels = {
+    models: () => {
+      const out = new Map<string, string>();
+      for (const p of [...(mesh?.membership.peers.values() ?? [])].sort((a, b) => a.id.localeCompare(b.id))) {
+        for (const name of p.announcement.serving) if (!out.has(name)) out.set(name, p.id);
+      }
+      return [...out].map(([name, peerId]) => ({ name, peerId }));
+    },
+    hostFor: (model) => remote.models().find((m) => m.name === model)?.peerId,
+    forward: async (peerId, req, signal) => {
+      const stream = await mesh?.membership.openStream(peerId, StreamKind.HTTP);
+      if (!stream) throw new Error(`peer ${peerId.slice(0, 10)} is not connected`);
+      return forwardHttp(stream, req, signal);
+    },
+  };
+
   const vramBytes = config.vramBytes ?? devices.reduce((sum, d) => sum + d.totalBytes, 0);
   const start = (apiPort: number) => {
     void rpc.start().then(
@@ -154,6 +177,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
         }),
         onStream: (peerId, kind, stream) => {
           if (kind === StreamKind.RPC) void tunnels.incoming(peerId, stream);
+          else if (kind === StreamKind.HTTP && httpHandler) void serveHttp(stream, httpHandler, config.maxBodyBytes);
           else void stream.send.reset(2).catch(() => undefined);
         },
         onPeersChange,
@@ -201,6 +225,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     zeroTransfer,
     rpc,
     mesh: () => mesh,
+    remote,
+    setHttpHandler: (handler) => void (httpHandler = handler),
     meshStatus: () => mesh?.status() ?? { state: "starting", nodeId: null, token: null, peers: [] },
     start,
     stop: async () => {

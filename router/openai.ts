@@ -4,6 +4,8 @@
  */
 import { Hono } from "hono";
 import { statSync } from "node:fs";
+import { FORWARDED_HEADER } from "../mesh/http-stream.ts";
+import { serverGone } from "../pool/errors.ts";
 import { badRequest, errorResponse } from "./errors.ts";
 import { proxyToServer } from "./proxy.ts";
 import { acquireModel, findModel, modelStatus, type Serving } from "./serving.ts";
@@ -57,12 +59,24 @@ function modelEntry(serving: Serving, name: string) {
   };
 }
 
+async function forward(serving: Serving, peer: string, path: string, body: ArrayBuffer, signal: AbortSignal): Promise<Response> {
+  try {
+    return await serving.remote!.forward(peer, { method: "POST", path, headers: { "content-type": "application/json" }, body: new Uint8Array(body) }, signal);
+  } catch (err) {
+    throw serverGone(`the node serving this model (${peer.slice(0, 10)}) could not be reached: ${(err as Error).message}`);
+  }
+}
+
 export function openAiRoutes(serving: Serving): Hono {
   const v1 = new Hono();
 
   v1.get("/models", async (c) => {
     const models = await serving.store.refresh();
-    return c.json({ object: "list", data: models.map((m) => modelEntry(serving, m.name)) });
+    const local = new Set(models.map((m) => m.name));
+    const remote = (serving.remote?.models() ?? [])
+      .filter((r) => !local.has(r.name))
+      .map((r) => ({ id: r.name, object: "model" as const, created: 0, owned_by: "mesh", status: "loaded" as const, host: r.peerId }));
+    return c.json({ object: "list", data: [...models.map((m) => modelEntry(serving, m.name)), ...remote] });
   });
 
   v1.get("/models/:id{.+}", async (c) => {
@@ -75,6 +89,11 @@ export function openAiRoutes(serving: Serving): Hono {
       const body = await c.req.arrayBuffer();
       const parsed = modelOfBody(decoder.decode(body));
       if ("error" in parsed) return badRequest(c, parsed.error, "invalid_body");
+      // Not a model of ours but one a peer serves: its node answers (a forwarded request stops here).
+      if (!(await serving.store.find(parsed.model)) && !c.req.header(FORWARDED_HEADER)) {
+        const peer = serving.remote?.hostFor(parsed.model);
+        if (peer) return forward(serving, peer, c.req.path, body, c.req.raw.signal);
+      }
       const lease = await acquireModel(serving, parsed.model, c.req.raw.signal);
       return proxyToServer({
         lease,

@@ -2,6 +2,7 @@
  * What the router needs from the node to serve a model: the catalog of models it knows and a way
  * to get a server for one. On a single node that is the model store and the local pool.
  */
+import type { RemoteModels } from "../mesh/remote-models.ts";
 import type { MeshStatus } from "../mesh/status.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import { modelNotFound } from "../pool/errors.ts";
@@ -13,6 +14,8 @@ export interface Serving {
   pool: Pool;
   version: string;
   mesh: { status(): MeshStatus };
+  /** Models peers serve; a request for one of them is forwarded to its node. */
+  remote: RemoteModels | undefined;
   /** Figures of the most recent inference request, worked out when asked for. */
   lastStats: (() => RequestStats) | undefined;
 }

@@ -1,0 +1,51 @@
+/**
+ * Any node answers for a model another node serves: the request crosses the mesh as an HTTP
+ * exchange over a QUIC stream and comes back, streaming included.
+ */
+import { afterAll, expect, test } from "bun:test";
+import OpenAI from "openai";
+import { loaded } from "../helpers/api.ts";
+import { killAllChildren } from "../helpers/children.ts";
+import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
+import { testModel } from "../helpers/models.ts";
+import { SMALL_LLAMA } from "../helpers/node.ts";
+import { waitFor } from "../helpers/wait.ts";
+
+const nodes: MeshTestNode[] = [];
+afterAll(async () => {
+  await Promise.all(nodes.map((n) => n.stop()));
+  await killAllChildren();
+});
+
+test("a node without the model forwards to the node that serves it, plain and streaming", async () => {
+  const host = await startMeshNode([...SMALL_LLAMA, "--model", await testModel("tiny", "q8_0")]);
+  nodes.push(host);
+  const entry = await startMeshNode([...SMALL_LLAMA, "--join", host.token]);
+  nodes.push(entry);
+  await waitForFullMesh([host, entry]);
+  const name = "tiny-q8_0";
+  // The host splits its model over the newcomer too; wait for that load to be the one serving.
+  await waitFor(async () => (await loaded(host)).some((s) => s.model_name === name && s.state === "ready" && (s as { rpc_workers?: string[] }).rpc_workers?.length === 2), {
+    what: "the host to serve across both nodes",
+    timeoutMs: 60_000,
+  });
+  const ai = new OpenAI({ baseURL: `${entry.url}/v1`, apiKey: "unused", maxRetries: 0 });
+  await waitFor(async () => (await ai.models.list()).data.some((m) => m.id === name), { what: "the entry node to list the host's model" });
+  const listed = (await ai.models.list()).data.find((m) => m.id === name) as unknown as { status: string; host: string };
+  expect(listed).toMatchObject({ status: "loaded", host: host.nodeId });
+
+  const chat = await ai.chat.completions.create({ model: name, messages: [{ role: "user", content: "hello" }], max_tokens: 4 });
+  expect(chat.model).toBe(name);
+  expect(chat.usage!.completion_tokens).toBeGreaterThan(0);
+
+  const params = { model: name, messages: [{ role: "user" as const, content: "hi" }], max_tokens: 5, stream: true as const, ignore_eos: true };
+  const chunks = [];
+  for await (const chunk of await ai.chat.completions.create(params)) chunks.push(chunk);
+  expect(chunks.length).toBeGreaterThanOrEqual(5);
+  expect(chunks.at(-1)!.choices[0]!.finish_reason).toBe("length");
+
+  const missing = await ai.chat.completions.create({ model: "nowhere", messages: [{ role: "user", content: "x" }] }).catch((e: unknown) => e);
+  expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
+  // The entry node never loaded anything itself.
+  expect(await loaded(entry)).toEqual([]);
+});
