@@ -1,0 +1,55 @@
+#!/usr/bin/env bun
+/**
+ * What a request pays for being answered by another node: small non-streaming completions through
+ * the host's own API vs through a node without the model (forwarded over the mesh), p50/p99.
+ *
+ *   bun bench/remote-routing.ts [--requests 300]
+ */
+import { parseArgs } from "node:util";
+import { provideDevLlama } from "../scripts/llama-dev.ts";
+import { loaded } from "../tests/helpers/api.ts";
+import { killAllChildren } from "../tests/helpers/children.ts";
+import { meshStatus, startMeshNode, waitForFullMesh } from "../tests/helpers/mesh.ts";
+import { testModel } from "../tests/helpers/models.ts";
+import { waitFor } from "../tests/helpers/wait.ts";
+
+const { values } = parseArgs({ options: { requests: { type: "string", default: "300" } } });
+const REQUESTS = Number(values.requests);
+process.env.MESH_LLAMA_DIR = (await provideDevLlama()).dir;
+
+const small = ["--ctx-size", "512", "--llamacpp-args", "--threads 1", "--rpc-threads", "1"];
+const body = JSON.stringify({ model: "tiny-q8_0", prompt: "hello", max_tokens: 1, temperature: 0 });
+
+async function timed(url: string): Promise<number> {
+  const t = performance.now();
+  const res = await fetch(`${url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body });
+  await res.arrayBuffer();
+  if (res.status !== 200) throw new Error(`${url}: ${res.status}`);
+  return performance.now() - t;
+}
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
+
+try {
+  const host = await startMeshNode([...small, "--model", await testModel("tiny", "q8_0")]);
+  const entry = await startMeshNode([...small, "--join", host.token]);
+  await waitForFullMesh([host, entry]);
+  await waitFor(async () => (await loaded(host)).some((s) => s.state === "ready" && (s as { rpc_workers?: string[] }).rpc_workers?.length === 2), { what: "the split", timeoutMs: 60_000 });
+  await waitFor(async () => (await meshStatus(entry)).peers.some((p) => p.serving.includes("tiny-q8_0")), { what: "the entry to see the model" });
+  for (let i = 0; i < 20; i++) await Promise.all([timed(host.url), timed(entry.url)]);
+  const local: number[] = [];
+  const remote: number[] = [];
+  for (let i = 0; i < REQUESTS; i++) {
+    local.push(await timed(host.url));
+    remote.push(await timed(entry.url));
+  }
+  await Promise.all([host.stop(), entry.stop()]);
+  const f = (x: number) => x.toFixed(2);
+  console.log("| request | local (ms) | via another node (ms) | added (ms) |");
+  console.log("|---|---|---|---|");
+  console.log(`| p50 | ${f(pct(local, 50))} | ${f(pct(remote, 50))} | ${f(pct(remote, 50) - pct(local, 50))} |`);
+  console.log(`| p99 | ${f(pct(local, 99))} | ${f(pct(remote, 99))} | ${f(pct(remote, 99) - pct(local, 99))} |`);
+  console.log(`\n${REQUESTS} paired 1-token completions; the model is split over both nodes, so "local" is the host's own API`);
+} finally {
+  await killAllChildren();
+}
+process.exit(0);
