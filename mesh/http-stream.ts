@@ -5,7 +5,7 @@
  * arrives (SSE event by event). Only admitted peers can open such a stream.
  */
 import type { Stream } from "./transport.ts";
-import { readFrame, writeFrame } from "./wire.ts";
+import { encodeFrame, readFrame } from "./wire.ts";
 
 /** Marks a request that already crossed the mesh: it is answered where it lands, never forwarded again. */
 export const FORWARDED_HEADER = "x-mesh-forwarded";
@@ -70,8 +70,9 @@ export async function forwardHttp(
     void stream.recv.stop(0).catch(() => undefined);
   };
   signal.addEventListener("abort", abort, { once: true });
-  await writeFrame(stream.send, { method: req.method, path: req.path, headers: { ...req.headers, [FORWARDED_HEADER]: "1" } });
-  if (req.body.length) await stream.send.writeAll(req.body);
+  // Head and body in one write: each write through the binding costs about 0.1 ms.
+  const requestHead = encodeFrame({ method: req.method, path: req.path, headers: { ...req.headers, [FORWARDED_HEADER]: "1" } });
+  await stream.send.writeAll(Buffer.concat([requestHead, req.body]));
   await stream.send.finish();
   const head = (await readFrame(stream.recv)) as Head | null;
   if (!head || typeof head.status !== "number") throw new Error("the peer sent no response head");
@@ -92,8 +93,15 @@ export async function serveHttp(stream: Stream, handler: (req: Request) => Promi
     const response = await handler(request);
     const headers: Record<string, string> = {};
     response.headers.forEach((v, k) => (headers[k] = v));
-    await writeFrame(stream.send, { status: response.status, headers });
-    if (response.body) for await (const chunk of response.body) await stream.send.writeAll(chunk);
+    // The head goes out with the first piece of the body (the whole body, for JSON answers).
+    let pending: Uint8Array | undefined = encodeFrame({ status: response.status, headers });
+    if (response.body) {
+      for await (const chunk of response.body) {
+        await stream.send.writeAll(pending ? Buffer.concat([pending, chunk]) : chunk);
+        pending = undefined;
+      }
+    }
+    if (pending) await stream.send.writeAll(pending);
     await stream.send.finish();
   } catch {
     await stream.send.reset(1).catch(() => undefined);
