@@ -32,7 +32,12 @@ async function readAll(stream: Stream, limit: number): Promise<Uint8Array> {
   return Buffer.concat(parts);
 }
 
-function bodyStream(stream: Stream, onDone: () => void): ReadableStream<Uint8Array> {
+/** What an SSE client sees when the node answering it vanishes mid-stream. */
+const SSE_GONE = new TextEncoder().encode(
+  `data: ${JSON.stringify({ error: { message: "the node serving this model went away mid-stream; retry", type: "service_unavailable", code: "peer_gone" } })}\n\n`,
+);
+
+function bodyStream(stream: Stream, sse: boolean, onDone: () => void): ReadableStream<Uint8Array> {
   const buf = new Uint8Array(READ_BUFFER);
   return new ReadableStream<Uint8Array>(
     {
@@ -46,7 +51,9 @@ function bodyStream(stream: Stream, onDone: () => void): ReadableStream<Uint8Arr
           controller.enqueue(buf.slice(0, n));
         } catch (err) {
           onDone();
-          controller.error(err);
+          if (!sse) return controller.error(err);
+          controller.enqueue(SSE_GONE);
+          controller.close();
         }
       },
       async cancel() {
@@ -76,7 +83,8 @@ export async function forwardHttp(
   await stream.send.finish();
   const head = (await readFrame(stream.recv)) as Head | null;
   if (!head || typeof head.status !== "number") throw new Error("the peer sent no response head");
-  return new Response(bodyStream(stream, () => signal.removeEventListener("abort", abort)), { status: head.status, headers: head.headers ?? {} });
+  const sse = (head.headers?.["content-type"] ?? "").includes("text/event-stream");
+  return new Response(bodyStream(stream, sse, () => signal.removeEventListener("abort", abort)), { status: head.status, headers: head.headers ?? {} });
 }
 
 /** Answers a request a peer sent over `stream` with `handler` (the node's own API). */

@@ -4,9 +4,9 @@
  */
 import { afterAll, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { loaded } from "../helpers/api.ts";
+import { loaded, openStream } from "../helpers/api.ts";
 import { killAllChildren } from "../helpers/children.ts";
-import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
+import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
 import { testModel } from "../helpers/models.ts";
 import { SMALL_LLAMA } from "../helpers/node.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -48,4 +48,24 @@ test("a node without the model forwards to the node that serves it, plain and st
   expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
   // The entry node never loaded anything itself.
   expect(await loaded(entry)).toEqual([]);
+});
+
+test("a host that vanishes mid-stream: the forwarded stream ends with an error event, not a hang", async () => {
+  const host = await startMeshNode([...SMALL_LLAMA, "--ctx-size", "16384", "--rpc-direct", "off", "--model", await testModel("tiny", "q8_0")]);
+  nodes.push(host);
+  const entry = await startMeshNode([...SMALL_LLAMA, "--join", host.token]);
+  nodes.push(entry);
+  await waitForFullMesh([host, entry]);
+  await waitFor(async () => (await loaded(host)).some((s) => s.state === "ready" && (s as { rpc_workers?: string[] }).rpc_workers?.length === 2), { what: "the split", timeoutMs: 60_000 });
+  await waitFor(async () => (await meshStatus(entry)).peers.some((p) => p.serving.includes("tiny-q8_0")), { what: "the entry to see the model" });
+  const stream = await openStream(entry, "tiny-q8_0", 16_000);
+  // Frozen, the host says nothing more: the entry drops it after its silence limit.
+  process.kill(host.child.proc.pid, "SIGSTOP");
+  try {
+    const text = await stream.rest();
+    expect(text).toContain('"code":"peer_gone"');
+    expect(text).not.toContain("[DONE]");
+  } finally {
+    process.kill(host.child.proc.pid, "SIGCONT");
+  }
 });
