@@ -76,7 +76,10 @@ export class RpcServerChild {
       if (this.stopping || this.proc !== proc) return;
       this.port = undefined;
       this.opts.log.error("rpc-server exited; restarting it", { code: code ?? proc.signalCode });
-      setTimeout(() => void this.start().catch((err) => this.opts.log.error("rpc-server restart failed", { error: (err as Error).message })), 1000);
+      setTimeout(() => {
+        if (this.stopping) return;
+        void this.start().catch((err) => this.opts.log.error("rpc-server restart failed", { error: (err as Error).message }));
+      }, 1000);
     });
   }
 

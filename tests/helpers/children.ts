@@ -1,7 +1,9 @@
 /**
  * Child processes started by tests. Every child is tracked from the moment it is spawned and killed
  * by `killAllChildren()` (each e2e file calls it in afterAll) or, at the latest, when the test
- * process exits, so a failing test never leaves a llama-server or node behind.
+ * process exits, so a failing test never leaves a llama-server or node behind. Each child leads its
+ * own process group, and cleanup kills the whole group: the rpc-server and llama-servers a node
+ * started go with it, even when the test killed the node itself with SIGKILL.
  */
 import type { Subprocess } from "bun";
 import { withDeadline } from "./wait.ts";
@@ -18,9 +20,20 @@ export interface Child {
 }
 
 const live = new Set<Subprocess>();
+/** Process groups of every child ever started, cleaned when the child goes and again at exit. */
+const groups = new Set<number>();
+
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {
+    // the group is empty already
+  }
+}
 
 process.on("exit", () => {
   for (const p of live) p.kill("SIGKILL");
+  for (const pid of groups) killGroup(pid);
 });
 
 async function pump(stream: ReadableStream<Uint8Array>, onText: (t: string) => void): Promise<void> {
@@ -29,8 +42,9 @@ async function pump(stream: ReadableStream<Uint8Array>, onText: (t: string) => v
 }
 
 export function spawnChild(name: string, argv: string[], opts: { env?: Record<string, string | undefined>; cwd?: string } = {}): Child {
-  const proc = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: { ...process.env, ...opts.env }, cwd: opts.cwd });
+  const proc = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: { ...process.env, ...opts.env }, cwd: opts.cwd, detached: true });
   live.add(proc);
+  groups.add(proc.pid);
   void proc.exited.then(() => live.delete(proc));
   let text = "";
   const waiters = new Set<() => void>();
@@ -67,11 +81,16 @@ export function spawnChild(name: string, argv: string[], opts: { env?: Record<st
   };
 
   const stop = async (graceMs = 10_000) => {
-    if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
+    if (proc.exitCode !== null || proc.signalCode !== null) {
+      killGroup(proc.pid);
+      return proc.exitCode;
+    }
     proc.kill("SIGTERM");
     const timer = setTimeout(() => proc.kill("SIGKILL"), graceMs);
     const code = await proc.exited;
     clearTimeout(timer);
+    // Whatever the child left behind in its group (it should have stopped its own children).
+    killGroup(proc.pid);
     return code;
   };
 
@@ -83,4 +102,6 @@ export async function killAllChildren(): Promise<void> {
   const procs = [...live];
   for (const p of procs) p.kill("SIGKILL");
   await Promise.all(procs.map((p) => p.exited));
+  for (const pid of groups) killGroup(pid);
+  groups.clear();
 }
