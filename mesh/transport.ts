@@ -139,12 +139,16 @@ export class Transport {
     return transport;
   }
 
-  private adopt(conn: IrohConnection, handler: (c: PeerConnection) => void): PeerConnection {
+  /** Keeps the native connection referenced until it closes. */
+  private track(conn: IrohConnection): PeerConnection {
     this.live.add(conn);
     const wrapped = new PeerConnection(conn);
     void wrapped.closed.then(() => this.live.delete(conn));
-    handler(wrapped);
     return wrapped;
+  }
+
+  private adopt(conn: IrohConnection, handler: (c: PeerConnection) => void): void {
+    handler(this.track(conn));
   }
 
   /** Our address as peers should dial it. */
@@ -157,11 +161,7 @@ export class Transport {
 
   async dial(addr: MemberAddr): Promise<PeerConnection> {
     const target = { nodeId: addr.nodeId, addresses: addr.addresses, ...(this.relay === "default" && addr.relayUrl ? { relayUrl: addr.relayUrl } : {}) };
-    const conn = await this.node.node.endpoint().connect(target, ALPN);
-    this.live.add(conn);
-    const wrapped = new PeerConnection(conn);
-    void wrapped.closed.then(() => this.live.delete(conn));
-    return wrapped;
+    return this.track(await this.node.node.endpoint().connect(target, ALPN));
   }
 
   async close(): Promise<void> {

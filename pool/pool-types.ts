@@ -51,7 +51,7 @@ export interface PendingLoad {
   promise: Promise<WrappedServer>;
 }
 
-export const optionsKey = (o: LoadOptions) => JSON.stringify([o.ctxSize ?? null, o.llamacppArgs ?? "", o.backend ?? ""]);
+const optionsKey = (o: LoadOptions) => JSON.stringify([o.ctxSize ?? null, o.llamacppArgs ?? "", o.backend ?? ""]);
 export const sameOptions = (a: LoadOptions | undefined, b: LoadOptions) => a !== undefined && optionsKey(a) === optionsKey(b);
 
 /** Time to become healthy: a floor for process start, plus reading the weights at a slow disk's pace. */

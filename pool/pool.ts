@@ -7,13 +7,12 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { ModelInfo } from "../models/model-store.ts";
-import { badLoadRequest, loadFailed, loadTimedOut, modelNotFound, PoolError, slotsPinned } from "./errors.ts";
+import { badLoadRequest, loadFailed, loadTimedOut, modelNotFound, slotsPinned } from "./errors.ts";
 import { idleVictims, planLoad, planNuclear, type ServerView } from "./eviction.ts";
 import { freePort } from "./free-port.ts";
+import { readyDeadlineMs, sameOptions, type EvictionCause, type Lease, type LoadOptions, type PendingLoad, type PoolOptions } from "./pool-types.ts";
 import { checkUserArgs, ServerArgsError, serverArgv, splitArgs } from "./server-args.ts";
 import { WrappedServer } from "./wrapped-server.ts";
-
-import { optionsKey, readyDeadlineMs, sameOptions, type EvictionCause, type Lease, type LoadOptions, type PendingLoad, type PoolOptions } from "./pool-types.ts";
 
 export type { EvictionCause, Lease, LoadOptions, PoolOptions } from "./pool-types.ts";
 
@@ -148,7 +147,7 @@ export class Pool {
       return existing;
     }
     const pending = this.pending.get(model.name);
-    if (pending && optionsKey(pending.options) === optionsKey(options)) {
+    if (pending && sameOptions(pending.options, options)) {
       pending.explicit = true;
       const server = await pending.promise;
       if (options.pinned !== undefined) server.pinned = options.pinned;
@@ -381,4 +380,3 @@ export class Pool {
   }
 }
 
-export { PoolError };

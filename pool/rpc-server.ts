@@ -10,7 +10,7 @@ import { join } from "node:path";
 import type { Subprocess } from "bun";
 import type { Log } from "../log.ts";
 import { freePort } from "./free-port.ts";
-import { readLogTail } from "./wrapped-server.ts";
+import { readLogTail, terminate } from "./child-process.ts";
 
 export interface RpcServerOptions {
   binary: string;
@@ -85,11 +85,6 @@ export class RpcServerChild {
 
   async stop(): Promise<void> {
     this.stopping = true;
-    const proc = this.proc;
-    if (!proc || proc.exitCode !== null) return;
-    proc.kill("SIGTERM");
-    const timer = setTimeout(() => proc.kill("SIGKILL"), 3000);
-    await proc.exited;
-    clearTimeout(timer);
+    if (this.proc) await terminate(this.proc, 3000);
   }
 }

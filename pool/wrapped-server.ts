@@ -5,9 +5,10 @@
  * goes straight to a log file under the state dir; its exit is noticed at once, and aborts the
  * signal every in-flight request to it is tied to.
  */
-import { closeSync, existsSync, openSync, readSync, renameSync, statSync } from "node:fs";
+import { closeSync, existsSync, openSync, renameSync, statSync } from "node:fs";
 import type { Subprocess } from "bun";
 import type { ModelType } from "../models/model-type.ts";
+import { readLogTail, terminate } from "./child-process.ts";
 import type { DeviceMask } from "./devices.ts";
 
 export type ServerState = "starting" | "ready" | "stopping" | "stopped" | "failed";
@@ -36,22 +37,6 @@ export interface WrappedServerSpec {
   port: number;
   logPath: string;
   env?: Record<string, string>;
-}
-
-export function readLogTail(path: string, bytes = 4000): string {
-  try {
-    const size = statSync(path).size;
-    const fd = openSync(path, "r");
-    try {
-      const buf = Buffer.alloc(Math.min(bytes, size));
-      readSync(fd, buf, 0, buf.length, size - buf.length);
-      return buf.toString("utf8");
-    } finally {
-      closeSync(fd);
-    }
-  } catch {
-    return "";
-  }
 }
 
 export class WrappedServer {
@@ -180,9 +165,7 @@ export class WrappedServer {
   async stop(graceMs = 5000): Promise<void> {
     if (this.state === "stopped" || this.state === "failed") return;
     this.setState("stopping");
-    this.proc.kill("SIGTERM");
-    const timer = setTimeout(() => this.proc.kill("SIGKILL"), graceMs);
+    await terminate(this.proc, graceMs);
     await this.exited;
-    clearTimeout(timer);
   }
 }

@@ -56,7 +56,6 @@ export class Tunnels {
   private readonly listeners = new Map<string, { server: Server; port: Promise<number> }>();
   /** Sockets by peer, so a peer that leaves takes its connections (direct ones too) with it. */
   private readonly peerSockets = new Map<string, Set<Socket>>();
-  private readonly sockets = new Set<Socket>();
   private readonly directFailedAt = new Map<string, number>();
   readonly counters = new Map<string, PeerTunnelCounters>();
 
@@ -69,16 +68,12 @@ export class Tunnels {
   }
 
   private track(socket: Socket, peerId: string): void {
-    this.sockets.add(socket);
     let mine = this.peerSockets.get(peerId);
     if (!mine) this.peerSockets.set(peerId, (mine = new Set()));
     mine.add(socket);
     // An error while a path is being chosen must not reach the process as an unhandled event.
     socket.on("error", () => socket.destroy());
-    socket.once("close", () => {
-      this.sockets.delete(socket);
-      mine.delete(socket);
-    });
+    socket.once("close", () => mine.delete(socket));
   }
 
   /** The local port that reaches `peerId`'s rpc-server, opening it when needed. */
@@ -188,7 +183,6 @@ export class Tunnels {
   }
 
   close(): void {
-    for (const id of [...this.listeners.keys()]) this.closeFor(id);
-    for (const s of this.sockets) s.destroy();
+    for (const id of this.peers()) this.closeFor(id);
   }
 }
