@@ -15,6 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
+import { printTable } from "./report.ts";
 import { killAllChildren, spawnChild } from "../tests/helpers/children.ts";
 import { meshStatus, startMeshNode, type MeshTestNode } from "../tests/helpers/mesh.ts";
 import { waitFor } from "../tests/helpers/wait.ts";
@@ -106,11 +107,7 @@ try {
 }
 
 const header = ["nodes", "last join -> full mesh (ms)", "control B/s per node", "B/s per peer", "max RSS (MiB)", "mean RSS (MiB)"];
-const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-const line = (r: string[]) => `| ${r.map((c, i) => c.padStart(widths[i]!)).join(" | ")} |`;
-console.log(line(header));
-console.log(`|${widths.map((w) => "-".repeat(w + 1) + ":").join("|")}|`);
-for (const r of rows) console.log(line(r));
+printTable(header, rows, "right");
 console.log(`\n5 nodes: graceful exit gone from every view in ${leaveMs.toFixed(0)} ms; kill -9 gone in ${killMs.toFixed(0)} ms`);
 console.log(`traffic: all loopback bytes over ${REST_SECONDS} s at rest (QUIC headers, acks and heartbeats included)`);
 console.log("goals: 10 nodes meshed within 3 s; <= 1024 B/s per peer at rest; <= 150 MiB RSS per idle node");

@@ -7,6 +7,7 @@
  */
 import { parseArgs } from "node:util";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
+import { pct, printTable } from "./report.ts";
 import { loaded } from "../tests/helpers/api.ts";
 import { killAllChildren } from "../tests/helpers/children.ts";
 import { meshStatus, startMeshNode, waitForFullMesh } from "../tests/helpers/mesh.ts";
@@ -27,7 +28,6 @@ async function timed(url: string): Promise<number> {
   if (res.status !== 200) throw new Error(`${url}: ${res.status}`);
   return performance.now() - t;
 }
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 
 try {
   const host = await startMeshNode([...small, "--model", await testModel("tiny", "q8_0")]);
@@ -44,10 +44,10 @@ try {
   }
   await Promise.all([host.stop(), entry.stop()]);
   const f = (x: number) => x.toFixed(2);
-  console.log("| request | local (ms) | via another node (ms) | added (ms) |");
-  console.log("|---|---|---|---|");
-  console.log(`| p50 | ${f(pct(local, 50))} | ${f(pct(remote, 50))} | ${f(pct(remote, 50) - pct(local, 50))} |`);
-  console.log(`| p99 | ${f(pct(local, 99))} | ${f(pct(remote, 99))} | ${f(pct(remote, 99) - pct(local, 99))} |`);
+  printTable(
+    ["request", "local (ms)", "via another node (ms)", "added (ms)"],
+    [50, 99].map((p) => [`p${p}`, f(pct(local, p)), f(pct(remote, p)), f(pct(remote, p) - pct(local, p))]),
+  );
   console.log(`\n${REQUESTS} paired 1-token completions; the model is split over both nodes, so "local" is the host's own API`);
 } finally {
   await killAllChildren();

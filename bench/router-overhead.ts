@@ -15,6 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { freePort } from "../pool/free-port.ts";
+import { pct, printTable } from "./report.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { killAllChildren, spawnChild } from "../tests/helpers/children.ts";
 import { testModel } from "../tests/helpers/models.ts";
@@ -98,10 +99,6 @@ async function throughput(direct: string, routed: string, body: string, routerPi
   return { direct: pct(d, 50), routed: pct(r, 50), cpuMsPerRequest: (routerCpu / routedRequests) * 1000 };
 }
 
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
-};
 
 /** Alternates direct and routed requests so drift on a shared machine hits both alike. */
 async function paired(direct: string, routed: string, n: number, one: (url: string) => Promise<number>) {
@@ -164,11 +161,7 @@ try {
     ["model start p50 (ms): bare vs auto-load", f(pct(bare, 50)), f(pct(autoLoads, 50)), f(pct(autoLoads, 50) - pct(bare, 50)), "<= 100 ms added"],
   ];
   const header: [string, string, string, string, string] = ["measure", "direct", "via mesh", "added", "goal"];
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`;
-  console.log(line(header));
-  console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`);
-  for (const r of rows) console.log(line(r));
+  printTable(header, rows);
   console.log(`\n${REQUESTS} paired small requests, ${ttfb.d.length} paired streams, ${SECONDS} alternating 1 s windows per throughput side (medians), ${LOADS} loads; llama-server ${LLAMA_ARGS}; ${navigator.hardwareConcurrency} cores shared by client, router and llama-server`);
 } finally {
   await killAllChildren();

@@ -17,6 +17,7 @@ import { createConnection, createServer, type Server, type Socket } from "node:n
 import { parseArgs } from "node:util";
 import { Transport, type Stream } from "../mesh/transport.ts";
 import { freePort } from "../pool/free-port.ts";
+import { pct, printTable } from "./report.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { quicToSocket, socketToQuic } from "../tunnel/pump.ts";
 import { loaded } from "../tests/helpers/api.ts";
@@ -122,7 +123,6 @@ async function roundTrips(port: number): Promise<number[]> {
   return times;
 }
 
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 
 /** Tokens/s of one generation, as llama-server measured it. */
 async function generate(url: string, model: string): Promise<number> {
@@ -229,11 +229,7 @@ try {
     ["wide load, ms: without / with zero-transfer", String(withoutZero.loadMs), String(withZero.loadMs), "", ""],
   ];
   const header = ["measure", "direct / without", "mesh / with", "ratio", "goal"];
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`;
-  console.log(line(header));
-  console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`);
-  for (const r of rows) console.log(line(r));
+  printTable(header, rows);
   console.log(`\n${MIB} MiB per throughput run, ${PINGS} round trips, ${TOKENS} tokens per generation (median of 5, setups alternating); workers' share of wide = ${mb(withZero.saved + withZero.crossed)} MiB`);
 } finally {
   sink.server.close();
