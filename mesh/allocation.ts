@@ -1,11 +1,13 @@
 /**
  * Which model a node without one should serve (pure), in this order:
- * 1. a model that cannot run without this node's memory (it would cross the need);
+ * 1. a model that cannot run without this node's memory (its group is short, and this node would
+ *    bring it over the need);
  * 2. a model nobody serves that fits on this node and is on its disk;
- * 3. a served model whose split would gain capacity, on its disk;
+ * 3. a served model whose split would gain capacity (it runs over several nodes), on its disk;
  * 4. rules 2 and 3 again for models it must download first (someone has the file, or a source);
  * 5. the largest model's group.
- * Ties: on disk, then larger, then name.
+ * Ties: on disk, then larger, then name. Models unloaded for idleness are skipped until asked for;
+ * a node started with `--model` chooses among those only.
  */
 import type { CatalogModel, NodeView } from "./catalog.ts";
 
@@ -16,7 +18,11 @@ export interface Assignment {
   download: boolean;
 }
 
-export function allocate(self: Pick<NodeView, "nodeId" | "vramBytes" | "modelsOnDisk">, models: readonly CatalogModel[]): Assignment | undefined {
+export function allocate(
+  self: Pick<NodeView, "nodeId" | "vramBytes" | "modelsOnDisk">,
+  models: readonly CatalogModel[],
+  only?: readonly string[],
+): Assignment | undefined {
   const onDisk = (m: CatalogModel) => self.modelsOnDisk.some((d) => d.name === m.name);
   const fetchable = (m: CatalogModel) => onDisk(m) || m.nodesOnDisk.length > 0 || m.source !== undefined;
   const byPreference = (a: CatalogModel, b: CatalogModel) =>
@@ -27,9 +33,10 @@ export function allocate(self: Pick<NodeView, "nodeId" | "vramBytes" | "modelsOn
   };
   const largest = (a: CatalogModel, b: CatalogModel) => b.sizeBytes - a.sizeBytes || a.name.localeCompare(b.name);
 
-  const needsMe = models.filter((m) => m.status === "needs-capacity" && m.capacityBytes + self.vramBytes >= m.needBytes);
-  const unserved = models.filter((m) => m.nodesServing.length === 0 && self.vramBytes >= m.needBytes);
-  const growable = models.filter((m) => m.nodesServing.length > 0 && m.status !== "needs-capacity");
+  const open = models.filter((m) => !m.idle && (!only || only.includes(m.name)));
+  const needsMe = open.filter((m) => m.status === "needs-capacity" && m.capacityBytes + self.vramBytes >= m.needBytes);
+  const unserved = open.filter((m) => m.nodesServing.length === 0 && m.status !== "ready" && self.vramBytes >= m.needBytes);
+  const growable = open.filter((m) => m.split && m.status !== "needs-capacity");
 
   return (
     first(1, needsMe) ??
@@ -37,6 +44,6 @@ export function allocate(self: Pick<NodeView, "nodeId" | "vramBytes" | "modelsOn
     first(3, growable.filter(onDisk)) ??
     first(4, unserved.filter((m) => !onDisk(m))) ??
     first(4, growable.filter((m) => !onDisk(m))) ??
-    first(5, [...models], largest)
+    first(5, open, largest)
   );
 }

@@ -3,7 +3,7 @@
  * central authority: for each model its size and memory need, the nodes that have it on disk, the
  * nodes assigned to serve it (its group), the group's elected host, and its status.
  */
-import { elect } from "./election.ts";
+import { elect, type Candidate } from "./election.ts";
 
 export interface NodeModel {
   name: string;
@@ -24,6 +24,12 @@ export interface NodeView {
   assigned: string | undefined;
   /** Models this node's API answers for right now (its llama-server is up). */
   ready: string[];
+  /** Models it unloaded for lack of requests: nobody is assigned them again until one comes. */
+  idle: string[];
+  /** It hosts its assigned model (has decided to run llama-server for it). */
+  hosting?: boolean;
+  /** It downloads models it is assigned (false: it lends compute only). Default true. */
+  fetches?: boolean;
 }
 
 export type ModelStatus = "unloaded" | "loading" | "ready" | "needs-capacity";
@@ -39,18 +45,24 @@ export interface CatalogModel {
   /** Sum of the group's memory. */
   capacityBytes: number;
   host: string | undefined;
+  /** The host cannot hold it alone: it runs split over the group, so another node adds capacity. */
+  split: boolean;
+  /** Let go for lack of requests and served by nobody: not to be assigned until one comes (its group disbands). */
+  idle: boolean;
   status: ModelStatus;
 }
 
-/** Bytes a model needs to run: weights plus KV cache, with 10% headroom for compute buffers. */
-export function modelNeedBytes(fileBytes: number, kvBytes: number, margin = 1.1): number {
-  return Math.ceil((fileBytes + kvBytes) * margin);
-}
-
-/** KV cache bytes at f16 for a context: layers x context x (K + V widths) x 2 bytes. */
-export function kvCacheBytes(layers: number, context: number, embd: number, heads: number, kvHeads: number): number {
-  const kvWidth = (embd / heads) * kvHeads;
-  return layers * context * kvWidth * 2 * 2;
+/** A model's group as election sees it. */
+export function electionCandidates(nodes: readonly NodeView[], model: string): Candidate[] {
+  return nodes
+    .filter((n) => n.assigned === model)
+    .map((n) => ({
+      nodeId: n.nodeId,
+      vramBytes: n.vramBytes,
+      ready: n.ready.includes(model),
+      hosting: n.hosting === true,
+      canHost: n.fetches !== false || n.modelsOnDisk.some((d) => d.name === model),
+    }));
 }
 
 /**
@@ -72,11 +84,16 @@ export function catalog(nodes: readonly NodeView[], seeded: readonly NodeModel[]
   return [...models.values()]
     .map((m): CatalogModel => {
       const group = nodes.filter((n) => n.assigned === m.name);
+      const candidates = electionCandidates(nodes, m.name);
       const capacityBytes = group.reduce((s, n) => s + n.vramBytes, 0);
-      const host = elect(group);
+      const readyOn = nodes.filter((n) => n.ready.includes(m.name)).map((n) => n.nodeId).sort();
+      // A model nobody is assigned can still be up on a node that loaded it on demand.
+      const host = elect(candidates) ?? readyOn[0];
       const hostNode = group.find((n) => n.nodeId === host);
       const status: ModelStatus =
-        group.length === 0 ? "unloaded" : capacityBytes < m.needBytes ? "needs-capacity" : hostNode?.ready.includes(m.name) ? "ready" : "loading";
+        group.length === 0
+          ? readyOn.length ? "ready" : "unloaded"
+          : capacityBytes < m.needBytes ? "needs-capacity" : host && readyOn.includes(host) ? "ready" : "loading";
       return {
         name: m.name,
         source: m.source,
@@ -86,6 +103,8 @@ export function catalog(nodes: readonly NodeView[], seeded: readonly NodeModel[]
         nodesServing: group.map((n) => n.nodeId).sort(),
         capacityBytes,
         host,
+        split: hostNode !== undefined && hostNode.vramBytes < m.needBytes,
+        idle: readyOn.length === 0 && nodes.some((n) => n.idle.includes(m.name)),
         status,
       };
     })

@@ -12,6 +12,9 @@ export interface GgufFacts {
   contextLength: number | undefined;
   blockCount: number | undefined;
   embeddingLength: number | undefined;
+  /** Attention heads, and those for K/V (fewer with grouped-query attention): the KV cache's width. */
+  headCount: number | undefined;
+  headCountKv: number | undefined;
   name: string | undefined;
 }
 
@@ -29,6 +32,8 @@ export function factsFromMetadata(md: Record<string, unknown>): GgufFacts {
     contextLength: num(key("context_length")),
     blockCount: num(key("block_count")),
     embeddingLength: num(key("embedding_length")),
+    headCount: num(key("attention.head_count")),
+    headCountKv: num(key("attention.head_count_kv")) ?? num(key("attention.head_count")),
     name: str(md["general.name"]),
   };
 }

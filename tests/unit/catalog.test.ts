@@ -1,11 +1,12 @@
 import { describe, expect, test } from "bun:test";
 import { allocate, type Assignment } from "../../mesh/allocation.ts";
-import { catalog, kvCacheBytes, modelNeedBytes, type NodeModel, type NodeView } from "../../mesh/catalog.ts";
+import { catalog, type NodeModel, type NodeView } from "../../mesh/catalog.ts";
+import { kvCacheBytes, modelNeedBytes } from "../../models/model-need.ts";
 import { elect, splitPlan } from "../../mesh/election.ts";
 
 const GB = 1e9;
 const model = (name: string, gb: number, extra: Partial<NodeModel> = {}): NodeModel => ({ name, sizeBytes: gb * GB, needBytes: gb * GB * 1.2, ...extra });
-const node = (nodeId: string, vramGb: number, over: Partial<NodeView> = {}): NodeView => ({ nodeId, vramBytes: vramGb * GB, modelsOnDisk: [], assigned: undefined, ready: [], ...over });
+const node = (nodeId: string, vramGb: number, over: Partial<NodeView> = {}): NodeView => ({ nodeId, vramBytes: vramGb * GB, modelsOnDisk: [], assigned: undefined, ready: [], idle: [], ...over });
 
 describe("election", () => {
   test.each([
@@ -13,6 +14,11 @@ describe("election", () => {
     ["one node", [{ nodeId: "a", vramBytes: 1 }], "a"],
     ["most memory wins", [{ nodeId: "a", vramBytes: 8 }, { nodeId: "b", vramBytes: 24 }, { nodeId: "c", vramBytes: 16 }], "b"],
     ["a tie goes to the larger id", [{ nodeId: "a", vramBytes: 8 }, { nodeId: "c", vramBytes: 8 }, { nodeId: "b", vramBytes: 8 }], "c"],
+    ["a tie goes first to the node already hosting", [{ nodeId: "a", vramBytes: 8, hosting: true }, { nodeId: "c", vramBytes: 8 }], "a"],
+    ["a server that answers beats a claim to host (a load not started yet)", [{ nodeId: "z", vramBytes: 8, hosting: true }, { nodeId: "a", vramBytes: 8, ready: true }], "a"],
+    ["more memory beats hosting", [{ nodeId: "a", vramBytes: 8, hosting: true }, { nodeId: "b", vramBytes: 9 }], "b"],
+    ["a node that cannot get the file hosts only if nobody else can", [{ nodeId: "z", vramBytes: 64, canHost: false }, { nodeId: "a", vramBytes: 8 }], "a"],
+    ["...and then it does", [{ nodeId: "z", vramBytes: 64, canHost: false }], "z"],
   ] as const)("%s", (_, group, host) => expect(elect(group)).toBe(host));
 
   test.each([
@@ -106,11 +112,18 @@ describe("allocate", () => {
       { model: "abc", rule: 2, download: false },
     ],
     [
-      "3: everything on my disk is served: join a group to add capacity",
+      "3: everything on my disk is served: join a split group to add capacity",
       node("me", 8, { modelsOnDisk: [model("m", 5)] }),
-      [node("a", 24, { modelsOnDisk: [model("m", 5)], assigned: "m", ready: ["m"] })],
+      [node("a", 4, { modelsOnDisk: [model("m", 5)], assigned: "m", ready: ["m"] }), node("b", 4, { assigned: "m" })],
       [],
       { model: "m", rule: 3, download: false },
+    ],
+    [
+      "3 does not apply to a group whose host holds the model alone: nothing gained, so rule 5",
+      node("me", 8, { modelsOnDisk: [model("m", 5), model("n", 1)] }),
+      [node("a", 24, { modelsOnDisk: [model("m", 5)], assigned: "m", ready: ["m"] }), node("b", 24, { assigned: "n", ready: ["n"] })],
+      [],
+      { model: "m", rule: 5, download: false },
     ],
     [
       "4: nothing on my disk: a model nobody serves that I can fetch from a peer",
@@ -136,7 +149,12 @@ describe("allocate", () => {
     [
       "4: everything is served and nothing is on my disk: a group to grow, after a download (larger first)",
       node("me", 1),
-      [node("a", 50, { modelsOnDisk: [model("big", 30), model("mid", 10)], assigned: "big", ready: ["big"] }), node("b", 20, { assigned: "mid", ready: ["mid"] })],
+      [
+        node("a", 20, { modelsOnDisk: [model("big", 30), model("mid", 10)], assigned: "big", ready: ["big"] }),
+        node("b", 20, { assigned: "big" }),
+        node("c", 6, { assigned: "mid" }),
+        node("d", 6, { assigned: "mid", ready: ["mid"] }),
+      ],
       [],
       { model: "big", rule: 4, download: true },
     ],
@@ -152,6 +170,28 @@ describe("allocate", () => {
     expect(allocate(self, catalog([...others, self], seeded))).toEqual(expected);
   });
 
+  test("a model unloaded for idleness is skipped until someone serves it again", () => {
+    const me = node("me", 24, { modelsOnDisk: [model("sleepy", 5), model("small", 1)] });
+    const parked = node("a", 24, { modelsOnDisk: [model("sleepy", 5)], idle: ["sleepy"] });
+    expect(allocate(me, catalog([me, parked]))).toEqual({ model: "small", rule: 2, download: false });
+    const woken = { ...parked, ready: ["sleepy"] };
+    expect(catalog([me, woken]).find((m) => m.name === "sleepy")).toMatchObject({ idle: false, status: "ready", host: "a" });
+  });
+  test("an idle mark disbands the group: still idle while members are assigned, so none is pulled back in", () => {
+    const parked = node("a", 24, { modelsOnDisk: [model("sleepy", 5)], idle: ["sleepy"] });
+    const member = node("b", 24, { modelsOnDisk: [model("sleepy", 5)], assigned: "sleepy" });
+    expect(catalog([parked, member])[0]).toMatchObject({ idle: true, nodesServing: ["b"] });
+    expect(allocate(node("me", 24), catalog([parked, member, node("me", 24)]))).toBeUndefined();
+  });
+  test("a node started with --model chooses among those only", () => {
+    const me = node("me", 24, { modelsOnDisk: [model("a", 5), model("b", 9)] });
+    expect(allocate(me, catalog([me]), ["a"])).toEqual({ model: "a", rule: 2, download: false });
+    expect(allocate(me, catalog([me]), ["nothing-known"])).toBeUndefined();
+  });
+  test("a model loaded on demand by a node nobody assigned it to: ready, hosted there, not split", () => {
+    const [m] = catalog([node("b", 8, { modelsOnDisk: [model("m", 1)], ready: ["m"] }), node("a", 8, { ready: ["m"] })]);
+    expect(m).toMatchObject({ status: "ready", host: "a", nodesServing: [], split: false });
+  });
   test("degenerate: one model, one node", () => {
     const me = node("me", 24, { modelsOnDisk: [model("only", 5)] });
     expect(allocate(me, catalog([me]))).toEqual({ model: "only", rule: 2, download: false });
@@ -188,6 +228,7 @@ describe("allocate", () => {
       { model: "small", rule: 2, download: false },
       { model: "big", rule: 3, download: false },
     ]);
+    expect(catalog(nodes).find((m) => m.name === "big")?.split).toBe(true);
     const list = catalog(nodes);
     expect(list.find((m) => m.name === "big")).toMatchObject({ nodesServing: ["n1", "n2", "n4"], status: "loading" });
     expect(list.find((m) => m.name === "small")).toMatchObject({ nodesServing: ["n3"] });
