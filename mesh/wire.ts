@@ -5,7 +5,7 @@
  */
 import type { RecvSide, SendSide } from "./transport.ts";
 
-export const StreamKind = { CONTROL: 1, RPC: 2, HTTP: 3 } as const;
+export const StreamKind = { CONTROL: 1, RPC: 2, HTTP: 3, MODEL: 4 } as const;
 export type StreamKind = (typeof StreamKind)[keyof typeof StreamKind];
 
 export const MAX_CONTROL_MESSAGE = 256 * 1024;

@@ -1,0 +1,258 @@
+/**
+ * A model's files from the node that has them to one that lacks them, over mesh streams of kind
+ * MODEL, one request per stream, as one frame: `{op: "manifest", model}` is answered with
+ * `{files: [{name, size, sha256}]}`; `{op: "file", model, name, offset}` with a head
+ * `{size, sha256}` and then the file's bytes from `offset` to its end. A refusal is `{error}`.
+ * The server looks a name up in the asked model's own list of files: nothing a peer sends is ever
+ * used as a path. The receiver resumes a cut file from its part and installs it only when the
+ * whole file's SHA-256 matches.
+ */
+import { basename, resolve } from "node:path";
+import { stat } from "node:fs/promises";
+import { z } from "zod";
+import type { Stream } from "../mesh/transport.ts";
+import { encodeFrame, readFrame, writeFrame } from "../mesh/wire.ts";
+import {
+  arrivalName,
+  FileHasher,
+  isArrivalNameOf,
+  isSafeModelName,
+  PartFile,
+  SHA256_HEX,
+  throttledProgress,
+  TransferError,
+  type OnProgress,
+} from "./model-transfer.ts";
+
+const READ_BUFFER = 256 * 1024;
+const Name = z.string().min(1).max(1024);
+const RequestSchema = z.discriminatedUnion("op", [
+  z.object({ op: z.literal("manifest"), model: Name }),
+  z.object({ op: z.literal("file"), model: Name, name: Name, offset: z.int().min(0) }),
+]);
+type ModelRequest = z.infer<typeof RequestSchema>;
+const FileHead = z.object({ size: z.int().min(0), sha256: z.string().regex(SHA256_HEX) });
+const Refusal = z.object({ error: z.string().max(4096) });
+const Manifest = z.object({ files: z.array(FileHead.extend({ name: Name })).min(1).max(256) });
+export type ManifestEntry = z.infer<typeof Manifest>["files"][number];
+
+/** A model's files on the serving node (ModelInfo has this shape), or undefined when it has no such model. */
+export type ModelLookup = (model: string) => { files: string[]; mmproj?: string | undefined } | undefined;
+
+/** Name on arrival → path on this node, for every file of the model. */
+export function filesToServe(model: string, found: { files: string[]; mmproj?: string | undefined }): Map<string, string> {
+  const out = new Map<string, string>();
+  const add = (name: string, path: string) => {
+    if (out.has(name)) throw new TransferError(`model "${model}" has two files that would both arrive as ${name}`);
+    out.set(name, path);
+  };
+  for (const file of found.files) add(arrivalName(model, basename(file), "model"), file);
+  if (found.mmproj) add(arrivalName(model, basename(found.mmproj), "projector"), found.mmproj);
+  return out;
+}
+
+/** Answers one request a peer sent on `stream`; never throws, whatever the peer sent. */
+export async function serveModelStream(stream: Stream, lookup: ModelLookup, hasher: FileHasher): Promise<void> {
+  try {
+    const refusal = await answer(stream, lookup, hasher);
+    if (refusal === undefined) return;
+    await writeFrame(stream.send, { error: refusal });
+    await stream.send.finish();
+    // Whatever else the peer meant to send is not wanted.
+    await stream.recv.stop(0).catch(() => undefined);
+  } catch {
+    // The peer went away or a file failed mid-send: the reset tells the receiver to keep its part.
+    await stream.send.reset(1).catch(() => undefined);
+    await stream.recv.stop(1).catch(() => undefined);
+  }
+}
+
+/** Serves the request, or returns why it is refused. */
+async function answer(stream: Stream, lookup: ModelLookup, hasher: FileHasher): Promise<string | undefined> {
+  let request: ModelRequest;
+  try {
+    const parsed = RequestSchema.safeParse(await readFrame(stream.recv));
+    if (!parsed.success) return `bad model request: expected {op: "manifest", model} or {op: "file", model, name, offset}`;
+    request = parsed.data;
+  } catch (err) {
+    return `bad model request: ${(err as Error).message}`;
+  }
+  const { model } = request;
+  const found = lookup(model);
+  if (!found) return `model "${model}" is not on this node`;
+  let files: Map<string, string>;
+  try {
+    files = filesToServe(model, found);
+  } catch (err) {
+    return (err as Error).message;
+  }
+  const digest = (name: string, path: string) =>
+    hasher.digest(path).catch(() => {
+      throw new TransferError(`file ${name} of model "${model}" cannot be read on the serving node`);
+    });
+  try {
+    if (request.op === "manifest") {
+      const entries: ManifestEntry[] = [];
+      // One file after another: hashing shards in parallel would only make the disk seek.
+      for (const [name, path] of files) entries.push({ name, ...(await digest(name, path)) });
+      await writeFrame(stream.send, { files: entries });
+      await stream.send.finish();
+      return undefined;
+    }
+    const path = files.get(request.name);
+    if (!path) return `model "${model}" has no file "${request.name}"; its files: ${[...files.keys()].join(", ")}`;
+    await sendFile(stream, path, await digest(request.name, path), request.offset);
+    return undefined;
+  } catch (err) {
+    if (err instanceof TransferError) return err.message;
+    throw err;
+  }
+}
+
+async function sendFile(stream: Stream, path: string, head: { size: number; sha256: string }, offset: number): Promise<void> {
+  // An offset past the end gets the head alone: the receiver sees the size changed and starts over.
+  const from = Math.min(offset, head.size);
+  // The head goes out with the first piece of the file: each write through the binding has a cost.
+  let pending: Uint8Array | undefined = encodeFrame(head);
+  for await (const chunk of Bun.file(path).slice(from, head.size).stream()) {
+    await stream.send.writeAll(pending ? Buffer.concat([pending, chunk]) : chunk);
+    pending = undefined;
+  }
+  if (pending) await stream.send.writeAll(pending);
+  await stream.send.finish();
+}
+
+export interface PeerFetchOptions {
+  model: string;
+  /** Opens a fresh MODEL stream to the peer (its kind byte already written); called once per request. */
+  open: () => Promise<Stream>;
+  destDir: string;
+  onProgress?: OnProgress;
+  signal?: AbortSignal;
+  /** The node's own hasher, so files already here are not hashed again on every call. */
+  hasher?: FileHasher;
+}
+
+/** Fetches every file of `model` that `destDir` lacks from the peer; resolves with the final paths. */
+export async function fetchModelFromPeer(opts: PeerFetchOptions): Promise<string[]> {
+  if (!isSafeModelName(opts.model)) throw new TransferError(`model name "${opts.model}" cannot be used as a file name`);
+  opts.signal?.throwIfAborted();
+  const manifest = await requestManifest(opts);
+  const hasher = opts.hasher ?? new FileHasher();
+  const progress = throttledProgress(opts.model, opts.onProgress);
+  let done = 0;
+  progress.set({ bytes: 0, total: manifest.reduce((sum, f) => sum + f.size, 0) });
+  const paths: string[] = [];
+  for (const entry of manifest) {
+    opts.signal?.throwIfAborted();
+    const here = resolve(opts.destDir, entry.name);
+    if (!(await isInPlace(here, entry, hasher))) {
+      const before = done;
+      await fetchFile(opts, entry, (bytes) => progress.set({ bytes: before + bytes }));
+    }
+    done += entry.size;
+    progress.set({ bytes: done });
+    paths.push(here);
+  }
+  progress.done();
+  return paths;
+}
+
+async function isInPlace(path: string, entry: ManifestEntry, hasher: FileHasher): Promise<boolean> {
+  const size = await stat(path).then((s) => s.size, () => -1);
+  return size === entry.size && (await hasher.digest(path)).sha256 === entry.sha256;
+}
+
+/** Sends one request on a fresh stream and reads the head of the answer; a refusal throws. */
+async function request(opts: PeerFetchOptions, message: ModelRequest): Promise<{ stream: Stream; head: unknown; release: () => void }> {
+  const stream = await opts.open();
+  const abort = () => {
+    void stream.send.reset(0).catch(() => undefined);
+    void stream.recv.stop(0).catch(() => undefined);
+  };
+  opts.signal?.addEventListener("abort", abort, { once: true });
+  const release = () => opts.signal?.removeEventListener("abort", abort);
+  try {
+    await writeFrame(stream.send, message);
+    await stream.send.finish();
+    const head = await readFrame(stream.recv);
+    if (head === null) throw new Error(`the peer closed the stream without answering the ${message.op} request for "${opts.model}"`);
+    const refused = Refusal.safeParse(head);
+    if (refused.success) throw new TransferError(`the peer refused model "${opts.model}": ${refused.data.error}`);
+    return { stream, head, release };
+  } catch (err) {
+    release();
+    opts.signal?.throwIfAborted();
+    throw err;
+  }
+}
+
+async function requestManifest(opts: PeerFetchOptions): Promise<ManifestEntry[]> {
+  const { stream, head, release } = await request(opts, { op: "manifest", model: opts.model });
+  release();
+  await stream.recv.stop(0).catch(() => undefined);
+  const manifest = Manifest.safeParse(head);
+  if (!manifest.success) throw new TransferError(`the peer's list of files of "${opts.model}" is malformed`);
+  const names = new Set<string>();
+  for (const { name } of manifest.data.files) {
+    // A peer names only the files of the model asked for: it cannot overwrite another model's.
+    if (!isArrivalNameOf(opts.model, name) || names.has(name)) throw new TransferError(`the peer's list of files of "${opts.model}" names "${name}", which is not a file of that model`);
+    names.add(name);
+  }
+  return manifest.data.files;
+}
+
+async function fetchFile(opts: PeerFetchOptions, expected: ManifestEntry, report: (bytes: number) => void): Promise<void> {
+  const part = await PartFile.open(opts.destDir, expected.name);
+  try {
+    let want = expected;
+    if (part.offset > 0 && part.origin?.sha256 === want.sha256 && part.offset <= want.size) await part.resume();
+    else await part.restart({ size: want.size, sha256: want.sha256 });
+    for (let attempt = 0; ; attempt++) {
+      report(part.offset);
+      const { stream, head, release } = await request(opts, { op: "file", model: opts.model, name: want.name, offset: part.offset });
+      try {
+        const got = FileHead.safeParse(head);
+        if (!got.success) throw new TransferError(`the peer's head for ${want.name} is malformed`);
+        if (got.data.size !== want.size || got.data.sha256 !== want.sha256) {
+          // The file changed on the sender since its manifest: the bytes here belong to the old one.
+          await stream.recv.stop(0).catch(() => undefined);
+          if (attempt > 0) throw new TransferError(`${want.name} of "${opts.model}" keeps changing on the sending node; try again later`);
+          want = { ...want, ...got.data };
+          await part.restart({ size: want.size, sha256: want.sha256 });
+          continue;
+        }
+        await receiveBytes(stream, part, want, report);
+      } catch (err) {
+        opts.signal?.throwIfAborted();
+        throw err;
+      } finally {
+        release();
+      }
+      await part.install(want.sha256);
+      return;
+    }
+  } finally {
+    await part.close();
+  }
+}
+
+async function receiveBytes(stream: Stream, part: PartFile, want: ManifestEntry, report: (bytes: number) => void): Promise<void> {
+  const buf = new Uint8Array(READ_BUFFER);
+  const cut = (why: string, cause?: unknown) =>
+    new Error(`the transfer of ${want.name} ${why} after ${part.offset} of ${want.size} bytes; the partial file is kept and the next attempt resumes from there`, {
+      cause,
+    });
+  while (part.offset < want.size) {
+    let n: number | null;
+    try {
+      n = await stream.recv.read(buf.subarray(0, Math.min(buf.length, want.size - part.offset)));
+    } catch (err) {
+      throw cut(`broke (${(err as Error).message})`, err);
+    }
+    if (n === null) throw cut("ended early");
+    await part.write(buf.subarray(0, n));
+    report(part.offset);
+  }
+  await stream.recv.stop(0).catch(() => undefined);
+}
