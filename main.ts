@@ -40,8 +40,15 @@ async function startNode(config: Config): Promise<void> {
     pool: node.pool,
     version: pkg.version,
     lastStats: undefined,
-    mesh: { status: () => ({ ...node.meshStatus(), tunnels: Object.fromEntries(node.tunnels.counters), zeroTransfer: node.zeroTransfer.stats }) },
-    remote: node.remote,
+    mesh: {
+      status: () => ({
+        ...node.meshStatus(),
+        models: node.models.status(),
+        tunnels: Object.fromEntries(node.tunnels.counters),
+        zeroTransfer: node.zeroTransfer.stats,
+      }),
+    },
+    routing: node.routing,
   };
   const app = createApp(serving, { maxBodyBytes: config.maxBodyBytes, backends: availableBackends(devices) });
   node.setHttpHandler(async (req) => app.fetch(req));

@@ -33,7 +33,7 @@ try {
   const host = await startMeshNode([...small, "--model", await testModel("tiny", "q8_0")]);
   const entry = await startMeshNode([...small, "--join", host.token]);
   await waitForFullMesh([host, entry]);
-  await waitFor(async () => (await loaded(host)).some((s) => s.state === "ready" && (s as { rpc_workers?: string[] }).rpc_workers?.length === 2), { what: "the split", timeoutMs: 60_000 });
+  await waitFor(async () => (await loaded(host)).some((s) => s.state === "ready"), { what: "the host to serve the model", timeoutMs: 60_000 });
   await waitFor(async () => (await meshStatus(entry)).peers.some((p) => p.serving.includes("tiny-q8_0")), { what: "the entry to see the model" });
   for (let i = 0; i < 20; i++) await Promise.all([timed(host.url), timed(entry.url)]);
   const local: number[] = [];
@@ -48,7 +48,7 @@ try {
     ["request", "local (ms)", "via another node (ms)", "added (ms)"],
     [50, 99].map((p) => [`p${p}`, f(pct(local, p)), f(pct(remote, p)), f(pct(remote, p) - pct(local, p))]),
   );
-  console.log(`\n${REQUESTS} paired 1-token completions; the model is split over both nodes, so "local" is the host's own API`);
+  console.log(`\n${REQUESTS} paired 1-token completions: "local" is the host's own API, the other node forwards over the mesh`);
 } finally {
   await killAllChildren();
 }

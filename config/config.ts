@@ -35,6 +35,8 @@ export interface Config {
   rpcCacheBytes: number;
   /** Offer and use the direct TLS path for RPC between peers that can reach each other. */
   rpcDirect: "on" | "off";
+  /** Download models this node is assigned (from peers or their source); off: lend compute only. */
+  fetch: "on" | "off";
   /** Overrides detected VRAM. */
   vramBytes: number | undefined;
   llamaDir: string | undefined;
@@ -61,6 +63,7 @@ export function defaultConfig(home: string = homedir()): Config {
     rpcThreads: Math.max(1, navigator.hardwareConcurrency),
     rpcCacheBytes: 32 * 2 ** 30,
     rpcDirect: "on",
+    fetch: "on",
     vramBytes: undefined,
     llamaDir: undefined,
     relay: "default",

@@ -26,8 +26,24 @@ export const AnnouncementSchema = z.object({
   role: z.enum(ROLES),
   vramBytes: z.number().nonnegative(),
   ramBytes: z.number().nonnegative(),
-  modelsOnDisk: z.array(z.object({ name: z.string().max(256), size: z.number().nonnegative() })).max(4096),
+  /** Models whose files this node has, with what each needs to run (file + KV cache + margin). */
+  modelsOnDisk: z
+    .array(z.object({ name: z.string().max(256), size: z.number().nonnegative(), need: z.number().nonnegative(), source: z.string().url().max(2048).optional() }))
+    .max(4096),
+  /** Models this node knows only a source URL for (registry entries without a file): seeds of the catalog. */
+  seeds: z.array(z.object({ name: z.string().max(256), source: z.string().url().max(2048) })).max(256).default([]),
+  /** Models whose llama-server on this node answers now. */
   serving: z.array(z.string().max(256)).max(256),
+  /** The model whose group this node is in. */
+  assigned: z.string().max(256).optional(),
+  /** This node hosts that model (runs its llama-server), loaded or loading. */
+  hosting: z.boolean().default(false),
+  /** Models this node unloaded for lack of requests; nobody is assigned them until one comes. */
+  idle: z.array(z.string().max(256)).max(256).default([]),
+  /** Whether it downloads models it is assigned (`--fetch off`: it lends compute only). */
+  fetches: z.boolean().default(true),
+  /** A model file this node is fetching, and how far it got. */
+  fetching: z.object({ model: z.string().max(256), bytes: z.number().nonnegative(), total: z.number().nonnegative(), from: z.string().max(2048) }).optional(),
   apiPort: z.number().int().min(0).max(65535),
   /** Last request per model, ms since the epoch. */
   lastRequest: z.record(z.string().max(256), z.number()),

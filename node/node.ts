@@ -1,7 +1,7 @@
 /**
  * Everything a node runs besides its HTTP API: the model store, the pool of llama-servers, the
- * rpc-server it offers the mesh, its place in the mesh and the RPC tunnels to its peers. A model
- * named with `--model` is hosted here and split across every peer that speaks our RPC protocol.
+ * rpc-server it offers the mesh, its place in the mesh, the RPC tunnels to its peers, and its part
+ * in serving the mesh's models (which group it is in, what it hosts, the files it fetches).
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { totalmem } from "node:os";
@@ -14,16 +14,19 @@ import { LLAMA_SOURCE } from "../llama/pin.ts";
 import type { Log } from "../log.ts";
 import { forwardHttp, serveHttp } from "../mesh/http-stream.ts";
 import { startMesh, type MeshNode } from "../mesh/mesh-node.ts";
-import type { RemoteModels } from "../mesh/remote-models.ts";
+import type { MeshRouting } from "../mesh/routing.ts";
 import type { MeshStatus } from "../mesh/status.ts";
 import { StreamKind } from "../mesh/wire.ts";
-import { ModelStore, type ModelInfo } from "../models/model-store.ts";
+import { ModelStore } from "../models/model-store.ts";
+import { serveModelStream } from "../models/peer-transfer.ts";
 import { Pool } from "../pool/pool.ts";
 import { RpcServerChild } from "../pool/rpc-server.ts";
 import { connectDirect, startDirectServer } from "../tunnel/direct.ts";
 import { makeDirectIdentity } from "../tunnel/direct-identity.ts";
 import { Tunnels } from "../tunnel/tunnels.ts";
 import { ZeroTransfer } from "../tunnel/zero-transfer.ts";
+import { MeshModels } from "./mesh-models.ts";
+import { ModelFetcher } from "./model-fetcher.ts";
 
 /** `--model` values that name files (rather than models in the models dir). */
 export const isPath = (v: string) => v.includes("/") || /\.gguf$/i.test(v);
@@ -45,8 +48,9 @@ export interface NodeParts {
   zeroTransfer: ZeroTransfer;
   rpc: RpcServerChild;
   mesh: () => MeshNode | undefined;
-  /** Models peers serve, for requests this node cannot answer itself. */
-  remote: RemoteModels;
+  /** Where each request goes: this node's pool or the node hosting its model. */
+  routing: MeshRouting;
+  models: MeshModels;
   /** The API that answers requests peers forward to us (set once the HTTP app exists). */
   setHttpHandler: (handler: (req: Request) => Promise<Response>) => void;
   meshStatus: () => MeshStatus;
@@ -61,11 +65,12 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   if (missing.length) throw new NodeSetupError(`--model ${missing.join(", ")}: no such file`);
   const store = new ModelStore({ modelsDir: config.modelsDir, extraFiles: config.models.filter(isPath), hasGpu: devices.length > 0 });
   const known = await store.refresh();
+  // A joining node may ask for a model a peer has: it is fetched once assigned.
   const unknown = config.models.filter((m) => !isPath(m) && !known.some((k) => k.name === m));
-  if (unknown.length) {
+  if (unknown.length && !config.join) {
     throw new NodeSetupError(`--model ${unknown.join(", ")}: not in ${config.modelsDir} (known: ${known.map((k) => k.name).join(", ") || "none"})`);
   }
-  const hosted = new Set(known.filter((k) => config.models.some((m) => (isPath(m) ? k.path === resolve(m) : k.name === m))).map((k) => k.name));
+  const explicit = config.models.map((m) => (isPath(m) ? known.find((k) => k.path === resolve(m))!.name : m));
 
   let mesh: MeshNode | undefined;
   const rpc = new RpcServerChild({ binary: llama.rpcServer, stateDir: config.stateDir, threads: config.rpcThreads, log });
@@ -86,18 +91,6 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     },
   });
 
-  /** Peers a hosted model can split over: same RPC protocol, in node-id order (every host agrees). */
-  const workerPeers = () =>
-    [...(mesh?.membership.peers.values() ?? [])].filter((p) => p.announcement.rpcProtocol === LLAMA_SOURCE.rpcProtocol).map((p) => p.id).sort();
-  const rpcWorkersFor = async (model: ModelInfo): Promise<string[]> => {
-    const peers = workerPeers();
-    if (!hosted.has(model.name) || peers.length === 0) return [];
-    // A host without a GPU offers its own CPU through its rpc-server, like any worker. It goes last:
-    // llama.cpp puts the output layer on the last device, so the logits never cross the network.
-    const own = devices.length === 0 && rpc.port ? [`127.0.0.1:${rpc.port}`] : [];
-    return [...(await Promise.all(peers.map(async (id) => `127.0.0.1:${await tunnels.portFor(id)}`))), ...own];
-  };
-
   const pool = new Pool({
     llama,
     stateDir: config.stateDir,
@@ -107,42 +100,54 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     defaultCtxSize: config.ctxSize,
     defaultArgs: config.llamacppArgs,
     log,
-    onChange: () => mesh?.announceIfChanged(),
-    rpcWorkersFor,
+    onChange: () => {
+      mesh?.announceIfChanged();
+      models.reconcile();
+    },
+    rpcWorkersFor: (model) => models.rpcSplit(model),
+    onEvict: (model, cause) => models.onEvict(model, cause),
   });
 
-  // Re-split a hosted model when the peers it can use change (debounced: joins come in bursts).
-  let resplitTimer: Timer | undefined;
-  let lastPeers = "";
+  const fetcher = new ModelFetcher({
+    enabled: config.fetch === "on",
+    modelsDir: config.modelsDir,
+    selfId: () => mesh?.nodeId,
+    openStream: async (peerId) => mesh?.membership.openStream(peerId, StreamKind.MODEL),
+    log,
+    onProgress: () => mesh?.announceIfChanged(),
+    onDone: async () => {
+      await store.refresh();
+      mesh?.announceIfChanged();
+      models.reconcile();
+    },
+  });
+  // Memory offered to the mesh: the GPUs', or RAM on a CPU node.
+  const vramBytes = config.vramBytes ?? (devices.length ? devices.reduce((sum, d) => sum + d.totalBytes, 0) : totalmem());
+  const models: MeshModels = new MeshModels({
+    store,
+    pool,
+    mesh: () => mesh,
+    explicit,
+    vramBytes,
+    ownRpcEndpoint: () => (devices.length === 0 && rpc.port ? `127.0.0.1:${rpc.port}` : undefined),
+    tunnelEndpoint: async (peerId) => `127.0.0.1:${await tunnels.portFor(peerId)}`,
+    rpcCompatible: (peerId) => mesh?.membership.peers.get(peerId)?.announcement.rpcProtocol === LLAMA_SOURCE.rpcProtocol,
+    defaultCtxSize: config.ctxSize,
+    fetcher,
+    log,
+  });
+
   const onPeersChange = () => {
-    const peers = workerPeers();
-    const key = peers.join(",");
-    if (key === lastPeers) return;
-    lastPeers = key;
-    const present = new Set(peers);
+    const present = new Set(mesh?.membership.peers.keys() ?? []);
     for (const id of tunnels.peers()) if (!present.has(id)) tunnels.closeFor(id);
-    clearTimeout(resplitTimer);
-    resplitTimer = setTimeout(() => {
-      for (const name of hosted) {
-        const model = store.list().find((m) => m.name === name);
-        if (model && pool.server(name)) {
-          log.info("the mesh changed; loading the hosted model again across it", { model: name, peers: peers.length });
-          pool.reload(model).catch((err) => log.error("could not reload the hosted model", { model: name, error: (err as Error).message.split("\n")[0] }));
-        }
-      }
-    }, 1000);
+    models.reconcile();
   };
 
   let httpHandler: ((req: Request) => Promise<Response>) | undefined;
-  const remote: RemoteModels = {
-    models: () => {
-      const out = new Map<string, string>();
-      for (const p of [...(mesh?.membership.peers.values() ?? [])].sort((a, b) => a.id.localeCompare(b.id))) {
-        for (const name of p.announcement.serving) if (!out.has(name)) out.set(name, p.id);
-      }
-      return [...out].map(([name, peerId]) => ({ name, peerId }));
-    },
-    hostFor: (model) => remote.models().find((m) => m.name === model)?.peerId,
+  const routing: MeshRouting = {
+    nodeId: () => mesh?.nodeId,
+    catalog: () => models.catalog(),
+    route: (model, forwarded) => models.route(model, forwarded),
     forward: async (peerId, req, signal) => {
       const stream = await mesh?.membership.openStream(peerId, StreamKind.HTTP);
       if (!stream) throw new Error(`peer ${peerId.slice(0, 10)} is not connected`);
@@ -150,7 +155,6 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     },
   };
 
-  const vramBytes = config.vramBytes ?? devices.reduce((sum, d) => sum + d.totalBytes, 0);
   const start = (apiPort: number) => {
     void rpc.start().then(
       () => mesh?.announceIfChanged(),
@@ -166,8 +170,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           role: pool.loaded().length ? "host" : rpc.port ? "worker" : "idle",
           vramBytes,
           ramBytes: totalmem(),
-          modelsOnDisk: store.list().map((m) => ({ name: m.name, size: m.sizeBytes })),
-          serving: pool.loaded().filter((s) => s.state === "ready").map((s) => s.model),
+          ...models.announced(),
           apiPort,
           lastRequest: Object.fromEntries(pool.loaded().map((s) => [s.model, s.lastUse])),
           meshVersion: pkg.version,
@@ -178,6 +181,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
         onStream: (peerId, kind, stream) => {
           if (kind === StreamKind.RPC) void tunnels.incoming(peerId, stream);
           else if (kind === StreamKind.HTTP && httpHandler) void serveHttp(stream, httpHandler, config.maxBodyBytes);
+          else if (kind === StreamKind.MODEL) void serveModelStream(stream, (name) => store.list().find((m) => m.name === name), fetcher.hasher);
           else void stream.send.reset(2).catch(() => undefined);
         },
         onPeersChange,
@@ -187,6 +191,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
       async (m) => {
         mesh = m;
         log.info(`Join token: ${m.token}`, { node: m.nodeId, mesh: m.founded ? "founded" : "joined" });
+        models.reconcile();
         if (!identity) return;
         direct = await startDirectServer({
           identity,
@@ -210,12 +215,6 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
         process.exit(1);
       },
     );
-    void (async () => {
-      for (const name of hosted) {
-        const model = known.find((k) => k.name === name)!;
-        await pool.load(model).catch((err) => log.error("could not load --model", { model: name, error: (err as Error).message.split("\n")[0] }));
-      }
-    })();
   };
 
   return {
@@ -225,12 +224,13 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     zeroTransfer,
     rpc,
     mesh: () => mesh,
-    remote,
+    routing,
+    models,
     setHttpHandler: (handler) => void (httpHandler = handler),
     meshStatus: () => mesh?.status() ?? { state: "starting", nodeId: null, token: null, peers: [] },
     start,
     stop: async () => {
-      clearTimeout(resplitTimer);
+      models.stop();
       // A mesh endpoint still starting has no peers to tell; exiting ends it.
       if (mesh) await Promise.race([mesh.stop(), Bun.sleep(5_000)]);
       direct?.close();

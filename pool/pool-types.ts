@@ -28,8 +28,16 @@ export interface PoolOptions {
   log: Log;
   /** Called when the set of loaded servers or their use changes (for the node's announcement). */
   onChange?: () => void;
-  /** RPC endpoints a model is split across (`--rpc`); none runs it on this node alone. */
-  rpcWorkersFor?: (model: ModelInfo) => Promise<string[]>;
+  /** How a model is split across RPC endpoints (`--rpc`); none runs it on this node alone. */
+  rpcWorkersFor?: (model: ModelInfo) => Promise<RpcSplit>;
+  /** A server was unloaded, and why (the node releases a mesh assignment unloaded for idleness). */
+  onEvict?: (model: string, cause: EvictionCause) => void;
+}
+
+export interface RpcSplit {
+  endpoints: string[];
+  /** Share of the layers per endpoint (`--tensor-split`), in the same order; even when absent. */
+  tensorSplit?: number[];
 }
 
 export interface Lease {

@@ -260,7 +260,8 @@ export class Pool {
 
   private async spawnReady(model: ModelInfo, options: LoadOptions, extraArgs: string[]): Promise<WrappedServer> {
     if (this.closed) throw new Error("the pool is closed");
-    const rpcWorkers = (await this.opts.rpcWorkersFor?.(model)) ?? [];
+    const split = (await this.opts.rpcWorkersFor?.(model)) ?? { endpoints: [] };
+    const rpcWorkers = split.endpoints;
     const port = freePort();
     const argv = serverArgv({
       binary: this.opts.llama.llamaServer,
@@ -273,6 +274,7 @@ export class Pool {
       ctxSize: options.ctxSize ?? model.ctxSize ?? this.opts.defaultCtxSize,
       extraArgs,
       rpcWorkers,
+      tensorSplit: split.tensorSplit,
     });
     const server = new WrappedServer({
       model: model.name,
@@ -316,6 +318,7 @@ export class Pool {
     this.opts.log.info("unloading model", { model, cause });
     await server.stop();
     this.notifyChange();
+    this.opts.onEvict?.(model, cause);
   }
 
   /**

@@ -70,6 +70,8 @@ export interface ServerArgsInput {
   /** Node-wide extra args first, then the load's: llama.cpp takes the last value of a flag. */
   extraArgs: readonly string[];
   rpcWorkers?: readonly string[];
+  /** Shares of the layers per RPC endpoint, in their order. */
+  tensorSplit?: readonly number[];
 }
 
 export function serverArgv(i: ServerArgsInput): string[] {
@@ -83,7 +85,10 @@ export function serverArgv(i: ServerArgsInput): string[] {
     if (!userPooling) argv.push("--pooling", own ?? "mean");
   }
   if (i.type === "reranking") argv.push("--reranking");
-  if (i.rpcWorkers?.length) argv.push("--rpc", i.rpcWorkers.join(","), "-ngl", "999");
+  if (i.rpcWorkers?.length) {
+    argv.push("--rpc", i.rpcWorkers.join(","), "-ngl", "999");
+    if (i.tensorSplit?.length === i.rpcWorkers.length) argv.push("--tensor-split", i.tensorSplit.join(","));
+  }
   argv.push(...i.extraArgs);
   return argv;
 }

@@ -4,7 +4,9 @@
  */
 import { Hono } from "hono";
 import { statSync } from "node:fs";
+import type { CatalogModel } from "../mesh/catalog.ts";
 import { FORWARDED_HEADER } from "../mesh/http-stream.ts";
+import { ANSWERED_BY_HEADER } from "../mesh/routing.ts";
 import { serverGone } from "../pool/errors.ts";
 import { badRequest, errorResponse } from "./errors.ts";
 import { proxyToServer } from "./proxy.ts";
@@ -37,7 +39,26 @@ export function modelOfBody(text: string): { model: string } | { error: string }
   return { model };
 }
 
-function modelEntry(serving: Serving, name: string) {
+/** The status /v1/models gives: the pool's words, with the mesh's "needs-capacity" beside them. */
+const MESH_STATUS = { ready: "loaded", loading: "loading", unloaded: "unloaded", "needs-capacity": "needs-capacity" } as const;
+
+function meshFields(entry: CatalogModel | undefined) {
+  if (!entry) return {};
+  return {
+    host: entry.host ?? null,
+    mesh: {
+      status: entry.status,
+      host: entry.host ?? null,
+      nodes_serving: entry.nodesServing,
+      nodes_on_disk: entry.nodesOnDisk,
+      need_bytes: entry.needBytes,
+      capacity_bytes: entry.capacityBytes,
+      split: entry.split,
+    },
+  };
+}
+
+function modelEntry(serving: Serving, name: string, entry: CatalogModel | undefined) {
   const m = serving.store.list().find((x) => x.name === name)!;
   let created = 0;
   try {
@@ -45,26 +66,33 @@ function modelEntry(serving: Serving, name: string) {
   } catch {
     // listed in the registry, file not there (yet)
   }
+  const local = modelStatus(serving, m.name);
   return {
     id: m.name,
     object: "model" as const,
     created,
     owned_by: "mesh",
     type: m.type,
-    status: modelStatus(serving, m.name),
     size: m.sizeBytes,
     checkpoint: m.path,
     recipe: m.recipe,
     labels: m.labels,
+    ...meshFields(entry),
+    status: local === "unloaded" && entry ? MESH_STATUS[entry.status] : local,
   };
 }
 
 async function forward(serving: Serving, peer: string, path: string, body: ArrayBuffer, signal: AbortSignal): Promise<Response> {
   try {
-    return await serving.remote!.forward(peer, { method: "POST", path, headers: { "content-type": "application/json" }, body: new Uint8Array(body) }, signal);
+    return await serving.routing!.forward(peer, { method: "POST", path, headers: { "content-type": "application/json" }, body: new Uint8Array(body) }, signal);
   } catch (err) {
     throw serverGone(`the node serving this model (${peer.slice(0, 10)}) could not be reached: ${(err as Error).message}`);
   }
+}
+
+function answeredBy(serving: Serving): Record<string, string> | undefined {
+  const id = serving.routing?.nodeId();
+  return id ? { [ANSWERED_BY_HEADER]: id } : undefined;
 }
 
 export function openAiRoutes(serving: Serving): Hono {
@@ -73,15 +101,22 @@ export function openAiRoutes(serving: Serving): Hono {
   v1.get("/models", async (c) => {
     const models = await serving.store.refresh();
     const local = new Set(models.map((m) => m.name));
-    const remote = (serving.remote?.models() ?? [])
-      .filter((r) => !local.has(r.name))
-      .map((r) => ({ id: r.name, object: "model" as const, created: 0, owned_by: "mesh", status: "loaded" as const, host: r.peerId }));
-    return c.json({ object: "list", data: [...models.map((m) => modelEntry(serving, m.name)), ...remote] });
+    const meshModels = serving.routing?.catalog() ?? [];
+    const byName = new Map(meshModels.map((m) => [m.name, m]));
+    const remote = meshModels
+      .filter((m) => !local.has(m.name))
+      .map((m) => ({ id: m.name, object: "model" as const, created: 0, owned_by: "mesh", size: m.sizeBytes, ...meshFields(m), status: MESH_STATUS[m.status] }));
+    return c.json({ object: "list", data: [...models.map((m) => modelEntry(serving, m.name, byName.get(m.name))), ...remote] });
   });
 
   v1.get("/models/:id{.+}", async (c) => {
-    const m = await findModel(serving, c.req.param("id"));
-    return c.json(modelEntry(serving, m.name));
+    const id = c.req.param("id");
+    const entry = serving.routing?.catalog().find((m) => m.name === id);
+    if (entry && !(await serving.store.find(id))) {
+      return c.json({ id, object: "model" as const, created: 0, owned_by: "mesh", size: entry.sizeBytes, ...meshFields(entry), status: MESH_STATUS[entry.status] });
+    }
+    const m = await findModel(serving, id);
+    return c.json(modelEntry(serving, m.name, entry));
   });
 
   for (const [route, upstreamPath] of Object.entries(INFERENCE_ROUTES)) {
@@ -89,11 +124,9 @@ export function openAiRoutes(serving: Serving): Hono {
       const body = await c.req.arrayBuffer();
       const parsed = modelOfBody(decoder.decode(body));
       if ("error" in parsed) return badRequest(c, parsed.error, "invalid_body");
-      // Not a model of ours but one a peer serves: its node answers (a forwarded request stops here).
-      if (!(await serving.store.find(parsed.model)) && !c.req.header(FORWARDED_HEADER)) {
-        const peer = serving.remote?.hostFor(parsed.model);
-        if (peer) return forward(serving, peer, c.req.path, body, c.req.raw.signal);
-      }
+      const route = serving.routing ? await serving.routing.route(parsed.model, c.req.header(FORWARDED_HEADER) !== undefined) : undefined;
+      if (route?.to === "peer") return forward(serving, route.peerId, c.req.path, body, c.req.raw.signal);
+      if (route?.to === "unavailable") return errorResponse(c, 503, route.message, "service_unavailable", "model_not_ready", route.retryAfterS);
       const lease = await acquireModel(serving, parsed.model, c.req.raw.signal);
       return proxyToServer({
         lease,
@@ -101,6 +134,7 @@ export function openAiRoutes(serving: Serving): Hono {
         path: upstreamPath,
         body,
         clientSignal: c.req.raw.signal,
+        extraHeaders: answeredBy(serving),
         onStats: (s) => void (serving.lastStats = s),
       });
     });

@@ -18,6 +18,8 @@ export interface ProxyInput {
   path: string;
   body: ArrayBuffer;
   clientSignal: AbortSignal;
+  /** Added to the response (which node answered). */
+  extraHeaders?: Record<string, string>;
   /** Receives the request's figures, worked out only if someone asks (off the hot path). */
   onStats: (stats: () => RequestStats) => void;
 }
@@ -54,6 +56,7 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
   }
 
   const headers = passHeaders(upstream.headers);
+  for (const [k, v] of Object.entries(input.extraHeaders ?? {})) headers.set(k, v);
   const isSse = (upstream.headers.get("content-type") ?? "").includes("text/event-stream");
   if (!isSse || !upstream.body) {
     let buf: ArrayBuffer;

@@ -2,7 +2,7 @@
  * What the router needs from the node to serve a model: the catalog of models it knows and a way
  * to get a server for one. On a single node that is the model store and the local pool.
  */
-import type { RemoteModels } from "../mesh/remote-models.ts";
+import type { MeshRouting } from "../mesh/routing.ts";
 import type { MeshStatus } from "../mesh/status.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import { modelNotFound } from "../pool/errors.ts";
@@ -14,8 +14,8 @@ export interface Serving {
   pool: Pool;
   version: string;
   mesh: { status(): MeshStatus };
-  /** Models peers serve; a request for one of them is forwarded to its node. */
-  remote: RemoteModels | undefined;
+  /** The mesh's catalog and where each model is served; without it, everything is local. */
+  routing: MeshRouting | undefined;
   /** Figures of the most recent inference request, worked out when asked for. */
   lastStats: (() => RequestStats) | undefined;
 }
@@ -23,7 +23,7 @@ export interface Serving {
 export async function findModel(serving: Serving, name: string): Promise<ModelInfo> {
   const model = await serving.store.find(name);
   if (model) return model;
-  const known = serving.store.list().map((m) => m.name);
+  const known = [...new Set([...serving.store.list().map((m) => m.name), ...(serving.routing?.catalog().map((m) => m.name) ?? [])])].sort();
   throw modelNotFound(`model "${name}" is not known to this node; known: ${known.length ? known.join(", ") : "none (put GGUF files in the models dir)"}`);
 }
 

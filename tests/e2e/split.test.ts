@@ -8,6 +8,9 @@ import { meshStatus, peerIds, startMeshNode, waitForFullMesh, type MeshTestNode 
 import { encodeDirectHello } from "../../tunnel/direct-auth.ts";
 import { testModel } from "../helpers/models.ts";
 import { SMALL_LLAMA } from "../helpers/node.ts";
+import { readGgufFacts } from "../../models/gguf-info.ts";
+import { needOf } from "../../models/model-need.ts";
+import { statSync } from "node:fs";
 import { waitFor } from "../helpers/wait.ts";
 
 const nodes: MeshTestNode[] = [];
@@ -35,14 +38,24 @@ async function status(n: MeshTestNode) {
   };
 }
 
-/** Two workers, then a host with `--model`; resolves once the host's model runs across all three. */
-async function splitMesh(model: string, workerModels: Record<string, string>, extra: string[] = []) {
+/** `--vram` that makes a node hold `share` of what the model needs at the test context. */
+async function vramFor(model: string, share: number): Promise<string[]> {
+  const need = needOf(statSync(model).size, await readGgufFacts(model), 512);
+  return ["--vram", String(Math.ceil(need * share))];
+}
+
+/**
+ * Two workers, then a host with `--model`; resolves once the host's model runs across all three.
+ * By `--vram` the model needs the host and one worker at least; the host has the most memory.
+ */
+async function splitMesh(model: string, workerModels: Record<string, string>, extra: string[] = [], workerExtra: string[] = []) {
   const args = [...SMALL_LLAMA, ...extra];
-  const w1 = await startMeshNode(args, { models: workerModels });
+  const workerArgs = [...args, ...(await vramFor(model, 0.45)), ...workerExtra];
+  const w1 = await startMeshNode(workerArgs, { models: workerModels });
   nodes.push(w1);
-  const w2 = await startMeshNode([...args, "--join", w1.token], { models: workerModels });
+  const w2 = await startMeshNode([...workerArgs, "--join", w1.token], { models: workerModels });
   nodes.push(w2);
-  const host = await startMeshNode([...args, "--join", w1.token, "--model", model]);
+  const host = await startMeshNode([...args, ...(await vramFor(model, 0.6)), "--join", w1.token, "--model", model]);
   nodes.push(host);
   await waitForFullMesh([w1, w2, host]);
   const name = model.split("/").pop()!.replace(/\.gguf$/, "");
@@ -85,8 +98,8 @@ test("zero-transfer: with the wide model on the workers, at most 5% of their sha
   expect((await chat(host, name, 4)).status).toBe(200);
 });
 
-test("without the model on the workers the weights cross, and the split still loads and answers", async () => {
-  const { w1, w2, host, name } = await splitMesh(wide, {});
+test("without the model on the workers (they lend compute only) the weights cross, and the split still loads and answers", async () => {
+  const { w1, w2, host, name } = await splitMesh(wide, {}, [], ["--fetch", "off"]);
   expect((await chat(host, name, 4)).status).toBe(200);
   for (const w of [w1, w2]) {
     const { crossed, hits, misses } = await workerLoad(w, host);

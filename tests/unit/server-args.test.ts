@@ -44,6 +44,12 @@ describe("serverArgv", () => {
     ["a reranker", { type: "reranking" }, ["--reranking"]],
     ["a vision model", { mmproj: "/m/mmproj.gguf" }, ["--mmproj", "/m/mmproj.gguf"]],
     ["rpc workers", { rpcWorkers: ["127.0.0.1:1", "127.0.0.1:2"] }, ["--rpc", "127.0.0.1:1,127.0.0.1:2", "-ngl", "999"]],
+    [
+      "rpc workers split by memory",
+      { rpcWorkers: ["127.0.0.1:1", "127.0.0.1:2"], tensorSplit: [40, 20] },
+      ["--rpc", "127.0.0.1:1,127.0.0.1:2", "-ngl", "999", "--tensor-split", "40,20"],
+    ],
+    ["a split that does not match the workers is left out", { rpcWorkers: ["127.0.0.1:1"], tensorSplit: [1, 2] }, ["--rpc", "127.0.0.1:1", "-ngl", "999"]],
     ["extra args come last", { extraArgs: ["--threads", "2"] }, ["--threads", "2"]],
   ];
   test.each(cases)("%s", (_, over, tail) => {

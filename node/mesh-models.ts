@@ -1,0 +1,255 @@
+/**
+ * This node's part in the multi-model mesh, the shell around the pure catalog, allocation,
+ * election and routing rules: what it announces about its models, which model's group it is in,
+ * whether it hosts that model (and over which peers' rpc-servers), where each request goes, and
+ * when it lets a model go for lack of requests. It re-decides on every change it hears of.
+ */
+import { existsSync } from "node:fs";
+import { allocate } from "../mesh/allocation.ts";
+import { catalog, electionCandidates, type CatalogModel, type NodeModel, type NodeView } from "../mesh/catalog.ts";
+import { splitPlan, type SplitPlan } from "../mesh/election.ts";
+import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
+import type { Announcement } from "../mesh/messages.ts";
+import { routeModel, type Route } from "../mesh/route.ts";
+import type { Log } from "../log.ts";
+import { needOf } from "../models/model-need.ts";
+import type { ModelInfo, ModelStore } from "../models/model-store.ts";
+import type { EvictionCause, RpcSplit } from "../pool/pool-types.ts";
+import type { Pool } from "../pool/pool.ts";
+import type { FetchProgress, ModelFetcher } from "./model-fetcher.ts";
+
+/** Joins and leaves come in bursts: a host waits this long for its group to settle before (re)loading. */
+const SETTLE_MS = 1_000;
+const RETRY_AFTER_FAILURE_MS = 10_000;
+/** One and a half heartbeats without a word: the peer is probably gone (it is dropped at three). */
+const SILENT_MS = HEARTBEAT_MS * 1.5;
+
+export interface MeshModelsOptions {
+  store: ModelStore;
+  pool: Pool;
+  mesh: () => MeshNode | undefined;
+  /** Models named with `--model`: this node chooses among these only. */
+  explicit: string[];
+  vramBytes: number;
+  /** The host's own compute is its rpc-server (no GPU): it joins the split as the last device. */
+  ownRpcEndpoint: () => string | undefined;
+  tunnelEndpoint: (peerId: string) => Promise<string>;
+  /** Peers that speak our RPC protocol (only they can be in a split). */
+  rpcCompatible: (peerId: string) => boolean;
+  defaultCtxSize: number;
+  fetcher: ModelFetcher;
+  log: Log;
+}
+
+type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching">;
+
+const hasFiles = (m: ModelInfo) => !m.problem && m.files.every((f) => existsSync(f));
+
+export class MeshModels {
+  private assigned: string | undefined;
+  /** We host the assigned model: we decided to run it, through loads and reloads. */
+  private hosting = false;
+  private readonly idle = new Set<string>();
+  /** The workers the loaded server of our assigned model runs over. */
+  private loadedSplit: string | undefined;
+  private settleTimer: Timer | undefined;
+  /** After a failed load the next try waits longer, so a broken model does not spin. */
+  private lastFailure = 0;
+  private stopped = false;
+  private pending = false;
+
+  constructor(private readonly o: MeshModelsOptions) {}
+
+  /** What we announce about models. */
+  announced(): ModelFields {
+    const serving = this.o.pool.loaded().filter((s) => s.state === "ready").map((s) => s.model);
+    // A model served again anywhere (a request loaded it on demand) is no longer idle.
+    const peers = [...(this.o.mesh()?.membership.peers.values() ?? [])];
+    for (const m of this.idle) if (serving.includes(m) || peers.some((p) => p.announcement.serving.includes(m))) this.idle.delete(m);
+    const list = this.o.store.list();
+    const fetching = this.o.fetcher.progress;
+    return {
+      modelsOnDisk: list.filter(hasFiles).map((m) => ({ name: m.name, size: m.sizeBytes, need: this.needOf(m), ...(m.source ? { source: m.source } : {}) })),
+      seeds: list.filter((m) => !hasFiles(m) && m.source).map((m) => ({ name: m.name, source: m.source! })),
+      serving,
+      ...(this.assigned ? { assigned: this.assigned } : {}),
+      hosting: this.hosting,
+      idle: [...this.idle],
+      fetches: this.o.fetcher.enabled,
+      ...(fetching ? { fetching } : {}),
+    };
+  }
+
+  private needOf(m: ModelInfo): number {
+    return needOf(m.sizeBytes, m.facts, m.ctxSize ?? this.o.defaultCtxSize);
+  }
+
+  /** Every node's view, ours first. */
+  views(): NodeView[] {
+    const mesh = this.o.mesh();
+    const own = this.announced();
+    const view = (nodeId: string, vramBytes: number, a: ModelFields): NodeView => ({
+      nodeId,
+      vramBytes,
+      modelsOnDisk: a.modelsOnDisk.map((m): NodeModel => ({ name: m.name, sizeBytes: m.size, needBytes: m.need, ...(m.source ? { source: m.source } : {}) })),
+      assigned: a.assigned,
+      ready: a.serving,
+      hosting: a.hosting,
+      idle: a.idle,
+      fetches: a.fetches,
+    });
+    return [
+      view(mesh?.nodeId ?? "", this.o.vramBytes, own),
+      ...[...(mesh?.membership.peers.values() ?? [])].map((p) => view(p.id, p.announcement.vramBytes, p.announcement)),
+    ];
+  }
+
+  catalog(views = this.views()): CatalogModel[] {
+    const mesh = this.o.mesh();
+    const seeds = [this.announced().seeds, ...[...(mesh?.membership.peers.values() ?? [])].map((p) => p.announcement.seeds)]
+      .flat()
+      .map((s): NodeModel => ({ name: s.name, sizeBytes: 0, needBytes: 0, source: s.source }));
+    return catalog(views, seeds);
+  }
+
+  async route(model: string, forwarded: boolean): Promise<Route> {
+    const known = (await this.o.store.find(model)) !== undefined;
+    const ready = this.o.pool.server(model)?.state === "ready";
+    const entry = this.catalog().find((m) => m.name === model);
+    const route = routeModel(entry, { nodeId: this.o.mesh()?.nodeId ?? "", known, ready }, forwarded);
+    // A host that missed its heartbeats is likely gone: a clear 503 now beats a request that waits
+    // for the connection to time out.
+    if (route.to === "peer") {
+      const silentMs = Date.now() - (this.o.mesh()?.membership.peers.get(route.peerId)?.lastSeen ?? Date.now());
+      if (silentMs > SILENT_MS) {
+        const message = `the node hosting model "${model}" (${route.peerId.slice(0, 10)}) has not been heard from for ${Math.round(silentMs / 1000)} s; retry shortly`;
+        return { to: "unavailable", message, retryAfterS: 5 };
+      }
+    }
+    return route;
+  }
+
+  /** The split of our assigned model's group, as every member of it works it out. */
+  private plan(views: NodeView[], model: string, needBytes: number): SplitPlan | undefined {
+    const self = views[0]!.nodeId;
+    const group = electionCandidates(views, model).filter((c) => c.nodeId === self || this.o.rpcCompatible(c.nodeId));
+    return splitPlan(group, needBytes);
+  }
+
+  /** The pool's hook: the rpc-servers a load of `model` uses, with layers in proportion to memory. */
+  async rpcSplit(model: ModelInfo): Promise<RpcSplit> {
+    if (model.name !== this.assigned) return { endpoints: [] };
+    const views = this.views();
+    const plan = this.plan(views, model.name, this.needOf(model));
+    if (!plan || plan.host !== views[0]!.nodeId || plan.workers.length === 0) {
+      this.loadedSplit = "";
+      return { endpoints: [] };
+    }
+    this.loadedSplit = plan.workers.join(",");
+    const vram = (id: string) => views.find((v) => v.nodeId === id)?.vramBytes ?? 0;
+    const endpoints = await Promise.all(plan.workers.map((id) => this.o.tunnelEndpoint(id)));
+    const own = this.o.ownRpcEndpoint();
+    // With a GPU the host's own device comes on top of these and its share is llama.cpp's to decide.
+    if (!own) return { endpoints };
+    const shares = [...plan.workers.map(vram), this.o.vramBytes];
+    return { endpoints: [...endpoints, own], ...(shares.every((s) => s > 0) ? { tensorSplit: shares.map((s) => Math.max(1, Math.round(s / 2 ** 20))) } : {}) };
+  }
+
+  /** The pool unloaded a model: one we host that went idle frees our group for other models. */
+  onEvict(model: string, cause: EvictionCause): void {
+    if (cause !== "idle" || model !== this.assigned) return;
+    this.o.log.info("the model had no requests for the idle time; leaving its group", { model });
+    this.idle.add(model);
+    this.setAssigned(undefined);
+  }
+
+  private setAssigned(model: string | undefined): void {
+    this.assigned = model;
+    this.hosting = false;
+    this.loadedSplit = undefined;
+    if (model === undefined) this.o.fetcher.cancel();
+    this.o.mesh()?.announceIfChanged();
+    this.reconcileSoon();
+  }
+
+  /** Decides again on the next turn (not from inside a decision, so changes settle one at a time). */
+  private reconcileSoon(): void {
+    if (this.pending) return;
+    this.pending = true;
+    setImmediate(() => {
+      this.pending = false;
+      this.reconcile();
+    });
+  }
+
+  /** Decides again: leave a group that went idle, take a model when we have none, host it if elected. */
+  reconcile(): void {
+    const mesh = this.o.mesh();
+    if (!mesh || this.stopped) return;
+    const views = this.views();
+    const models = this.catalog(views);
+
+    const mine = this.assigned;
+    if (mine && models.find((m) => m.name === mine)?.idle) {
+      this.o.log.info("the group's host let the model go for lack of requests; leaving the group", { model: mine });
+      return this.setAssigned(undefined);
+    }
+    // A node alone and given no model serves what it has on demand, like a single box.
+    if (!mine && (this.o.explicit.length > 0 || mesh.membership.peers.size > 0)) {
+      const choice = allocate(views[0]!, models, this.o.explicit.length ? this.o.explicit : undefined);
+      if (!choice) return;
+      this.o.log.info("assigned a model", { model: choice.model, rule: choice.rule, download: choice.download });
+      if (choice.download) this.o.fetcher.fetch(choice.model, () => this.catalog().find((m) => m.name === choice.model));
+      return this.setAssigned(choice.model);
+    }
+    if (mine) this.host(views, models.find((m) => m.name === mine));
+  }
+
+  /** Loads (or reloads over a changed group) the assigned model when this node is its host. */
+  private host(views: NodeView[], entry: CatalogModel | undefined): void {
+    const name = this.assigned;
+    if (!name || !entry) return;
+    const model = this.o.store.list().find((m) => m.name === name && hasFiles(m));
+    const plan = this.plan(views, name, entry.needBytes);
+    const wanted = plan?.workers.join(",");
+    const runnable = model && plan?.host === views[0]!.nodeId && entry.capacityBytes >= entry.needBytes;
+    if (this.hosting !== Boolean(runnable)) {
+      this.hosting = Boolean(runnable);
+      this.o.mesh()?.announceIfChanged();
+    }
+    const server = this.o.pool.server(name);
+    // Another node hosts it now (one with more memory joined): ours goes once theirs answers.
+    if (server && plan && plan.host !== views[0]!.nodeId && entry.status === "ready" && entry.host === plan.host) {
+      this.o.log.info("another node hosts the model now; unloading ours", { model: name, host: plan.host.slice(0, 10) });
+      void this.o.pool.unload(name).catch(() => undefined);
+      return;
+    }
+    if (!runnable || this.o.pool.isLoading(name) || (server && this.loadedSplit === wanted)) {
+      clearTimeout(this.settleTimer);
+      this.settleTimer = undefined;
+      return;
+    }
+    if (this.settleTimer) return;
+    this.settleTimer = setTimeout(() => {
+      this.settleTimer = undefined;
+      if (this.stopped || this.assigned !== name || !this.hosting) return;
+      const again = this.o.pool.server(name);
+      this.o.log.info(again ? "the group changed; loading the model again across it" : "hosting the model", { model: name, workers: wanted || "none" });
+      const load = again ? this.o.pool.reload(model) : this.o.pool.load(model);
+      load.catch((err) => {
+        this.lastFailure = Date.now();
+        this.o.log.error("could not load the assigned model", { model: name, error: (err as Error).message.split("\n")[0] });
+      });
+    }, Date.now() - this.lastFailure < RETRY_AFTER_FAILURE_MS ? RETRY_AFTER_FAILURE_MS : SETTLE_MS);
+  }
+
+  status(): { assigned: string | null; idle: string[]; fetching: FetchProgress | null; catalog: CatalogModel[] } {
+    return { assigned: this.assigned ?? null, idle: [...this.idle], fetching: this.o.fetcher.progress ?? null, catalog: this.catalog() };
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.settleTimer);
+    this.o.fetcher.cancel();
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * Gets the files of a model this node was assigned and does not have: from a peer that has them
+ * (over the mesh, verified and resumable), else from the model's source URL. One fetch at a time;
+ * failures are retried with a growing pause (a partial file is resumed), progress is logged and
+ * announced so every node's status shows it.
+ */
+import { mkdirSync } from "node:fs";
+import type { CatalogModel } from "../mesh/catalog.ts";
+import type { Stream } from "../mesh/transport.ts";
+import type { Log } from "../log.ts";
+import { FileHasher, sleep, TransferError, type TransferProgress } from "../models/model-transfer.ts";
+import { fetchModelFromPeer } from "../models/peer-transfer.ts";
+import { downloadFromUrl } from "../models/url-download.ts";
+
+const LOG_EVERY_MS = 2_000;
+const MAX_PAUSE_MS = 30_000;
+
+export interface FetchProgress {
+  model: string;
+  bytes: number;
+  total: number;
+  /** A peer's node id, or the source URL. */
+  from: string;
+}
+
+export interface ModelFetcherOptions {
+  enabled: boolean;
+  modelsDir: string;
+  selfId: () => string | undefined;
+  /** A MODEL stream to a peer, or undefined when it is not connected. */
+  openStream: (peerId: string) => Promise<Stream | undefined>;
+  log: Log;
+  /** Progress moved (announce it). */
+  onProgress: () => void;
+  /** The files are in place (rescan the models dir, announce, decide again). */
+  onDone: (model: string) => Promise<void>;
+}
+
+export class ModelFetcher {
+  progress: FetchProgress | undefined;
+  readonly hasher = new FileHasher();
+  private abort: AbortController | undefined;
+
+  constructor(private readonly o: ModelFetcherOptions) {}
+
+  get enabled(): boolean {
+    return this.o.enabled;
+  }
+
+  /** Starts fetching `model` (replacing any fetch under way); `entry` reads the catalog afresh per try. */
+  fetch(model: string, entry: () => CatalogModel | undefined): void {
+    if (!this.o.enabled) return;
+    this.cancel();
+    const abort = new AbortController();
+    this.abort = abort;
+    void this.run(model, entry, abort.signal).finally(() => {
+      if (this.abort === abort) {
+        this.abort = undefined;
+        this.progress = undefined;
+        this.o.onProgress();
+      }
+    });
+  }
+
+  cancel(): void {
+    this.abort?.abort();
+    this.abort = undefined;
+    this.progress = undefined;
+  }
+
+  private async run(model: string, entry: () => CatalogModel | undefined, signal: AbortSignal): Promise<void> {
+    mkdirSync(this.o.modelsDir, { recursive: true });
+    const started = performance.now();
+    for (let attempt = 0; !signal.aborted; attempt++) {
+      const m = entry();
+      const self = this.o.selfId();
+      const peer = m?.nodesOnDisk.filter((id) => id !== self)[attempt % Math.max(1, m.nodesOnDisk.length)];
+      const from = peer ?? m?.source;
+      try {
+        if (!from) throw new Error("no peer has it and it has no source URL");
+        this.o.log.info("fetching model", { model, from: peer ? `node ${peer.slice(0, 10)}` : from, attempt: attempt + 1 });
+        const onProgress = this.reporter(model, from);
+        if (peer) {
+          const open = async () => {
+            const stream = await this.o.openStream(peer);
+            if (!stream) throw new Error(`node ${peer.slice(0, 10)} is not connected`);
+            return stream;
+          };
+          await fetchModelFromPeer({ model, open, destDir: this.o.modelsDir, onProgress, signal, hasher: this.hasher });
+        } else {
+          const got = await downloadFromUrl({ url: from, model, destDir: this.o.modelsDir, onProgress, signal });
+          if (!got.verified) this.o.log.warn("the source gave no hash to check the download against", { model, url: from });
+        }
+        this.o.log.info("model fetched", { model, ms: Math.round(performance.now() - started) });
+        await this.o.onDone(model);
+        return;
+      } catch (err) {
+        if (signal.aborted) return;
+        const pause = Math.min(MAX_PAUSE_MS, 1_000 * 2 ** attempt);
+        const level = err instanceof TransferError ? "error" : "warn";
+        this.o.log[level]("could not fetch the model; trying again", { model, error: (err as Error).message, retryInMs: pause });
+        await sleep(pause, signal).catch(() => undefined);
+      }
+    }
+  }
+
+  private reporter(model: string, from: string): (p: TransferProgress) => void {
+    let lastLog = 0;
+    return (p) => {
+      this.progress = { model, bytes: p.bytes, total: p.total, from };
+      this.o.onProgress();
+      const now = performance.now();
+      if (now - lastLog >= LOG_EVERY_MS || (p.total > 0 && p.bytes >= p.total)) {
+        lastLog = now;
+        const pct = p.total > 0 ? ` ${((100 * p.bytes) / p.total).toFixed(0)}%` : "";
+        this.o.log.info(`fetching ${model}:${pct}`, { bytes: p.bytes, total: p.total });
+      }
+    };
+  }
+}

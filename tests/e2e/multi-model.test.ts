@@ -1,0 +1,159 @@
+/**
+ * The multi-model mesh with real nodes: two models, one too big for any single node (by `--vram`),
+ * groups and hosts formed by the allocation and election rules, every node's API answering for
+ * both, the files fetched from a peer, a host killed and its model back on the nodes left, a fifth
+ * node assigned by the rules, and a model let go when idle.
+ */
+import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
+import OpenAI from "openai";
+import { killAllChildren } from "../helpers/children.ts";
+import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
+import { testModel } from "../helpers/models.ts";
+import { SMALL_LLAMA } from "../helpers/node.ts";
+import { waitFor } from "../helpers/wait.ts";
+import { loaded } from "../helpers/api.ts";
+import { ANSWERED_BY_HEADER } from "../../mesh/routing.ts";
+
+const nodes: MeshTestNode[] = [];
+afterEach(async () => {
+  await Promise.all(nodes.splice(0).map((n) => n.stop()));
+});
+afterAll(killAllChildren);
+
+const WIDE = "wide-q8_0";
+const TINY = "tiny-q8_0";
+let files: Record<string, string>;
+beforeAll(async () => {
+  files = { [`${WIDE}.gguf`]: await testModel("wide", "q8_0"), [`${TINY}.gguf`]: await testModel("tiny", "q8_0") };
+});
+
+interface ListedModel {
+  id: string;
+  status: string;
+  host: string | null;
+  mesh?: { status: string; host: string | null; nodes_serving: string[]; split: boolean };
+}
+interface ModelsStatus {
+  models: { assigned: string | null };
+}
+
+const client = (n: MeshTestNode) => new OpenAI({ baseURL: `${n.url}/v1`, apiKey: "unused", maxRetries: 0, timeout: 30_000 });
+const listed = async (n: MeshTestNode) => (await client(n).models.list()).data as unknown as ListedModel[];
+const assigned = async (n: MeshTestNode) => ((await meshStatus(n)) as unknown as ModelsStatus).models.assigned;
+
+/** A chat completion through `via`; resolves with the node that answered it. */
+async function answeredBy(via: MeshTestNode, model: string): Promise<string | null> {
+  const { data, response } = await client(via).chat.completions.create({ model, messages: [{ role: "user", content: "hi" }], max_tokens: 2 }).withResponse();
+  expect(data.choices[0]!.message).toBeDefined();
+  return response.headers.get(ANSWERED_BY_HEADER);
+}
+
+async function waitForModel(n: MeshTestNode, model: string, check: (m: ListedModel) => boolean, what: string, timeoutMs = 60_000) {
+  return waitFor(async () => (await listed(n)).find((m) => m.id === model && check(m)), { what, timeoutMs });
+}
+
+// wide needs about 102 MiB at this context (file + KV + margin), tiny under 1 MiB: wide needs two
+// of these nodes, tiny fits anywhere.
+const vram = (mib: number) => ["--vram", `${mib}MiB`];
+
+test("two models over four nodes: groups, hosts and splits follow the rules; every node answers for both; a killed host's model comes back; a fifth node is assigned", async () => {
+  const seeder = await startMeshNode([...SMALL_LLAMA, ...vram(64), "--model", WIDE, "--model", TINY], { models: files, name: "seeder" });
+  nodes.push(seeder);
+  // The seeder can hold only tiny: rule 2 (nobody serves it, it fits, it is on its disk).
+  await waitFor(async () => (await assigned(seeder)) === TINY, { what: "the seeder to take tiny" });
+  const b = await startMeshNode([...SMALL_LLAMA, ...vram(64), "--join", seeder.token], { name: "b" });
+  nodes.push(b);
+  // Alone in wide's group, b cannot run it: the catalog says so and requests get 503 with Retry-After.
+  await waitForModel(seeder, WIDE, (m) => m.status === "needs-capacity", "wide to need capacity");
+  const short = await fetch(`${seeder.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: WIDE, messages: [] }) });
+  expect(short.status).toBe(503);
+  expect(short.headers.get("retry-after")).toBe("30");
+  expect(((await short.json()) as { error: { message: string } }).error.message).toContain("needs");
+
+  const c = await startMeshNode([...SMALL_LLAMA, ...vram(80), "--join", seeder.token], { name: "c" });
+  nodes.push(c);
+  const d = await startMeshNode([...SMALL_LLAMA, ...vram(48), "--join", seeder.token], { name: "d" });
+  nodes.push(d);
+  const all = [seeder, b, c, d];
+  await waitForFullMesh(all);
+
+  // wide's group is b, c and d; c has the most memory and hosts it over b's and d's rpc-servers and its own.
+  const group = [b, c, d].map((n) => n.nodeId).sort();
+  for (const n of all) {
+    await waitForModel(n, WIDE, (m) => m.status === "loaded" && m.host === c.nodeId && JSON.stringify(m.mesh?.nodes_serving) === JSON.stringify(group), `${n.child.name} to see wide ready on c`);
+    await waitForModel(n, TINY, (m) => m.status === "loaded" && m.host === seeder.nodeId, `${n.child.name} to see tiny ready on the seeder`);
+  }
+  const split = await waitFor(async () => (await loaded(c)).find((s) => s.model_name === WIDE && s.state === "ready" && (s as { rpc_workers?: string[] }).rpc_workers?.length === 3), {
+    what: "c to run wide over three rpc-servers",
+    timeoutMs: 60_000,
+  });
+  expect(split).toBeDefined();
+  expect(await loaded(b)).toEqual([]);
+  expect(await loaded(d)).toEqual([]);
+  // b and d got wide's file from the seeder over the mesh.
+  for (const n of [b, d]) expect((await listed(n)).find((m) => m.id === WIDE)?.status).toBe("loaded");
+
+  for (const via of all) {
+    expect(await answeredBy(via, WIDE)).toBe(c.nodeId);
+    expect(await answeredBy(via, TINY)).toBe(seeder.nodeId);
+  }
+
+  // kill -9 of wide's host: b (64) and d (48) still hold it; b hosts. Until then requests get 503, never hang.
+  c.child.proc.kill("SIGKILL");
+  const killedAt = performance.now();
+  const statuses = new Set<number>();
+  let back = 0;
+  while (!back) {
+    const started = performance.now();
+    const res = await fetch(`${seeder.url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({ model: WIDE, messages: [{ role: "user", content: "hi" }], max_tokens: 2 }),
+      signal: AbortSignal.timeout(20_000),
+    });
+    await res.arrayBuffer();
+    statuses.add(res.status);
+    expect(performance.now() - started).toBeLessThan(10_000);
+    if (res.status === 200) back = performance.now() - killedAt;
+    else await Bun.sleep(250);
+    expect(performance.now() - killedAt).toBeLessThan(30_000);
+  }
+  console.log(`wide answered again ${Math.round(back)} ms after its host was killed (statuses seen: ${[...statuses].join(", ")})`);
+  expect(back).toBeLessThan(15_000);
+  expect([...statuses].every((s) => s === 200 || s === 503)).toBe(true);
+  expect(await answeredBy(d, WIDE)).toBe(b.nodeId);
+
+  // A fifth node without a model: tiny runs alone on the seeder (nothing to gain), wide runs split,
+  // so rule 4 puts it in wide's group (after fetching the file), and b re-splits over it.
+  const e = await startMeshNode([...SMALL_LLAMA, ...vram(64), "--join", seeder.token], { name: "e" });
+  nodes.push(e);
+  await waitFor(async () => (await assigned(e)) === WIDE, { what: "the fifth node to join wide's group" });
+  await waitFor(async () => (await loaded(b)).find((s) => s.model_name === WIDE && s.state === "ready" && (s as { rpc_workers?: string[] }).rpc_workers?.length === 3), {
+    what: "b to run wide over d, e and itself",
+    timeoutMs: 60_000,
+  });
+  expect(await answeredBy(e, WIDE)).toBe(b.nodeId);
+  expect(await answeredBy(e, TINY)).toBe(seeder.nodeId);
+});
+
+test("a model with no requests for --idle-unload is let go by its group; a request brings it back on demand", async () => {
+  const host = await startMeshNode([...SMALL_LLAMA, "--idle-unload", "4s", "--model", TINY], { models: { [`${TINY}.gguf`]: files[`${TINY}.gguf`]! }, name: "host" });
+  nodes.push(host);
+  // Asked for explicitly, without the file: it is fetched from the host.
+  const other = await startMeshNode([...SMALL_LLAMA, "--idle-unload", "4s", "--join", host.token, "--model", TINY], { name: "other" });
+  nodes.push(other);
+  await waitFor(async () => (await assigned(other)) === TINY && (await listed(other)).find((m) => m.id === TINY)?.mesh?.nodes_serving.length === 2, {
+    what: "both nodes in tiny's group",
+  });
+  await waitForModel(other, TINY, (m) => m.status === "loaded", "tiny ready");
+  // No requests: the host unloads it, says so, and both leave the group and stay out of it.
+  await waitFor(async () => (await assigned(host)) === null && (await assigned(other)) === null, { what: "both nodes to let tiny go", timeoutMs: 30_000 });
+  const entry = await waitForModel(other, TINY, (m) => m.status === "unloaded", "tiny unloaded everywhere");
+  expect(entry.mesh?.nodes_serving).toEqual([]);
+  expect(await loaded(host)).toEqual([]);
+  // A request loads it on demand where it lands (the file is on both nodes now).
+  expect(await answeredBy(other, TINY)).toBe(other.nodeId);
+  // It is in use again, so the rules give it a group, hosted where it already runs.
+  await waitForModel(host, TINY, (m) => m.status === "loaded" && m.host === other.nodeId, "the host to see tiny served by the other node");
+  await waitFor(async () => (await assigned(host)) === TINY && (await assigned(other)) === TINY, { what: "both back in tiny's group" });
+  expect(await loaded(host)).toEqual([]);
+});
