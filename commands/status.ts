@@ -1,9 +1,14 @@
 /** `mesh status`: asks the node listening at --listen:--port about itself and its mesh. */
 import type { Config } from "../config/config.ts";
+import type { CatalogModel } from "../mesh/catalog.ts";
 import type { MeshStatus } from "../mesh/status.ts";
+import type { FetchProgress } from "../node/model-fetcher.ts";
 import { CommandError, localUrl } from "./common.ts";
 
-type StatusBody = MeshStatus & { version: string };
+type StatusBody = MeshStatus & {
+  version: string;
+  models?: { assigned: string | null; fetching: FetchProgress | null; catalog: CatalogModel[] };
+};
 
 const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(1)} GiB`;
 
@@ -17,6 +22,15 @@ export function formatStatus(url: string, s: StatusBody): string {
   for (const p of s.peers) {
     const serving = p.serving.length ? `serving ${p.serving.join(",")}` : "serving nothing";
     lines.push(`  ${p.shortId}  ${p.addresses.join(",")}  rtt ${p.rttMs} ms  ${p.role}  ${serving}  vram ${gib(p.vramBytes)}`);
+  }
+  if (s.models) {
+    const f = s.models.fetching;
+    const progress = f ? `  fetching ${f.model} ${f.total ? `${((100 * f.bytes) / f.total).toFixed(0)}%` : `${gib(f.bytes)}`}` : "";
+    lines.push(`models   ${s.models.catalog.length}  assigned ${s.models.assigned ?? "none"}${progress}`);
+    for (const m of s.models.catalog) {
+      const host = m.host ? `host ${m.host.slice(0, 10)}` : "no host";
+      lines.push(`  ${m.name}  ${m.status}  ${host}  group ${m.nodesServing.length}  need ${gib(m.needBytes)} of ${gib(m.capacityBytes)}`);
+    }
   }
   return lines.join("\n");
 }

@@ -15,6 +15,8 @@ export interface LocalView {
   nodeId: string;
   /** The model's files are on this node's disk (or its registry names it). */
   known: boolean;
+  /** Its files are all here (not just named by the registry, or still arriving). */
+  hasFiles: boolean;
   /** This node's llama-server for it answers now. */
   ready: boolean;
 }
@@ -25,7 +27,10 @@ const gib = (b: number) => `${(b / 2 ** 30).toFixed(2)} GiB`;
 export function routeModel(entry: CatalogModel | undefined, self: LocalView, forwarded: boolean): Route {
   if (forwarded || self.ready) return self.known || self.ready ? { to: "local" } : { to: "unknown" };
   if (!entry) return self.known ? { to: "local" } : { to: "unknown" };
-  if (entry.host === self.nodeId) return { to: "local" };
+  if (entry.host === self.nodeId) {
+    if (self.hasFiles) return { to: "local" };
+    return { to: "unavailable", message: `model "${entry.name}" is being fetched by this node, its host; retry shortly`, retryAfterS: 10 };
+  }
   switch (entry.status) {
     case "ready":
       return { to: "peer", peerId: entry.host! };

@@ -113,10 +113,12 @@ export class MeshModels {
   }
 
   async route(model: string, forwarded: boolean): Promise<Route> {
-    const known = (await this.o.store.find(model)) !== undefined;
+    const info = await this.o.store.find(model);
+    const known = info !== undefined;
+    const hasFilesHere = info !== undefined && hasFiles(info);
     const ready = this.o.pool.server(model)?.state === "ready";
     const entry = this.catalog().find((m) => m.name === model);
-    const route = routeModel(entry, { nodeId: this.o.mesh()?.nodeId ?? "", known, ready }, forwarded);
+    const route = routeModel(entry, { nodeId: this.o.mesh()?.nodeId ?? "", known, hasFiles: hasFilesHere, ready }, forwarded);
     // A host that missed its heartbeats is likely gone: a clear 503 now beats a request that waits
     // for the connection to time out.
     if (route.to === "peer") {
@@ -240,7 +242,13 @@ export class MeshModels {
         this.lastFailure = Date.now();
         this.o.log.error("could not load the assigned model", { model: name, error: (err as Error).message.split("\n")[0] });
       });
-    }, Date.now() - this.lastFailure < RETRY_AFTER_FAILURE_MS ? RETRY_AFTER_FAILURE_MS : SETTLE_MS);
+    }, this.loadDelay(Boolean(server || wanted)));
+  }
+
+  /** A load over peers (or a reload) waits for the group to settle; a first solo load need not. */
+  private loadDelay(settle: boolean): number {
+    if (Date.now() - this.lastFailure < RETRY_AFTER_FAILURE_MS) return RETRY_AFTER_FAILURE_MS;
+    return settle ? SETTLE_MS : 0;
   }
 
   status(): { assigned: string | null; idle: string[]; fetching: FetchProgress | null; catalog: CatalogModel[] } {

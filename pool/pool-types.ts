@@ -30,7 +30,7 @@ export interface PoolOptions {
   onChange?: () => void;
   /** How a model is split across RPC endpoints (`--rpc`); none runs it on this node alone. */
   rpcWorkersFor?: (model: ModelInfo) => Promise<RpcSplit>;
-  /** A server was unloaded, and why (the node releases a mesh assignment unloaded for idleness). */
+  /** A server is being unloaded, and why (the node releases a mesh assignment unloaded for idleness). */
   onEvict?: (model: string, cause: EvictionCause) => void;
 }
 

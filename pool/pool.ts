@@ -316,9 +316,10 @@ export class Pool {
     this.servers.delete(model);
     this.counters.evictions.set(cause, (this.counters.evictions.get(cause) ?? 0) + 1);
     this.opts.log.info("unloading model", { model, cause });
+    // Told before the stop: what the node decides from it must not race a reload the stop would prompt.
+    this.opts.onEvict?.(model, cause);
     await server.stop();
     this.notifyChange();
-    this.opts.onEvict?.(model, cause);
   }
 
   /**

@@ -13,6 +13,9 @@ import { SMALL_LLAMA } from "../helpers/node.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { loaded } from "../helpers/api.ts";
 import { ANSWERED_BY_HEADER } from "../../mesh/routing.ts";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 const nodes: MeshTestNode[] = [];
 afterEach(async () => {
@@ -156,4 +159,41 @@ test("a model with no requests for --idle-unload is let go by its group; a reque
   await waitForModel(host, TINY, (m) => m.status === "loaded" && m.host === other.nodeId, "the host to see tiny served by the other node");
   await waitFor(async () => (await assigned(host)) === TINY && (await assigned(other)) === TINY, { what: "both back in tiny's group" });
   expect(await loaded(host)).toEqual([]);
+});
+
+test("a model known only by its source URL is fetched, verified and served by the node asked for it; a wrong hash installs nothing", async () => {
+  const tiny = files[`${TINY}.gguf`]!;
+  const sha256 = new Bun.CryptoHasher("sha256").update(await Bun.file(tiny).arrayBuffer()).digest("hex");
+  // Stands in for a Hugging Face resolve URL: the file, with its SHA-256 as the ETag (the bad path lies about it).
+  const source = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    fetch: (req) => new Response(Bun.file(tiny), { headers: { etag: `"${new URL(req.url).pathname === "/bad.gguf" ? "0".repeat(64) : sha256}"` } }),
+  });
+  const dir = mkdtempSync(join(tmpdir(), "mesh-test-registry-"));
+  try {
+    const registry = (name: string, path: string) => {
+      const file = join(dir, `${name}.json`);
+      writeFileSync(file, JSON.stringify({ [name]: { file: `${name}.gguf`, source: `http://127.0.0.1:${source.port}${path}` } }));
+      return { "models.json": file };
+    };
+    const good = await startMeshNode([...SMALL_LLAMA, "--model", "from-source"], { models: registry("from-source", "/tiny.gguf"), name: "good" });
+    nodes.push(good);
+    const bad = await startMeshNode([...SMALL_LLAMA, "--model", "bad-source"], { models: registry("bad-source", "/bad.gguf"), name: "bad" });
+    nodes.push(bad);
+
+    await waitForModel(good, "from-source", (m) => m.status === "loaded" && m.host === good.nodeId, "the good node to fetch and serve its model");
+    expect(await answeredBy(good, "from-source")).toBe(good.nodeId);
+    await good.child.waitForOutput(/fetching from-source: 100%/);
+    expect(existsSync(join(good.modelsDir, "from-source.gguf"))).toBe(true);
+
+    await bad.child.waitForOutput(/arrived with SHA-256 [0-9a-f]{64}, expected 0{64}/);
+    expect(existsSync(join(bad.modelsDir, "bad-source.gguf"))).toBe(false);
+    const res = await fetch(`${bad.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: "bad-source", messages: [] }) });
+    expect(res.status).toBe(503);
+    expect(res.headers.get("retry-after")).toBeTruthy();
+  } finally {
+    source.stop(true);
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

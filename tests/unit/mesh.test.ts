@@ -148,6 +148,26 @@ test("mesh status prints one line per peer", () => {
   expect(text).toContain("token    mesh1xyz");
   expect(text).toContain("peers    1");
   expect(text).toContain("  p1  127.0.0.1:1  rtt 2 ms  host  serving qwen  vram 8.0 GiB");
+  expect(text).not.toContain("models");
+});
+
+test("mesh status prints the catalog, the assignment and a fetch under way", () => {
+  const text = formatStatus("http://127.0.0.1:9337", {
+    version: "0.1.0",
+    state: "running",
+    nodeId: "abcdef0123456789",
+    token: "mesh1xyz",
+    peers: [],
+    models: {
+      assigned: "big",
+      fetching: { model: "big", bytes: 2 ** 29, total: 2 ** 30, from: "p1" },
+      catalog: [
+        { name: "big", source: undefined, sizeBytes: 2 ** 30, needBytes: 2 ** 31, nodesOnDisk: ["p1"], nodesServing: ["abcdef0123456789"], capacityBytes: 2 ** 30, host: "abcdef0123456789", split: false, idle: false, status: "needs-capacity" },
+      ],
+    },
+  });
+  expect(text).toContain("models   1  assigned big  fetching big 50%");
+  expect(text).toContain("  big  needs-capacity  host abcdef0123  group 1  need 2.0 GiB of 1.0 GiB");
 });
 
 describe("direct RPC path", () => {

@@ -16,13 +16,14 @@ const entry = (over: Partial<CatalogModel>): CatalogModel => ({
   status: "unloaded",
   ...over,
 });
-const me = (over: Partial<LocalView> = {}): LocalView => ({ nodeId: "me", known: false, ready: false, ...over });
+const me = (over: Partial<LocalView> = {}): LocalView => ({ nodeId: "me", known: false, hasFiles: false, ready: false, ...over });
 
 test.each<[string, CatalogModel | undefined, LocalView, boolean, Route["to"] | Route]>([
   ["unknown everywhere: 404", undefined, me(), false, { to: "unknown" }],
   ["not in the catalog but on my disk (alone, no mesh yet): local", undefined, me({ known: true }), false, { to: "local" }],
   ["already up here: local, whoever hosts it", entry({ host: "a", status: "ready" }), me({ ready: true }), false, { to: "local" }],
-  ["I am the elected host: local (the pool waits for the load)", entry({ host: "me", status: "loading" }), me({ known: true }), false, { to: "local" }],
+  ["I am the elected host: local (the pool waits for the load)", entry({ host: "me", status: "loading" }), me({ known: true, hasFiles: true }), false, { to: "local" }],
+  ["I am the elected host but the file is still arriving: 503", entry({ host: "me", status: "loading" }), me({ known: true }), false, "unavailable"],
   ["ready on another host: forward there", entry({ host: "a", status: "ready" }), me({ known: true }), false, { to: "peer", peerId: "a" }],
   ["loading on another host: 503 for a few seconds", entry({ host: "a", status: "loading" }), me(), false, "unavailable"],
   ["the group is short of memory: 503 for longer", entry({ host: "a", status: "needs-capacity", capacityBytes: 60 }), me(), false, "unavailable"],
