@@ -9,7 +9,7 @@
  * Ties: on disk, then larger, then name. Models unloaded for idleness are skipped until asked for;
  * a node started with `--model` chooses among those only.
  */
-import type { CatalogModel, NodeView } from "./catalog.ts";
+import { byCodePoint, type CatalogModel, type NodeView } from "./catalog.ts";
 
 export interface Assignment {
   model: string;
@@ -26,12 +26,12 @@ export function allocate(
   const onDisk = (m: CatalogModel) => self.modelsOnDisk.some((d) => d.name === m.name);
   const fetchable = (m: CatalogModel) => onDisk(m) || m.nodesOnDisk.length > 0 || m.source !== undefined;
   const byPreference = (a: CatalogModel, b: CatalogModel) =>
-    Number(onDisk(b)) - Number(onDisk(a)) || b.sizeBytes - a.sizeBytes || a.name.localeCompare(b.name);
+    Number(onDisk(b)) - Number(onDisk(a)) || b.sizeBytes - a.sizeBytes || byCodePoint(a.name, b.name);
   const first = (rule: Assignment["rule"], candidates: CatalogModel[], order = byPreference): Assignment | undefined => {
     const m = candidates.filter(fetchable).sort(order)[0];
     return m && { model: m.name, rule, download: !onDisk(m) };
   };
-  const largest = (a: CatalogModel, b: CatalogModel) => b.sizeBytes - a.sizeBytes || a.name.localeCompare(b.name);
+  const largest = (a: CatalogModel, b: CatalogModel) => b.sizeBytes - a.sizeBytes || byCodePoint(a.name, b.name);
 
   const open = models.filter((m) => !m.idle && (!only || only.includes(m.name)));
   const needsMe = open.filter((m) => m.status === "needs-capacity" && m.capacityBytes + self.vramBytes >= m.needBytes);

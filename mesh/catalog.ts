@@ -30,6 +30,10 @@ export interface NodeView {
   hosting?: boolean;
   /** It downloads models it is assigned (false: it lends compute only). Default true. */
   fetches?: boolean;
+  /** Models it knows only by a source URL (its registry), seeding the catalog. */
+  seeds?: NodeModel[];
+  /** Its RPC protocol version: only nodes of the host's major version can be in its split. */
+  rpcProtocol?: string;
 }
 
 export type ModelStatus = "unloaded" | "loading" | "ready" | "needs-capacity";
@@ -45,6 +49,8 @@ export interface CatalogModel {
   /** Sum of the group's memory. */
   capacityBytes: number;
   host: string | undefined;
+  /** The node whose server for it answers requests now: the host, or one still serving while the host loads. */
+  servedBy: string | undefined;
   /** The host cannot hold it alone: it runs split over the group, so another node adds capacity. */
   split: boolean;
   /** Let go for lack of requests and served by nobody: not to be assigned until one comes (its group disbands). */
@@ -61,8 +67,22 @@ export function electionCandidates(nodes: readonly NodeView[], model: string): C
       vramBytes: n.vramBytes,
       ready: n.ready.includes(model),
       hosting: n.hosting === true,
-      canHost: n.fetches !== false || n.modelsOnDisk.some((d) => d.name === model),
+      // Only a node with the files can run llama-server for it; one still fetching hosts once it has them.
+      canHost: n.modelsOnDisk.some((d) => d.name === model),
     }));
+}
+
+const major = (v: string | undefined) => v?.split(".")[0];
+
+/**
+ * The members that can take part in the model's split: the elected host and those whose RPC
+ * protocol shares its major version (7 and 8 do not talk). Every node works out the same set.
+ */
+export function splitCandidates(nodes: readonly NodeView[], model: string): Candidate[] {
+  const candidates = electionCandidates(nodes, model);
+  const host = nodes.find((n) => n.nodeId === elect(candidates));
+  if (!host) return [];
+  return candidates.filter((c) => major(nodes.find((n) => n.nodeId === c.nodeId)?.rpcProtocol) === major(host.rpcProtocol));
 }
 
 /**
@@ -70,43 +90,58 @@ export function electionCandidates(nodes: readonly NodeView[], model: string): C
  * node, possibly not on anyone's disk yet). Sorted by name, so every node lists it alike.
  */
 export function catalog(nodes: readonly NodeView[], seeded: readonly NodeModel[] = []): CatalogModel[] {
+  // Nodes may see a model's need differently (their own --ctx-size): every node takes the largest,
+  // so all of them plan alike.
   const models = new Map<string, NodeModel>();
-  for (const m of seeded) models.set(m.name, m);
-  for (const n of nodes) {
-    for (const m of n.modelsOnDisk) {
-      // The first node that has the file says its size; a seed's source URL is kept.
-      const known = models.get(m.name);
-      if (!known?.sizeBytes) models.set(m.name, { ...known, ...m });
-    }
-  }
-  for (const n of nodes) if (n.assigned && !models.has(n.assigned)) models.set(n.assigned, { name: n.assigned, sizeBytes: 0, needBytes: 0 });
+  const merge = (m: NodeModel) => {
+    const known = models.get(m.name);
+    models.set(m.name, {
+      name: m.name,
+      sizeBytes: Math.max(known?.sizeBytes ?? 0, m.sizeBytes),
+      needBytes: Math.max(known?.needBytes ?? 0, m.needBytes),
+      ...((known?.source ?? m.source) ? { source: known?.source ?? m.source } : {}),
+    });
+  };
+  for (const m of [...seeded, ...nodes.flatMap((n) => n.seeds ?? [])]) merge(m);
+  for (const n of nodes) for (const m of n.modelsOnDisk) merge(m);
+  for (const n of nodes) if (n.assigned && !models.has(n.assigned)) merge({ name: n.assigned, sizeBytes: 0, needBytes: 0 });
 
   return [...models.values()]
     .map((m): CatalogModel => {
       const group = nodes.filter((n) => n.assigned === m.name);
-      const candidates = electionCandidates(nodes, m.name);
-      const capacityBytes = group.reduce((s, n) => s + n.vramBytes, 0);
-      const readyOn = nodes.filter((n) => n.ready.includes(m.name)).map((n) => n.nodeId).sort();
+      const candidates = splitCandidates(nodes, m.name);
+      const capacityBytes = candidates.reduce((s, n) => s + n.vramBytes, 0);
+      const readyOn = nodes.filter((n) => n.ready.includes(m.name)).map((n) => n.nodeId).sort(byCodePoint);
       // A model nobody is assigned can still be up on a node that loaded it on demand.
       const host = elect(candidates) ?? readyOn[0];
       const hostNode = group.find((n) => n.nodeId === host);
-      const status: ModelStatus =
-        group.length === 0
-          ? readyOn.length ? "ready" : "unloaded"
-          : capacityBytes < m.needBytes ? "needs-capacity" : host && readyOn.includes(host) ? "ready" : "loading";
+      // Requests go to the host once it answers; until then (a newly elected host loading) to a
+      // group member, or any node, whose server for it still answers.
+      const servedBy = host && readyOn.includes(host) ? host : (readyOn.find((id) => group.some((n) => n.nodeId === id)) ?? readyOn[0]);
+      const status: ModelStatus = servedBy
+        ? "ready"
+        : group.length === 0
+          ? "unloaded"
+          : capacityBytes < m.needBytes
+            ? "needs-capacity"
+            : "loading";
       return {
         name: m.name,
         source: m.source,
         sizeBytes: m.sizeBytes,
         needBytes: m.needBytes,
-        nodesOnDisk: nodes.filter((n) => n.modelsOnDisk.some((d) => d.name === m.name)).map((n) => n.nodeId).sort(),
-        nodesServing: group.map((n) => n.nodeId).sort(),
+        nodesOnDisk: nodes.filter((n) => n.modelsOnDisk.some((d) => d.name === m.name)).map((n) => n.nodeId).sort(byCodePoint),
+        nodesServing: group.map((n) => n.nodeId).sort(byCodePoint),
         capacityBytes,
         host,
+        servedBy,
         split: hostNode !== undefined && hostNode.vramBytes < m.needBytes,
         idle: readyOn.length === 0 && nodes.some((n) => n.idle.includes(m.name)),
         status,
       };
     })
-    .sort((a, b) => a.name.localeCompare(b.name));
+    .sort((a, b) => byCodePoint(a.name, b.name));
 }
+
+/** Locale-free order, so every node sorts alike. */
+export const byCodePoint = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

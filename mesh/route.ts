@@ -25,17 +25,31 @@ const short = (id: string) => id.slice(0, 10);
 const gib = (b: number) => `${(b / 2 ** 30).toFixed(2)} GiB`;
 
 export function routeModel(entry: CatalogModel | undefined, self: LocalView, forwarded: boolean): Route {
-  if (forwarded || self.ready) return self.known || self.ready ? { to: "local" } : { to: "unknown" };
-  if (!entry) return self.known ? { to: "local" } : { to: "unknown" };
-  if (entry.host === self.nodeId) {
-    if (self.hasFiles) return { to: "local" };
-    return { to: "unavailable", message: `model "${entry.name}" is being fetched by this node, its host; retry shortly`, retryAfterS: 10 };
+  if (self.ready) return { to: "local" };
+  if (forwarded) {
+    // Sent here as its host, but the mesh has moved it (views differ for a moment): a load here
+    // would run it alone, outside its group. The sender's client retries and lands right.
+    if (entry && entry.host !== undefined && entry.host !== self.nodeId && entry.status !== "unloaded") {
+      return { to: "unavailable", message: `model "${entry.name}" moved to node ${short(entry.host)}; retry`, retryAfterS: 1 };
+    }
+    return self.known ? { to: "local" } : { to: "unknown" };
   }
+  if (!entry) return self.known ? { to: "local" } : { to: "unknown" };
+  const fetching = (where: string) => ({
+    to: "unavailable" as const,
+    message: `model "${entry.name}" is being fetched by ${where}, its host; retry shortly`,
+    retryAfterS: 10,
+  });
   switch (entry.status) {
     case "ready":
-      return { to: "peer", peerId: entry.host! };
-    case "loading":
-      return { to: "unavailable", message: `model "${entry.name}" is loading on node ${short(entry.host!)}; retry shortly`, retryAfterS: 5 };
+      return entry.servedBy === self.nodeId ? { to: "local" } : { to: "peer", peerId: entry.servedBy! };
+    case "loading": {
+      // The host loads it when asked (it may have let it go for another model): send the request
+      // there, where it waits for the load like on a single box; a host still fetching cannot.
+      const host = entry.host!;
+      if (host === self.nodeId) return self.hasFiles ? { to: "local" } : fetching("this node");
+      return entry.nodesOnDisk.includes(host) ? { to: "peer", peerId: host } : fetching(`node ${short(host)}`);
+    }
     case "needs-capacity":
       return {
         to: "unavailable",
@@ -44,8 +58,8 @@ export function routeModel(entry: CatalogModel | undefined, self: LocalView, for
       };
     case "unloaded": {
       // Nobody is assigned it (or it went idle): a node that has the file loads it on demand.
-      if (self.known) return { to: "local" };
-      const holder = entry.nodesOnDisk[0];
+      if (self.hasFiles) return { to: "local" };
+      const holder = entry.nodesOnDisk.find((id) => id !== self.nodeId);
       if (holder) return { to: "peer", peerId: holder };
       return { to: "unavailable", message: `model "${entry.name}" is on no node yet; it is fetched from its source once a node is assigned it`, retryAfterS: 30 };
     }

@@ -8,6 +8,7 @@
  * whole file's SHA-256 matches.
  */
 import { basename, resolve } from "node:path";
+import { existsSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import { z } from "zod";
 import type { Stream } from "../mesh/transport.ts";
@@ -147,6 +148,8 @@ export async function fetchModelFromPeer(opts: PeerFetchOptions): Promise<string
     opts.signal?.throwIfAborted();
     const here = resolve(opts.destDir, entry.name);
     if (!(await isInPlace(here, entry, hasher))) {
+      // A file of that name that is not this one belongs to a model of ours (a registry name, say).
+      if (existsSync(here)) throw new TransferError(`${entry.name} in ${opts.destDir} is another file; it is not replaced (rename it, or remove it if it is stale)`);
       const before = done;
       await fetchFile(opts, entry, (bytes) => progress.set({ bytes: before + bytes }));
     }

@@ -5,8 +5,8 @@
  * when it lets a model go for lack of requests. It re-decides on every change it hears of.
  */
 import { existsSync } from "node:fs";
-import { allocate } from "../mesh/allocation.ts";
-import { catalog, electionCandidates, type CatalogModel, type NodeModel, type NodeView } from "../mesh/catalog.ts";
+import { allocate, type Assignment } from "../mesh/allocation.ts";
+import { catalog, splitCandidates, type CatalogModel, type NodeModel, type NodeView } from "../mesh/catalog.ts";
 import { splitPlan, type SplitPlan } from "../mesh/election.ts";
 import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
 import type { Announcement } from "../mesh/messages.ts";
@@ -34,14 +34,14 @@ export interface MeshModelsOptions {
   /** The host's own compute is its rpc-server (no GPU): it joins the split as the last device. */
   ownRpcEndpoint: () => string | undefined;
   tunnelEndpoint: (peerId: string) => Promise<string>;
-  /** Peers that speak our RPC protocol (only they can be in a split). */
-  rpcCompatible: (peerId: string) => boolean;
+  /** The RPC protocol of our rpc-server (only nodes of one major version can be in a split). */
+  rpcProtocol: string;
   defaultCtxSize: number;
   fetcher: ModelFetcher;
   log: Log;
 }
 
-type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching">;
+type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching" | "rpcProtocol">;
 
 const hasFiles = (m: ModelInfo) => !m.problem && m.files.every((f) => existsSync(f));
 
@@ -57,6 +57,12 @@ export class MeshModels {
   private lastFailure = 0;
   private stopped = false;
   private pending = false;
+  /** Our assigned model was unloaded to make room for another: it loads again when asked for. */
+  private swappedOut = false;
+  /** Models whose files we failed to get for good: not chosen again by this node. */
+  private readonly unfetchable = new Set<string>();
+  /** An explicit --model the mesh does not know yet, said once. */
+  private toldUnknown = false;
 
   constructor(private readonly o: MeshModelsOptions) {}
 
@@ -76,6 +82,7 @@ export class MeshModels {
       hosting: this.hosting,
       idle: [...this.idle],
       fetches: this.o.fetcher.enabled,
+      rpcProtocol: this.o.rpcProtocol,
       ...(fetching ? { fetching } : {}),
     };
   }
@@ -97,6 +104,8 @@ export class MeshModels {
       hosting: a.hosting,
       idle: a.idle,
       fetches: a.fetches,
+      rpcProtocol: a.rpcProtocol,
+      seeds: a.seeds.map((x): NodeModel => ({ name: x.name, sizeBytes: 0, needBytes: 0, source: x.source })),
     });
     return [
       view(mesh?.nodeId ?? "", this.o.vramBytes, own),
@@ -105,19 +114,17 @@ export class MeshModels {
   }
 
   catalog(views = this.views()): CatalogModel[] {
-    const mesh = this.o.mesh();
-    const seeds = [this.announced().seeds, ...[...(mesh?.membership.peers.values() ?? [])].map((p) => p.announcement.seeds)]
-      .flat()
-      .map((s): NodeModel => ({ name: s.name, sizeBytes: 0, needBytes: 0, source: s.source }));
-    return catalog(views, seeds);
+    return catalog(views);
   }
 
   async route(model: string, forwarded: boolean): Promise<Route> {
-    const info = await this.o.store.find(model);
+    // A model a peer serves is not looked for on disk again (a rescan per request); an unknown one is.
+    const entry = this.catalog().find((m) => m.name === model);
+    const info = this.o.store.list().find((m) => m.name === model) ?? (entry ? undefined : await this.o.store.find(model));
     const known = info !== undefined;
     const hasFilesHere = info !== undefined && hasFiles(info);
-    const ready = this.o.pool.server(model)?.state === "ready";
-    const entry = this.catalog().find((m) => m.name === model);
+    const server = this.o.pool.server(model);
+    const ready = server?.state === "ready" && !server.draining;
     const route = routeModel(entry, { nodeId: this.o.mesh()?.nodeId ?? "", known, hasFiles: hasFilesHere, ready }, forwarded);
     // A host that missed its heartbeats is likely gone: a clear 503 now beats a request that waits
     // for the connection to time out.
@@ -134,8 +141,7 @@ export class MeshModels {
   /** The split of our assigned model's group, as every member of it works it out. */
   private plan(views: NodeView[], model: string, needBytes: number): SplitPlan | undefined {
     const self = views[0]!.nodeId;
-    const group = electionCandidates(views, model).filter((c) => c.nodeId === self || this.o.rpcCompatible(c.nodeId));
-    return splitPlan(group, needBytes);
+    return splitPlan(splitCandidates(views, model), needBytes);
   }
 
   /** The pool's hook: the rpc-servers a load of `model` uses, with layers in proportion to memory. */
@@ -157,17 +163,32 @@ export class MeshModels {
     return { endpoints: [...endpoints, own], ...(shares.every((s) => s > 0) ? { tensorSplit: shares.map((s) => Math.max(1, Math.round(s / 2 ** 20))) } : {}) };
   }
 
-  /** The pool unloaded a model: one we host that went idle frees our group for other models. */
+  /**
+   * The pool is unloading a model. One we host that went idle frees our group for other models; one
+   * that made room for a model asked for on demand is loaded again when a request wants it, not at
+   * once (that would evict the other one straight back).
+   */
   onEvict(model: string, cause: EvictionCause): void {
-    if (cause !== "idle" || model !== this.assigned) return;
-    this.o.log.info("the model had no requests for the idle time; leaving its group", { model });
-    this.idle.add(model);
+    if (model !== this.assigned) return;
+    if (cause === "idle") {
+      this.o.log.info("the model had no requests for the idle time; leaving its group", { model });
+      this.idle.add(model);
+      this.setAssigned(undefined);
+    } else if (cause === "lru" || cause === "nuclear" || cause === "npu") this.swappedOut = true;
+  }
+
+  /** The files of our model cannot be had (a hash that never matches, a refusal): choose another. */
+  private giveUp(model: string, why: string): void {
+    if (this.assigned !== model) return;
+    this.o.log.error("giving up on the assigned model; choosing another", { model, why });
+    this.unfetchable.add(model);
     this.setAssigned(undefined);
   }
 
   private setAssigned(model: string | undefined): void {
     this.assigned = model;
     this.hosting = false;
+    this.swappedOut = false;
     this.loadedSplit = undefined;
     if (model === undefined) this.o.fetcher.cancel();
     this.o.mesh()?.announceIfChanged();
@@ -197,14 +218,54 @@ export class MeshModels {
       return this.setAssigned(undefined);
     }
     // A node alone and given no model serves what it has on demand, like a single box.
-    if (!mine && (this.o.explicit.length > 0 || mesh.membership.peers.size > 0)) {
-      const choice = allocate(views[0]!, models, this.o.explicit.length ? this.o.explicit : undefined);
-      if (!choice) return;
-      this.o.log.info("assigned a model", { model: choice.model, rule: choice.rule, download: choice.download });
-      if (choice.download) this.o.fetcher.fetch(choice.model, () => this.catalog().find((m) => m.name === choice.model));
-      return this.setAssigned(choice.model);
+    if (!mine && (this.o.explicit.length > 0 || mesh.membership.peers.size > 0)) return this.choose(views, models);
+    // A spare (in a group that does not use it) moves to a model that cannot run without it or
+    // that nobody serves; it serves no request, so nothing is taken from anyone.
+    if (mine && this.isSpare(views, models)) {
+      const asIfFree = views.map((v, i) => (i === 0 ? { ...v, assigned: undefined, hosting: false } : v));
+      const better = allocate(asIfFree[0]!, this.catalog(asIfFree), this.candidatesFilter());
+      if (better && better.model !== mine && better.rule <= 2) {
+        this.o.log.info("a spare in its group; moving to a model that needs it", { from: mine, model: better.model, rule: better.rule });
+        return this.take(better);
+      }
     }
     if (mine) this.host(views, models.find((m) => m.name === mine));
+  }
+
+  /** Models this node may choose from: the --model ones if given, never one it failed to fetch. */
+  private candidatesFilter(): string[] | undefined {
+    if (this.unfetchable.size === 0) return this.o.explicit.length ? this.o.explicit : undefined;
+    const names = this.o.explicit.length ? this.o.explicit : this.catalog().map((m) => m.name);
+    return names.filter((n) => !this.unfetchable.has(n));
+  }
+
+  private choose(views: NodeView[], models: CatalogModel[]): void {
+    const choice = allocate(views[0]!, models, this.candidatesFilter());
+    if (!choice) {
+      if (this.o.explicit.length && !this.toldUnknown) {
+        this.toldUnknown = true;
+        this.o.log.warn("no model asked for with --model can be served yet: none is in the mesh's catalog", { asked: this.o.explicit.join(","), catalog: models.map((m) => m.name).join(",") });
+      }
+      return;
+    }
+    this.take(choice);
+  }
+
+  private take(choice: Assignment): void {
+    this.o.log.info("assigned a model", { model: choice.model, rule: choice.rule, download: choice.download });
+    if (choice.download) {
+      this.o.fetcher.fetch(choice.model, () => this.catalog().find((m) => m.name === choice.model), (why) => this.giveUp(choice.model, why));
+    } else this.o.fetcher.cancel();
+    this.setAssigned(choice.model);
+  }
+
+  /** In a group, but neither its host nor one of its workers. */
+  private isSpare(views: NodeView[], models: CatalogModel[]): boolean {
+    const mine = this.assigned!;
+    const entry = models.find((m) => m.name === mine);
+    const plan = entry && this.plan(views, mine, entry.needBytes);
+    const self = views[0]!.nodeId;
+    return !this.hosting && plan !== undefined && plan.host !== self && !plan.workers.includes(self);
   }
 
   /** Loads (or reloads over a changed group) the assigned model when this node is its host. */
@@ -217,16 +278,18 @@ export class MeshModels {
     const runnable = model && plan?.host === views[0]!.nodeId && entry.capacityBytes >= entry.needBytes;
     if (this.hosting !== Boolean(runnable)) {
       this.hosting = Boolean(runnable);
+      this.swappedOut = false;
       this.o.mesh()?.announceIfChanged();
     }
     const server = this.o.pool.server(name);
+    if (server) this.swappedOut = false;
     // Another node hosts it now (one with more memory joined): ours goes once theirs answers.
     if (server && plan && plan.host !== views[0]!.nodeId && entry.status === "ready" && entry.host === plan.host) {
       this.o.log.info("another node hosts the model now; unloading ours", { model: name, host: plan.host.slice(0, 10) });
       void this.o.pool.unload(name).catch(() => undefined);
       return;
     }
-    if (!runnable || this.o.pool.isLoading(name) || (server && this.loadedSplit === wanted)) {
+    if (!runnable || this.o.pool.isLoading(name) || (server && this.loadedSplit === wanted) || (!server && this.swappedOut)) {
       clearTimeout(this.settleTimer);
       this.settleTimer = undefined;
       return;

@@ -4,7 +4,7 @@
  * failures are retried with a growing pause (a partial file is resumed), progress is logged and
  * announced so every node's status shows it.
  */
-import { mkdirSync } from "node:fs";
+import { mkdirSync, rmSync } from "node:fs";
 import type { CatalogModel } from "../mesh/catalog.ts";
 import type { Stream } from "../mesh/transport.ts";
 import type { Log } from "../log.ts";
@@ -14,6 +14,14 @@ import { downloadFromUrl } from "../models/url-download.ts";
 
 const LOG_EVERY_MS = 2_000;
 const MAX_PAUSE_MS = 30_000;
+/** Failures no retry can fix (a hash that never matches, a refusal) before the node gives up on the model. */
+const GIVE_UP_AFTER = 3;
+
+/** A file that starts with GGUF's magic: a URL that answers with an HTML page is not a model. */
+async function isGguf(path: string): Promise<boolean> {
+  const head = new Uint8Array(await Bun.file(path).slice(0, 4).arrayBuffer());
+  return new TextDecoder().decode(head) === "GGUF";
+}
 
 export interface FetchProgress {
   model: string;
@@ -47,13 +55,16 @@ export class ModelFetcher {
     return this.o.enabled;
   }
 
-  /** Starts fetching `model` (replacing any fetch under way); `entry` reads the catalog afresh per try. */
-  fetch(model: string, entry: () => CatalogModel | undefined): void {
+  /**
+   * Starts fetching `model` (replacing any fetch under way); `entry` reads the catalog afresh per
+   * try. `giveUp` hears of failures that trying again cannot fix, after a few of them.
+   */
+  fetch(model: string, entry: () => CatalogModel | undefined, giveUp: (why: string) => void): void {
     if (!this.o.enabled) return;
     this.cancel();
     const abort = new AbortController();
     this.abort = abort;
-    void this.run(model, entry, abort.signal).finally(() => {
+    void this.run(model, entry, abort.signal, giveUp).finally(() => {
       if (this.abort === abort) {
         this.abort = undefined;
         this.progress = undefined;
@@ -68,9 +79,9 @@ export class ModelFetcher {
     this.progress = undefined;
   }
 
-  private async run(model: string, entry: () => CatalogModel | undefined, signal: AbortSignal): Promise<void> {
-    mkdirSync(this.o.modelsDir, { recursive: true });
+  private async run(model: string, entry: () => CatalogModel | undefined, signal: AbortSignal, giveUp: (why: string) => void): Promise<void> {
     const started = performance.now();
+    let lasting = 0;
     for (let attempt = 0; !signal.aborted; attempt++) {
       const m = entry();
       const self = this.o.selfId();
@@ -78,8 +89,9 @@ export class ModelFetcher {
       const from = peer ?? m?.source;
       try {
         if (!from) throw new Error("no peer has it and it has no source URL");
+        mkdirSync(this.o.modelsDir, { recursive: true });
         this.o.log.info("fetching model", { model, from: peer ? `node ${peer.slice(0, 10)}` : from, attempt: attempt + 1 });
-        const onProgress = this.reporter(model, from);
+        const onProgress = this.reporter(model, from, signal);
         if (peer) {
           const open = async () => {
             const stream = await this.o.openStream(peer);
@@ -89,6 +101,10 @@ export class ModelFetcher {
           await fetchModelFromPeer({ model, open, destDir: this.o.modelsDir, onProgress, signal, hasher: this.hasher });
         } else {
           const got = await downloadFromUrl({ url: from, model, destDir: this.o.modelsDir, onProgress, signal });
+          if (!(await isGguf(got.path))) {
+            rmSync(got.path, { force: true });
+            throw new TransferError(`${from} is not a GGUF model file; it was removed`);
+          }
           if (!got.verified) this.o.log.warn("the source gave no hash to check the download against", { model, url: from });
         }
         this.o.log.info("model fetched", { model, ms: Math.round(performance.now() - started) });
@@ -96,6 +112,7 @@ export class ModelFetcher {
         return;
       } catch (err) {
         if (signal.aborted) return;
+        if (err instanceof TransferError && ++lasting >= GIVE_UP_AFTER) return giveUp((err as Error).message);
         const pause = Math.min(MAX_PAUSE_MS, 1_000 * 2 ** attempt);
         const level = err instanceof TransferError ? "error" : "warn";
         this.o.log[level]("could not fetch the model; trying again", { model, error: (err as Error).message, retryInMs: pause });
@@ -104,9 +121,10 @@ export class ModelFetcher {
     }
   }
 
-  private reporter(model: string, from: string): (p: TransferProgress) => void {
+  private reporter(model: string, from: string, signal: AbortSignal): (p: TransferProgress) => void {
     let lastLog = 0;
     return (p) => {
+      if (signal.aborted) return;
       this.progress = { model, bytes: p.bytes, total: p.total, from };
       this.o.onProgress();
       const now = performance.now();

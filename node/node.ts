@@ -70,7 +70,12 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   if (unknown.length && !config.join) {
     throw new NodeSetupError(`--model ${unknown.join(", ")}: not in ${config.modelsDir} (known: ${known.map((k) => k.name).join(", ") || "none"})`);
   }
-  const explicit = config.models.map((m) => (isPath(m) ? known.find((k) => k.path === resolve(m))!.name : m));
+  const explicit = config.models.map((m) => {
+    if (!isPath(m)) return m;
+    const model = known.find((k) => k.path === resolve(m));
+    if (!model) throw new NodeSetupError(`--model ${m}: not a model by itself (a later shard or a projector?); name the model's first shard`);
+    return model.name;
+  });
 
   let mesh: MeshNode | undefined;
   const rpc = new RpcServerChild({ binary: llama.rpcServer, stateDir: config.stateDir, threads: config.rpcThreads, log });
@@ -131,7 +136,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     vramBytes,
     ownRpcEndpoint: () => (devices.length === 0 && rpc.port ? `127.0.0.1:${rpc.port}` : undefined),
     tunnelEndpoint: async (peerId) => `127.0.0.1:${await tunnels.portFor(peerId)}`,
-    rpcCompatible: (peerId) => mesh?.membership.peers.get(peerId)?.announcement.rpcProtocol === LLAMA_SOURCE.rpcProtocol,
+    rpcProtocol: LLAMA_SOURCE.rpcProtocol,
     defaultCtxSize: config.ctxSize,
     fetcher,
     log,
@@ -172,10 +177,10 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           ramBytes: totalmem(),
           ...models.announced(),
           apiPort,
-          lastRequest: Object.fromEntries(pool.loaded().map((s) => [s.model, s.lastUse])),
+          // To 10 s: every request would otherwise be an announcement to every peer.
+          lastRequest: Object.fromEntries(pool.loaded().map((s) => [s.model, Math.floor(s.lastUse / 10_000) * 10_000])),
           meshVersion: pkg.version,
           llamaBuild: LLAMA_SOURCE.commit,
-          rpcProtocol: LLAMA_SOURCE.rpcProtocol,
           ...(direct && identity ? { direct: { port: direct.port, certSha256: identity.certSha256 } } : {}),
         }),
         onStream: (peerId, kind, stream) => {

@@ -133,7 +133,7 @@ test("two models over four nodes: groups, hosts and splits follow the rules; eve
   await waitFor(async () => (await loaded(b)).find((s) => s.model_name === WIDE && s.state === "ready" && (s as { rpc_workers?: string[] }).rpc_workers?.length === 3), {
     what: "b to run wide over d, e and itself",
     timeoutMs: 60_000,
-  });
+  }).catch((err) => { console.log("B:", b.child.output().slice(-5000), "\nE:", e.child.output().slice(-3000), "\nD:", d.child.output().slice(-3000)); throw err; });
   expect(await answeredBy(e, WIDE)).toBe(b.nodeId);
   expect(await answeredBy(e, TINY)).toBe(seeder.nodeId);
 });

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { allocate, type Assignment } from "../../mesh/allocation.ts";
-import { catalog, type NodeModel, type NodeView } from "../../mesh/catalog.ts";
+import { catalog, splitCandidates, type NodeModel, type NodeView } from "../../mesh/catalog.ts";
 import { kvCacheBytes, modelNeedBytes } from "../../models/model-need.ts";
 import { elect, splitPlan } from "../../mesh/election.ts";
 
@@ -39,7 +39,7 @@ describe("catalog", () => {
     ["the group has too little memory: needs-capacity", [node("a", 4, { modelsOnDisk: [model("m", 5)], assigned: "m" })], "needs-capacity", "a"],
     [
       "two nodes together have enough; the bigger hosts",
-      [node("a", 4, { modelsOnDisk: [model("m", 5)], assigned: "m" }), node("b", 4.5, { assigned: "m", ready: ["m"] })],
+      [node("a", 4, { modelsOnDisk: [model("m", 5)], assigned: "m" }), node("b", 4.5, { modelsOnDisk: [model("m", 5)], assigned: "m", ready: ["m"] })],
       "ready",
       "b",
     ],
@@ -187,6 +187,27 @@ describe("allocate", () => {
     const me = node("me", 24, { modelsOnDisk: [model("a", 5), model("b", 9)] });
     expect(allocate(me, catalog([me]), ["a"])).toEqual({ model: "a", rule: 2, download: false });
     expect(allocate(me, catalog([me]), ["nothing-known"])).toBeUndefined();
+  });
+  test("a bigger node without the file does not take over: the one with it hosts until the file arrives", () => {
+    const serving = node("x", 8, { modelsOnDisk: [model("m", 1)], assigned: "m", ready: ["m"], hosting: true });
+    const newcomer = node("z", 24, { assigned: "m" });
+    expect(catalog([serving, newcomer])[0]).toMatchObject({ host: "x", servedBy: "x", status: "ready" });
+    const arrived = { ...newcomer, modelsOnDisk: [model("m", 1)] };
+    // Once it has the file the bigger node hosts; the old host answers until the new one is up.
+    expect(catalog([serving, arrived])[0]).toMatchObject({ host: "z", servedBy: "x", status: "ready" });
+  });
+  test("a member of another RPC major version adds no capacity and is no worker", () => {
+    const host = node("h", 4, { modelsOnDisk: [model("m", 6)], assigned: "m", rpcProtocol: "7.0.0" });
+    const same = node("a", 2, { assigned: "m", rpcProtocol: "7.1.0" });
+    const other = node("b", 8, { assigned: "m", rpcProtocol: "8.0.0" });
+    expect(splitCandidates([host, same, other], "m").map((c) => c.nodeId)).toEqual(["h", "a"]);
+    expect(catalog([host, same, other])[0]).toMatchObject({ host: "h", capacityBytes: 6 * GB, status: "needs-capacity" });
+  });
+  test("nodes that see a model's need differently (their --ctx-size) all take the largest", () => {
+    const a = node("a", 8, { modelsOnDisk: [model("m", 1, { needBytes: 3 * GB })] });
+    const b = node("b", 8, { modelsOnDisk: [model("m", 1, { needBytes: 2 * GB })] });
+    expect(catalog([a, b])[0]!.needBytes).toBe(3 * GB);
+    expect(catalog([b, a])[0]!.needBytes).toBe(3 * GB);
   });
   test("a model loaded on demand by a node nobody assigned it to: ready, hosted there, not split", () => {
     const [m] = catalog([node("b", 8, { modelsOnDisk: [model("m", 1)], ready: ["m"] }), node("a", 8, { ready: ["m"] })]);

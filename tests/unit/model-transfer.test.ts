@@ -289,14 +289,22 @@ describe("fetchModelFromPeer / serveModelStream", () => {
     await expect(fetchModelFromPeer({ model: "nope", open: servingPeer(lookup).open, destDir: dest })).rejects.toThrow('the peer refused model "nope": model "nope" is not on this node');
   });
 
-  test("files already present with the right hash are not fetched again; a wrong one is replaced", async () => {
+  test("files already present with the right hash are not fetched again", async () => {
     const dest = freshDir("present");
     writeFileSync(join(dest, "big-00001-of-00002.gguf"), shardData[0]!);
-    writeFileSync(join(dest, "big-00002-of-00002.gguf"), randomBytes(shardData[1]!.length));
     const peer = servingPeer(lookup);
     const paths = await fetchModelFromPeer({ model: "big", open: peer.open, destDir: dest });
     expect(peer.requests.filter((r) => r.op === "file").map((r) => r.name)).toEqual(["big-00002-of-00002.gguf", "mmproj-big.gguf"]);
     expect(paths.map((p) => sha256(readFileSync(p)))).toEqual([...shardData, projData].map(sha256));
+  });
+
+  test("a different file already under an arriving name (another local model's) is never replaced", async () => {
+    const dest = freshDir("collide");
+    const mine = randomBytes(shardData[1]!.length);
+    writeFileSync(join(dest, "big-00002-of-00002.gguf"), mine);
+    const peer = servingPeer(lookup);
+    await expect(fetchModelFromPeer({ model: "big", open: peer.open, destDir: dest })).rejects.toThrow("is another file; it is not replaced");
+    expect(sha256(readFileSync(join(dest, "big-00002-of-00002.gguf")))).toBe(sha256(mine));
   });
 
   const junk: [string, Uint8Array, string][] = [
