@@ -5,14 +5,14 @@
  */
 import pkg from "./package.json" with { type: "json" };
 import { CommandError, localUrl } from "./commands/common.ts";
-import { showLlama } from "./commands/llama.ts";
+import { buildLlamaCommand, showLlama } from "./commands/llama.ts";
 import { showStatus } from "./commands/status.ts";
 import type { Config } from "./config/config.ts";
 import { helpText } from "./config/help.ts";
 import { parseCli, UsageError, type Command } from "./config/parse-cli.ts";
 import { availableBackends, listDevices } from "./llama/devices.ts";
 import { describeExpectedLlama } from "./llama/pin.ts";
-import { resolveLlamaBinaries } from "./llama/resolve.ts";
+import { describeBuild, provideLlama } from "./llama/resolve.ts";
 import { createLog } from "./log.ts";
 import { describeTransport } from "./mesh/transport.ts";
 import { createNode, NodeSetupError, type NodeParts } from "./node/node.ts";
@@ -23,7 +23,8 @@ async function startNode(config: Config): Promise<void> {
   const log = createLog(config.logFormat);
   let llama;
   try {
-    llama = resolveLlamaBinaries(config.llamaDir);
+    llama = await provideLlama(config, log);
+    llama.build = await describeBuild(llama);
   } catch (err) {
     throw new CommandError((err as Error).message);
   }
@@ -97,7 +98,7 @@ async function run(cmd: Command): Promise<void> {
     case "status":
       return showStatus(cmd.config, cmd.json);
     case "llama":
-      return showLlama(cmd.config);
+      return cmd.action === "build" ? buildLlamaCommand(cmd.config, cmd.source, createLog(cmd.config.logFormat)) : showLlama(cmd.config);
     case "service":
       throw new CommandError("systemd units are not in this build of mesh yet; run `mesh` under a unit of your own for now");
   }

@@ -5,6 +5,9 @@
 import { homedir } from "node:os";
 import type { JoinToken } from "../mesh/join-token.ts";
 import { join } from "node:path";
+import { LLAMA_RELEASE } from "../llama/pin.ts";
+import { GITHUB_API } from "../llama/release.ts";
+import type { LlamaFlavor } from "../llama/source-build.ts";
 
 export const RELAY_MODES = ["default", "disabled"] as const;
 export const LOG_FORMATS = ["text", "json"] as const;
@@ -40,6 +43,12 @@ export interface Config {
   /** Overrides detected VRAM. */
   vramBytes: number | undefined;
   llamaDir: string | undefined;
+  /** The llama.cpp release to fetch on first run (default: the one this mesh is pinned to). */
+  llamaRelease: string;
+  /** Overrides the detected build flavor. */
+  llamaFlavor: LlamaFlavor | undefined;
+  /** Base of the GitHub-style releases API (a mirror's). */
+  llamaMirror: string;
   relay: (typeof RELAY_MODES)[number];
   quicBind: { host: string; port: number } | undefined;
   apiKeys: string[];
@@ -66,6 +75,9 @@ export function defaultConfig(home: string = homedir()): Config {
     fetch: "on",
     vramBytes: undefined,
     llamaDir: undefined,
+    llamaRelease: LLAMA_RELEASE,
+    llamaFlavor: undefined,
+    llamaMirror: GITHUB_API,
     relay: "default",
     quicBind: undefined,
     apiKeys: [],

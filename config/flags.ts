@@ -14,7 +14,10 @@ import {
   parseNonEmpty,
   parsePort,
   parseSize,
+  parseUrl,
 } from "./values.ts";
+import { FLAVORS } from "../llama/flavor.ts";
+import { LLAMA_RELEASE } from "../llama/pin.ts";
 
 export interface FlagSpec {
   name: string;
@@ -62,6 +65,9 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("fetch", "<on|off>", "fetch", parseChoice(["on", "off"] as const), "download models this node is assigned, from peers or their source (default on; off: lend compute only)"),
   flag("vram", "<size>", "vramBytes", parseSize, "memory this node offers for models, e.g. 24GB (default: detected)"),
   flag("llama-dir", "<dir>", "llamaDir", parseNonEmpty, "use the llama.cpp binaries in this directory (env MESH_LLAMA_DIR)"),
+  flag("llama-release", "<tag>", "llamaRelease", parseNonEmpty, `llama.cpp release to fetch on first run (default ${LLAMA_RELEASE})`),
+  flag("llama-flavor", "<flavor>", "llamaFlavor", parseChoice(FLAVORS), "llama.cpp build: cpu, vulkan, rocm, metal or cuda (default: detected)"),
+  flag("llama-mirror", "<url>", "llamaMirror", parseUrl, "releases API to fetch llama.cpp from (default https://api.github.com)"),
   flag("relay", "<mode>", "relay", parseChoice(RELAY_MODES), "iroh relay: default or disabled (direct addresses only)"),
   flag("quic-bind", "<host:port>", "quicBind", parseHostPort, "address the mesh's QUIC endpoint binds (default: all interfaces, any port)"),
   listFlag("api-key", "<key>", "apiKeys", "require this bearer key on /v1 and /api (repeatable)"),

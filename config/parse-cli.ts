@@ -5,6 +5,8 @@
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { defaultConfig, type Config } from "./config.ts";
 import { NODE_FLAGS } from "./flags.ts";
+import { parseChoice } from "./values.ts";
+import { FLAVORS } from "../llama/flavor.ts";
 
 export class UsageError extends Error {}
 
@@ -14,14 +16,15 @@ export type Command =
   | { kind: "node"; config: Config }
   | { kind: "status"; config: Config; json: boolean }
   | { kind: "service"; action: "install" | "uninstall"; user: boolean; config: Config; nodeArgs: string[] }
-  | { kind: "llama"; action: "show"; config: Config };
+  | { kind: "llama"; action: "show"; config: Config }
+  | { kind: "llama"; action: "build"; config: Config; source: string | undefined };
 
 export interface CommandSpec {
   name: string;
   usage: string;
   help: string;
-  /** Flags of this command beyond the node flags. */
-  flags: readonly { name: string; help: string }[];
+  /** Flags of this command beyond the node flags; `value` ones take an argument. */
+  flags: readonly { name: string; help: string; value?: string }[];
 }
 
 export const COMMANDS: readonly CommandSpec[] = [
@@ -38,7 +41,15 @@ export const COMMANDS: readonly CommandSpec[] = [
     help: "run mesh under systemd with these flags, or remove that unit",
     flags: [{ name: "user", help: "a user unit (systemctl --user) instead of a system unit" }],
   },
-  { name: "llama", usage: "mesh llama", help: "show which llama.cpp binaries the node would run, and their version", flags: [] },
+  {
+    name: "llama",
+    usage: "mesh llama [build [--flavor F] [--source PATH|URL]]",
+    help: "show which llama.cpp binaries the node would run; `build` builds them from source into the cache",
+    flags: [
+      { name: "flavor", value: "<flavor>", help: "build for cpu, vulkan, rocm, metal or cuda (default: detected; cuda where nvcc is)" },
+      { name: "source", value: "<path|url>", help: "a llama.cpp folder, .tar.gz/.zip or git bundle (default: the release's source)" },
+    ],
+  },
 ];
 
 const COMMON_FLAGS = {
@@ -81,7 +92,7 @@ export function parseCli(argv: readonly string[], home?: string): Command {
   const rest = sub ? argv.slice(1) : argv;
   const options: NonNullable<ParseArgsConfig["options"]> = { ...COMMON_FLAGS };
   for (const f of NODE_FLAGS) options[f.name] = { type: "string", multiple: f.multiple };
-  for (const f of sub?.flags ?? []) options[f.name] = { type: "boolean" };
+  for (const f of sub?.flags ?? []) options[f.name] = { type: f.value ? "string" : "boolean" };
   const args = joinDashValues(
     rest,
     new Set(NODE_FLAGS.map((f) => f.name)),
@@ -90,7 +101,7 @@ export function parseCli(argv: readonly string[], home?: string): Command {
 
   let parsed: ReturnType<typeof parseArgs>;
   try {
-    parsed = parseArgs({ args, options, allowPositionals: sub?.name === "service", strict: true });
+    parsed = parseArgs({ args, options, allowPositionals: sub?.name === "service" || sub?.name === "llama", strict: true });
   } catch (err) {
     throw new UsageError(describeParseError(err));
   }
@@ -116,8 +127,22 @@ export function parseCli(argv: readonly string[], home?: string): Command {
       return { kind: "node", config };
     case "status":
       return { kind: "status", config, json: values.json === true };
-    case "llama":
-      return { kind: "llama", action: "show", config };
+    case "llama": {
+      const action = positionals[0] ?? "show";
+      if ((action !== "show" && action !== "build") || positionals.length > 1) throw new UsageError("usage: mesh llama [build [--flavor F] [--source PATH|URL]]");
+      if (action === "show") {
+        if (values.flavor !== undefined || values.source !== undefined) throw new UsageError("--flavor and --source go with `mesh llama build`");
+        return { kind: "llama", action, config };
+      }
+      if (values.flavor !== undefined) {
+        try {
+          config.llamaFlavor = parseChoice(FLAVORS)(String(values.flavor));
+        } catch (err) {
+          throw new UsageError(`--flavor: ${(err as Error).message}`);
+        }
+      }
+      return { kind: "llama", action, config, source: values.source === undefined ? undefined : String(values.source) };
+    }
     case "service": {
       const action = positionals[0];
       if ((action !== "install" && action !== "uninstall") || positionals.length > 1) {

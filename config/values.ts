@@ -78,3 +78,15 @@ export function parseNonEmpty(text: string): string {
   if (text.trim() === "") throw new Error("expected a value, got an empty string");
   return text;
 }
+
+/** An http(s) URL, without a trailing slash. */
+export function parseUrl(text: string): string {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new Error(`expected a URL like https://api.github.com, got "${text}"`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error(`expected an http or https URL, got "${text}"`);
+  return text.replace(/\/+$/, "");
+}

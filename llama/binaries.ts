@@ -10,6 +10,8 @@ export interface LlamaBinaries {
   dir: string;
   llamaServer: string;
   rpcServer: string;
+  /** Which build it is (`<release>-<flavor>` from the cache's record, else `llama-server --version`), once known. */
+  build?: string;
 }
 
 const RPC_SERVER_NAMES = ["rpc-server", "ggml-rpc-server"] as const;

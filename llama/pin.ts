@@ -12,8 +12,11 @@ export const LLAMA_SOURCE = {
   rpcProtocol: "7.0.0",
 } as const;
 
-/** Cache key of binaries built from that source, `<build>-<flavor>` under the llama cache root. */
-export const LLAMA_SOURCE_BUILD = `${LLAMA_SOURCE.npmPackage}-${LLAMA_SOURCE.npmVersion}`;
+/**
+ * The upstream release of that same llama.cpp (node-llama-cpp records it in `llama/llama.cpp.info.json`):
+ * what a first run downloads, and the cache key a source build of the bundle is kept under.
+ */
+export const LLAMA_RELEASE = "v0.5.0";
 
 export function describeExpectedLlama(): string {
   return `llama.cpp ${LLAMA_SOURCE.commit} (from ${LLAMA_SOURCE.npmPackage}@${LLAMA_SOURCE.npmVersion}, RPC protocol ${LLAMA_SOURCE.rpcProtocol})`;

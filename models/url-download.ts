@@ -1,5 +1,5 @@
 /**
- * One model file from a URL (a Hugging Face `resolve` URL, say) into the models dir. A cut
+ * One file from a URL (a model from a Hugging Face `resolve` URL, a llama.cpp release archive) into a folder. A cut
  * download resumes with `Range`, from this call's retries or from a later call; network errors
  * and 5xx are tried again with backoff. The file is verified against the SHA-256 the caller gives
  * or, failing that, the one the server states (Hugging Face sends an LFS file's SHA-256 as
@@ -23,6 +23,8 @@ export interface UrlDownloadOptions {
   onProgress?: OnProgress;
   signal?: AbortSignal;
   fetchImpl?: typeof fetch;
+  /** The name the file gets in `destDir`, instead of one made from the model's name (an archive, say). */
+  fileName?: string;
   /** Pause before the second try; it doubles for each one after. */
   retryDelayMs?: number;
 }
@@ -46,7 +48,7 @@ export async function downloadFromUrl(opts: UrlDownloadOptions): Promise<UrlDown
   const expected = opts.sha256?.toLowerCase();
   if (expected !== undefined && !SHA256_HEX.test(expected)) throw new TransferError(`"${opts.sha256}" is not a hex SHA-256`);
   const fileName = decodeURIComponent(url.pathname.split("/").pop() ?? "");
-  const name = arrivalName(opts.model, fileName, /mmproj/i.test(fileName) ? "projector" : "model");
+  const name = opts.fileName ?? arrivalName(opts.model, fileName, /mmproj/i.test(fileName) ? "projector" : "model");
   opts.signal?.throwIfAborted();
 
   const part = await PartFile.open(opts.destDir, name);

@@ -4,7 +4,7 @@
  * context, as tests on a 2-core machine must.
  */
 import type { LlamaBinaries } from "../../llama/binaries.ts";
-import { resolveLlamaBinaries } from "../../llama/resolve.ts";
+import { requireLlamaBinaries } from "../../llama/binaries.ts";
 import { spawnChild, type Child } from "./children.ts";
 import { freePort } from "../../pool/free-port.ts";
 import { waitFor } from "./wait.ts";
@@ -12,7 +12,9 @@ import { waitFor } from "./wait.ts";
 let cached: LlamaBinaries | undefined;
 
 export function devLlama(): LlamaBinaries {
-  cached ??= resolveLlamaBinaries(undefined);
+  const dir = process.env.MESH_LLAMA_DIR;
+  if (!dir) throw new Error("MESH_LLAMA_DIR is not set: run the tests with `npm test`, which provides llama.cpp");
+  cached ??= requireLlamaBinaries(dir, "MESH_LLAMA_DIR");
   return cached;
 }
 

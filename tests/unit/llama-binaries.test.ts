@@ -3,7 +3,8 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { findLlamaBinaries, llamaCacheRoot, requireLlamaBinaries } from "../../llama/binaries.ts";
-import { resolveLlamaBinaries } from "../../llama/resolve.ts";
+import { cacheCandidates, findLlama } from "../../llama/resolve.ts";
+import type { MachineProbe } from "../../llama/flavor.ts";
 import { cmakeConfigureArgs } from "../../llama/source-build.ts";
 
 const root = mkdtempSync(join(tmpdir(), "mesh-llama-bin-test-"));
@@ -46,21 +47,37 @@ describe("findLlamaBinaries", () => {
   });
 });
 
-describe("resolveLlamaBinaries: flag > MESH_LLAMA_DIR > cache", () => {
+describe("findLlama: flag > MESH_LLAMA_DIR > cache", () => {
   const a = layout("res-a", { "llama-server": 0o755, "rpc-server": 0o755 });
   const b = layout("res-b", { "llama-server": 0o755, "rpc-server": 0o755 });
   const cacheHome = join(root, "xdg");
+  const cpu: MachineProbe = { platform: "linux", arch: "x64", nvidiaSmi: false, rocmSmi: false, vulkanLoader: false, nvcc: false };
+  const choice = (llamaDir?: string) => ({ llamaDir, llamaRelease: "b1", llamaFlavor: undefined, llamaMirror: "http://127.0.0.1:1" });
   test("the flag wins over the environment", () => {
-    expect(resolveLlamaBinaries(a, { MESH_LLAMA_DIR: b }).dir).toBe(a);
+    expect(findLlama(choice(a), { MESH_LLAMA_DIR: b }, cpu)?.dir).toBe(a);
   });
   test("the environment is used without a flag", () => {
-    expect(resolveLlamaBinaries(undefined, { MESH_LLAMA_DIR: b }).dir).toBe(b);
+    expect(findLlama(choice(), { MESH_LLAMA_DIR: b }, cpu)?.dir).toBe(b);
   });
-  test("nothing found says how to get binaries", () => {
-    expect(() => resolveLlamaBinaries(undefined, { XDG_CACHE_HOME: cacheHome })).toThrow("pass --llama-dir DIR or set MESH_LLAMA_DIR");
+  test("nothing there: undefined (the node then downloads)", () => {
+    expect(findLlama(choice(), { XDG_CACHE_HOME: cacheHome }, cpu)).toBeUndefined();
+  });
+  test("a cached build of the release for this machine's flavor is found", () => {
+    const dir = join(cacheHome, "mesh", "llama.cpp", "b1-cpu");
+    mkdirSync(dir, { recursive: true });
+    for (const f of ["llama-server", "ggml-rpc-server"]) writeFileSync(join(dir, f), "", { mode: 0o755 });
+    expect(findLlama(choice(), { XDG_CACHE_HOME: cacheHome }, cpu)?.dir).toBe(dir);
   });
   test("the cache root follows XDG_CACHE_HOME", () => {
     expect(llamaCacheRoot({ XDG_CACHE_HOME: "/c" })).toBe("/c/mesh/llama.cpp");
+  });
+  test.each<[string, Partial<MachineProbe>, string[]]>([
+    ["a CPU box", {}, ["cpu"]],
+    ["NVIDIA with nvcc: a CUDA build made here, else the Vulkan release", { nvidiaSmi: true, nvcc: true, vulkanLoader: true }, ["cuda", "vulkan"]],
+    ["NVIDIA without nvcc", { nvidiaSmi: true, vulkanLoader: true }, ["vulkan"]],
+  ])("cache candidates: %s", (_, probe, flavors) => {
+    expect(cacheCandidates({ llamaFlavor: undefined }, { ...cpu, ...probe })).toEqual(flavors as never);
+    expect(cacheCandidates({ llamaFlavor: "rocm" }, { ...cpu, ...probe })).toEqual(["rocm"]);
   });
 });
 

@@ -32,6 +32,9 @@ describe("parseCli: commands and flags", () => {
     [["status"], { kind: "status", config: base, json: false }],
     [["status", "--json", "--port", "1234"], { kind: "status", config: { ...base, port: 1234 }, json: true }],
     [["llama"], { kind: "llama", action: "show", config: base }],
+    [["llama", "build"], { kind: "llama", action: "build", config: base, source: undefined }],
+    [["llama", "build", "--flavor", "vulkan", "--source", "/src/llama.cpp"], { kind: "llama", action: "build", config: { ...base, llamaFlavor: "vulkan" }, source: "/src/llama.cpp" }],
+    [["--llama-release", "b7000", "--llama-flavor", "cpu", "--llama-mirror", "http://127.0.0.1:8/"], node({ llamaRelease: "b7000", llamaFlavor: "cpu", llamaMirror: "http://127.0.0.1:8" })],
     [
       ["service", "install", "--user", "--model", "m.gguf"],
       { kind: "service", action: "install", user: true, config: { ...base, models: ["m.gguf"] }, nodeArgs: ["--model", "m.gguf"] },
@@ -61,6 +64,11 @@ describe("parseCli: bad command lines name the problem", () => {
     [["frobnicate"], 'unknown command "frobnicate"; commands: status, service, llama'],
     [["status", "--user"], "Unknown option '--user'"],
     [["service"], "usage: mesh service install|uninstall"],
+    [["llama", "rebuild"], "usage: mesh llama [build"],
+    [["llama", "build", "--flavor", "opencl"], "--flavor: expected one of cpu, vulkan, rocm, metal, cuda"],
+    [["llama", "--source", "x"], "--flavor and --source go with `mesh llama build`"],
+    [["--llama-flavor", "tpu"], "--llama-flavor: expected one of"],
+    [["--llama-mirror", "ftp://x"], "--llama-mirror: expected an http or https URL"],
     [["service", "restart"], "usage: mesh service install|uninstall"],
     [["--port", "1", "extra"], "Unexpected argument 'extra'"],
   ];
