@@ -35,7 +35,7 @@ export interface MeshModelsOptions {
   ownRpcEndpoint: () => string | undefined;
   tunnelEndpoint: (peerId: string) => Promise<string>;
   /** The RPC protocol of our rpc-server (only nodes of one major version can be in a split). */
-  rpcProtocol: string;
+  rpcProtocol: () => string;
   defaultCtxSize: number;
   fetcher: ModelFetcher;
   log: Log;
@@ -82,7 +82,7 @@ export class MeshModels {
       hosting: this.hosting,
       idle: [...this.idle],
       fetches: this.o.fetcher.enabled,
-      rpcProtocol: this.o.rpcProtocol,
+      rpcProtocol: this.o.rpcProtocol(),
       ...(fetching ? { fetching } : {}),
     };
   }

@@ -136,7 +136,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     vramBytes,
     ownRpcEndpoint: () => (devices.length === 0 && rpc.port ? `127.0.0.1:${rpc.port}` : undefined),
     tunnelEndpoint: async (peerId) => `127.0.0.1:${await tunnels.portFor(peerId)}`,
-    rpcProtocol: LLAMA_SOURCE.rpcProtocol,
+    // What our rpc-server says in HELLO; until it is up, what this mesh's llama.cpp speaks.
+    rpcProtocol: () => rpc.protocol ?? LLAMA_SOURCE.rpcProtocol,
     defaultCtxSize: config.ctxSize,
     fetcher,
     log,
@@ -180,7 +181,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           // To 10 s: every request would otherwise be an announcement to every peer.
           lastRequest: Object.fromEntries(pool.loaded().map((s) => [s.model, Math.floor(s.lastUse / 10_000) * 10_000])),
           meshVersion: pkg.version,
-          llamaBuild: LLAMA_SOURCE.commit,
+          llamaBuild: llama.build ?? "unknown",
           ...(direct && identity ? { direct: { port: direct.port, certSha256: identity.certSha256 } } : {}),
         }),
         onStream: (peerId, kind, stream) => {

@@ -9,6 +9,7 @@ import { createConnection } from "node:net";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import type { Log } from "../log.ts";
+import { encodeHello, helloVersion } from "../tunnel/rpc-protocol.ts";
 import { freePort } from "./free-port.ts";
 import { readLogTail, terminate } from "./child-process.ts";
 
@@ -30,8 +31,35 @@ function accepts(port: number): Promise<boolean> {
   });
 }
 
+/**
+ * The RPC protocol version the server speaks, from its answer to HELLO (`major.minor.patch`):
+ * what a split group must share, whatever build `--llama-dir` points at.
+ */
+export function helloProtocol(port: number, timeoutMs = 3_000): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: "127.0.0.1", port });
+    let got = Buffer.alloc(0);
+    const done = (v: string | undefined) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(v);
+    };
+    const timer = setTimeout(() => done(undefined), timeoutMs);
+    socket.on("connect", () => socket.write(encodeHello()));
+    socket.on("data", (d: Buffer) => {
+      got = Buffer.concat([got, d]);
+      // size u64 | major u8 minor u8 patch u8 ...
+      if (got.length >= 8 + 3) done(helloVersion(got.subarray(8)));
+    });
+    socket.on("error", () => done(undefined));
+    socket.on("close", () => done(undefined));
+  });
+}
+
 export class RpcServerChild {
   port: number | undefined;
+  /** Its RPC protocol version, once asked (undefined if it did not say). */
+  protocol: string | undefined;
   private proc: Subprocess | undefined;
   private stopping = false;
   readonly cacheRoot: string;
@@ -70,8 +98,9 @@ export class RpcServerChild {
       }
       await Bun.sleep(20);
     }
+    this.protocol = await helloProtocol(port);
     this.port = port;
-    this.opts.log.info("rpc-server ready", { port, pid: proc.pid });
+    this.opts.log.info("rpc-server ready", { port, pid: proc.pid, protocol: this.protocol });
     void proc.exited.then((code) => {
       if (this.stopping || this.proc !== proc) return;
       this.port = undefined;

@@ -81,6 +81,14 @@ export function readSetTensorHash(payload: Uint8Array): SetTensorHash {
   };
 }
 
+/** A HELLO request with no connection capabilities: what a client sends first. */
+export function encodeHello(): Uint8Array {
+  const frame = new Uint8Array(HEADER_BYTES + HELLO_CAPS_BYTES);
+  frame[0] = RpcCmd.HELLO;
+  new DataView(frame.buffer).setBigUint64(1, BigInt(HELLO_CAPS_BYTES), true);
+  return frame;
+}
+
 /** `major.minor.patch` from a HELLO response payload. */
 export function helloVersion(payload: Uint8Array): string {
   return `${payload[0]}.${payload[1]}.${payload[2]}`;
