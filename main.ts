@@ -18,9 +18,15 @@ import { describeTransport } from "./mesh/transport.ts";
 import { createNode, NodeSetupError, type NodeParts } from "./node/node.ts";
 import { createApp } from "./router/app.ts";
 import type { Serving } from "./router/serving.ts";
+import { fromOutside } from "./router/api-keys.ts";
+
+const isLoopback = (host: string) => host === "localhost" || host === "::1" || /^127\./.test(host);
 
 async function startNode(config: Config): Promise<void> {
   const log = createLog(config.logFormat);
+  if (!isLoopback(config.listen) && config.apiKeys.length === 0 && !config.insecure) {
+    throw new CommandError(`refusing to serve the API on ${config.listen} without an --api-key: anyone who reaches it could use this node and its mesh; add --api-key KEY, or --insecure if something else guards it`);
+  }
   let llama;
   try {
     llama = await provideLlama(config, log);
@@ -51,12 +57,12 @@ async function startNode(config: Config): Promise<void> {
     },
     routing: node.routing,
   };
-  const app = createApp(serving, { maxBodyBytes: config.maxBodyBytes, backends: availableBackends(devices) });
+  const app = createApp(serving, { maxBodyBytes: config.maxBodyBytes, backends: availableBackends(devices), apiKeys: config.apiKeys });
   node.setHttpHandler(async (req) => app.fetch(req));
   let server: ReturnType<typeof Bun.serve>;
   try {
     // The body limit is the app's (so a 413 comes in OpenAI's shape); Bun's own would answer first.
-    server = Bun.serve({ hostname: config.listen, port: config.port, fetch: app.fetch, idleTimeout: 0, maxRequestBodySize: Number.MAX_SAFE_INTEGER });
+    server = Bun.serve({ hostname: config.listen, port: config.port, fetch: (req) => app.fetch(fromOutside(req)), idleTimeout: 0, maxRequestBodySize: Number.MAX_SAFE_INTEGER });
   } catch (err) {
     await node.stop();
     const code = (err as { code?: string }).code;

@@ -52,6 +52,8 @@ export interface Config {
   relay: (typeof RELAY_MODES)[number];
   quicBind: { host: string; port: number } | undefined;
   apiKeys: string[];
+  /** Listen beyond loopback even without an API key. */
+  insecure: boolean;
   logFormat: (typeof LOG_FORMATS)[number];
 }
 
@@ -81,6 +83,7 @@ export function defaultConfig(home: string = homedir()): Config {
     relay: "default",
     quicBind: undefined,
     apiKeys: [],
+    insecure: false,
     logFormat: "text",
   };
 }

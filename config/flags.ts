@@ -28,6 +28,8 @@ export interface FlagSpec {
   multiple: boolean;
   /** Its value may start with a dash (`--llamacpp-args "--threads 4"`). */
   dashValue?: boolean;
+  /** Takes no value (`--insecure`). */
+  boolean?: boolean;
   /** Applies one occurrence's text to the config; throws with what was expected. */
   apply: (config: Config, text: string) => void;
 }
@@ -71,5 +73,6 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("relay", "<mode>", "relay", parseChoice(RELAY_MODES), "iroh relay: default or disabled (direct addresses only)"),
   flag("quic-bind", "<host:port>", "quicBind", parseHostPort, "address the mesh's QUIC endpoint binds (default: all interfaces, any port)"),
   listFlag("api-key", "<key>", "apiKeys", "require this bearer key on /v1 and /api (repeatable)"),
+  { name: "insecure", arg: "", help: "allow --listen beyond loopback without any --api-key", multiple: false, boolean: true, apply: (c) => void (c.insecure = true) },
   flag("log-format", "<format>", "logFormat", parseChoice(LOG_FORMATS), "text (default) or json, one object per line"),
 ];

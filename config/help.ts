@@ -9,7 +9,7 @@ export function helpText(): string {
   };
   const commands = rows(COMMANDS.map((c) => [c.usage, c.help]));
   const flags = rows([
-    ...NODE_FLAGS.map((f): [string, string] => [`--${f.name} ${f.arg}`, f.help]),
+    ...NODE_FLAGS.map((f): [string, string] => [`--${f.name}${f.arg ? ` ${f.arg}` : ""}`, f.help]),
     ...COMMANDS.flatMap((c) => c.flags.map((f): [string, string] => [`--${f.name}${f.value ? ` ${f.value}` : ""}`, `(${c.name}) ${f.help}`])),
     ["-h, --help", "show this help"],
     ["-v, --version", "print the mesh version and the llama.cpp build it expects"],

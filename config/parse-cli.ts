@@ -91,11 +91,11 @@ export function parseCli(argv: readonly string[], home?: string): Command {
   }
   const rest = sub ? argv.slice(1) : argv;
   const options: NonNullable<ParseArgsConfig["options"]> = { ...COMMON_FLAGS };
-  for (const f of NODE_FLAGS) options[f.name] = { type: "string", multiple: f.multiple };
+  for (const f of NODE_FLAGS) options[f.name] = { type: f.boolean ? "boolean" : "string", multiple: f.multiple };
   for (const f of sub?.flags ?? []) options[f.name] = { type: f.value ? "string" : "boolean" };
   const args = joinDashValues(
     rest,
-    new Set(NODE_FLAGS.map((f) => f.name)),
+    new Set(NODE_FLAGS.filter((f) => !f.boolean).map((f) => f.name)),
     new Set(NODE_FLAGS.filter((f) => f.dashValue).map((f) => f.name)),
   );
 

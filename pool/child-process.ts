@@ -29,3 +29,14 @@ export async function terminate(proc: Subprocess, graceMs: number): Promise<void
   await proc.exited;
   clearTimeout(timer);
 }
+
+const SETPRIV = process.platform === "linux" ? Bun.which("setpriv") : null;
+
+/**
+ * argv that makes the child die with the node, even when the node is killed with `kill -9` and
+ * cannot stop it: on Linux, util-linux `setpriv --pdeathsig KILL` sets the kernel's parent-death
+ * signal and then execs the child (same pid). Without setpriv the child is started as it is.
+ */
+export function diesWithParent(argv: readonly string[]): string[] {
+  return SETPRIV ? [SETPRIV, "--pdeathsig", "KILL", "--", ...argv] : [...argv];
+}

@@ -11,7 +11,7 @@ import type { Subprocess } from "bun";
 import type { Log } from "../log.ts";
 import { encodeHello, helloVersion } from "../tunnel/rpc-protocol.ts";
 import { freePort } from "./free-port.ts";
-import { readLogTail, terminate } from "./child-process.ts";
+import { diesWithParent, readLogTail, terminate } from "./child-process.ts";
 
 export interface RpcServerOptions {
   binary: string;
@@ -80,7 +80,7 @@ export class RpcServerChild {
     const port = freePort();
     const fd = openSync(this.logPath, "a");
     try {
-      this.proc = Bun.spawn([this.opts.binary, "-H", "127.0.0.1", "-p", String(port), "-t", String(this.opts.threads), "-c"], {
+      this.proc = Bun.spawn(diesWithParent([this.opts.binary, "-H", "127.0.0.1", "-p", String(port), "-t", String(this.opts.threads), "-c"]), {
         stdin: "ignore",
         stdout: fd,
         stderr: fd,

@@ -8,7 +8,7 @@
 import { closeSync, existsSync, openSync, renameSync, statSync } from "node:fs";
 import type { Subprocess } from "bun";
 import type { ModelType } from "../models/model-type.ts";
-import { readLogTail, terminate } from "./child-process.ts";
+import { diesWithParent, readLogTail, terminate } from "./child-process.ts";
 import type { DeviceMask } from "./devices.ts";
 
 export type ServerState = "starting" | "ready" | "stopping" | "stopped" | "failed";
@@ -75,7 +75,7 @@ export class WrappedServer {
     if (existsSync(spec.logPath) && statSync(spec.logPath).size > LOG_ROTATE_BYTES) renameSync(spec.logPath, `${spec.logPath}.1`);
     const fd = openSync(spec.logPath, "a");
     try {
-      this.proc = Bun.spawn(spec.argv, {
+      this.proc = Bun.spawn(diesWithParent(spec.argv), {
         stdin: "ignore",
         stdout: fd,
         stderr: fd,

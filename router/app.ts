@@ -4,6 +4,7 @@
  */
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { requireApiKey } from "./api-keys.ts";
 import { errorResponse, respondToError } from "./errors.ts";
 import { managementRoutes } from "./management.ts";
 import { openAiRoutes } from "./openai.ts";
@@ -13,6 +14,8 @@ export interface AppOptions {
   maxBodyBytes: number;
   /** `llamacpp_backend` values a load may ask for. */
   backends: readonly string[];
+  /** Keys `/v1` and `/api` require; none: open. */
+  apiKeys: readonly string[];
 }
 
 export function createApp(serving: Serving, opts: AppOptions): Hono {
@@ -25,6 +28,8 @@ export function createApp(serving: Serving, opts: AppOptions): Hono {
     }),
   );
   app.get("/health", (c) => c.json({ status: "ok" }));
+  app.use("/v1/*", requireApiKey(opts.apiKeys));
+  app.use("/api/*", requireApiKey(opts.apiKeys));
   app.get("/api/status", (c) => c.json({ version: serving.version, ...serving.mesh.status() }));
   app.route("/v1", openAiRoutes(serving));
   app.route("/api/v1", managementRoutes(serving, opts.backends));
