@@ -19,6 +19,8 @@ import { createNode, NodeSetupError, type NodeParts } from "./node/node.ts";
 import { createApp } from "./router/app.ts";
 import type { Serving } from "./router/serving.ts";
 import { fromOutside } from "./router/api-keys.ts";
+import { readConfigFile } from "./config/config-file.ts";
+import { settingsReport } from "./config/layers.ts";
 
 const isLoopback = (host: string) => host === "localhost" || host === "::1" || /^127\./.test(host);
 
@@ -51,6 +53,7 @@ async function startNode(config: Config): Promise<void> {
       status: () => ({
         ...node.meshStatus(),
         models: node.models.status(),
+        settings: settingsReport(config),
         tunnels: Object.fromEntries(node.tunnels.counters),
         zeroTransfer: node.zeroTransfer.stats,
       }),
@@ -111,7 +114,7 @@ async function run(cmd: Command): Promise<void> {
 }
 
 try {
-  await run(parseCli(process.argv.slice(2)));
+  await run(parseCli(process.argv.slice(2), undefined, { env: process.env, readConfigFile }));
 } catch (err) {
   if (err instanceof UsageError) {
     console.error(`mesh: ${err.message}\nRun \`mesh --help\` for usage.`);

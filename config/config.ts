@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { LLAMA_RELEASE } from "../llama/pin.ts";
 import { GITHUB_API } from "../llama/release.ts";
 import type { LlamaFlavor } from "../llama/source-build.ts";
+import type { SettingSource } from "./layers.ts";
 
 export const RELAY_MODES = ["default", "disabled"] as const;
 export const LOG_FORMATS = ["text", "json"] as const;
@@ -54,6 +55,8 @@ export interface Config {
   apiKeys: string[];
   /** Listen beyond loopback even without an API key. */
   insecure: boolean;
+  /** Where each setting (by flag name) came from: flag, env, file or default. */
+  settingSources: Record<string, SettingSource>;
   logFormat: (typeof LOG_FORMATS)[number];
 }
 
@@ -84,6 +87,7 @@ export function defaultConfig(home: string = homedir()): Config {
     quicBind: undefined,
     apiKeys: [],
     insecure: false,
+    settingSources: {},
     logFormat: "text",
   };
 }

@@ -15,6 +15,7 @@ import {
   parsePort,
   parseSize,
   parseUrl,
+  parseBoolean,
 } from "./values.ts";
 import { FLAVORS } from "../llama/flavor.ts";
 import { LLAMA_RELEASE } from "../llama/pin.ts";
@@ -73,6 +74,6 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("relay", "<mode>", "relay", parseChoice(RELAY_MODES), "iroh relay: default or disabled (direct addresses only)"),
   flag("quic-bind", "<host:port>", "quicBind", parseHostPort, "address the mesh's QUIC endpoint binds (default: all interfaces, any port)"),
   listFlag("api-key", "<key>", "apiKeys", "require this bearer key on /v1 and /api (repeatable)"),
-  { name: "insecure", arg: "", help: "allow --listen beyond loopback without any --api-key", multiple: false, boolean: true, apply: (c) => void (c.insecure = true) },
+  { name: "insecure", arg: "", help: "allow --listen beyond loopback without any --api-key", multiple: false, boolean: true, apply: (c, t) => void (c.insecure = parseBoolean(t)) },
   flag("log-format", "<format>", "logFormat", parseChoice(LOG_FORMATS), "text (default) or json, one object per line"),
 ];

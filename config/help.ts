@@ -22,6 +22,10 @@ ${commands}
 Flags:
 ${flags}
 
+Every flag can also be set with a MESH_* environment variable (--api-key: MESH_API_KEY, lists
+comma-separated) or in <state-dir>/config.toml (api-key = ["k1", "k2"]); flags win over the
+environment, which wins over the file. \`mesh status --json\` shows each setting's source.
+
 Start a mesh with \`mesh --model <file.gguf>\`; it prints a join token. On other machines run
 \`mesh --join <token>\`. Every node answers http://127.0.0.1:9337/v1 (OpenAI-compatible).
 `;

@@ -5,6 +5,7 @@
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { defaultConfig, type Config } from "./config.ts";
 import { NODE_FLAGS } from "./flags.ts";
+import { applyLayers, envName, SettingError } from "./layers.ts";
 import { parseChoice } from "./values.ts";
 import { FLAVORS } from "../llama/flavor.ts";
 
@@ -82,7 +83,16 @@ function describeParseError(err: unknown): string {
   return message;
 }
 
-export function parseCli(argv: readonly string[], home?: string): Command {
+/** Where settings other than flags come from; none by default (tests give their own). */
+export interface SettingsIo {
+  env: Record<string, string | undefined>;
+  /** The config file in this state dir, parsed, or undefined when there is none. */
+  readConfigFile: (stateDir: string) => { path: string; values: Record<string, unknown> } | undefined;
+}
+
+const NO_SETTINGS: SettingsIo = { env: {}, readConfigFile: () => undefined };
+
+export function parseCli(argv: readonly string[], home?: string, io: SettingsIo = NO_SETTINGS): Command {
   const first = argv[0];
   const sub = COMMANDS.find((c) => c.name !== "" && c.name === first);
   if (first !== undefined && !first.startsWith("-") && !sub) {
@@ -110,9 +120,11 @@ export function parseCli(argv: readonly string[], home?: string): Command {
   if (values.version) return { kind: "version" };
 
   const config = defaultConfig(home);
+  const given = new Set<string>();
   for (const f of NODE_FLAGS) {
     const raw = values[f.name];
     const texts = raw === undefined ? [] : Array.isArray(raw) ? raw : [raw];
+    if (texts.length) given.add(f.name);
     for (const text of texts) {
       try {
         f.apply(config, String(text));
@@ -120,6 +132,14 @@ export function parseCli(argv: readonly string[], home?: string): Command {
         throw new UsageError(`--${f.name}: ${(err as Error).message}`);
       }
     }
+  }
+  // The config file lives in the state dir, so that one setting is found first.
+  const stateDir = given.has("state-dir") ? config.stateDir : io.env[envName("state-dir")] || config.stateDir;
+  try {
+    applyLayers(config, NODE_FLAGS, given, { env: io.env, file: io.readConfigFile(stateDir) });
+  } catch (err) {
+    if (err instanceof SettingError) throw new UsageError(err.message);
+    throw err;
   }
 
   switch (sub?.name) {

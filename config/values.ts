@@ -90,3 +90,10 @@ export function parseUrl(text: string): string {
   if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error(`expected an http or https URL, got "${text}"`);
   return text.replace(/\/+$/, "");
 }
+
+/** true/false, as a flag's presence, an environment variable or a config file gives it. */
+export function parseBoolean(text: string): boolean {
+  if (/^(true|1|yes|on)$/i.test(text)) return true;
+  if (/^(false|0|no|off)$/i.test(text)) return false;
+  throw new Error(`expected true or false, got "${text}"`);
+}

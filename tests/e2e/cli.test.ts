@@ -1,5 +1,8 @@
 /** The `mesh` command line and node lifecycle, run as a real process. */
 import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { spawnChild, killAllChildren } from "../helpers/children.ts";
 import { meshCommand, startNode } from "../helpers/node.ts";
 
@@ -75,5 +78,28 @@ describe("a node", () => {
     const none = await runMesh(["status", "--port", String(node.port)]);
     expect(none.code).toBe(1);
     expect(none.out).toContain(`no node answering at ${node.url}`);
+  });
+
+  test("settings from a flag, MESH_* and config.toml: mesh status --json shows each with its source", async () => {
+    const node = await startNode(["--max-loaded-models", "2"], {
+      env: { MESH_MAX_LOADED_MODELS: "5", MESH_IDLE_UNLOAD: "7m" },
+      stateFiles: { "config.toml": 'idle-unload = "9m"\nctx-size = 256\napi-key = ["from-file"]\n' },
+    });
+    const status = await runMesh(["status", "--json", "--port", String(node.port), "--api-key", "from-file"]);
+    expect(status.code).toBe(0);
+    const { settings } = JSON.parse(status.out) as { settings: { values: Record<string, unknown>; sources: Record<string, string> } };
+    expect(settings.values).toMatchObject({ maxLoadedModels: 2, idleUnloadMs: 7 * 60_000, ctxSize: 256, port: 0, apiKeys: ["(hidden)"] });
+    expect(settings.sources).toMatchObject({ "max-loaded-models": "flag", "idle-unload": "env", "ctx-size": "file", port: "flag", vram: "default" });
+    expect(status.out).not.toContain("from-file");
+    await node.stop();
+  });
+
+  test("a broken config.toml stops the node with a message naming it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mesh-test-state-"));
+    writeFileSync(join(dir, "config.toml"), "port = \n");
+    const bad = await runMesh(["--port", "0", "--state-dir", dir]);
+    rmSync(dir, { recursive: true, force: true });
+    expect(bad.code).toBe(2);
+    expect(bad.out).toContain("config.toml is not valid TOML");
   });
 });

@@ -3,7 +3,7 @@
  * MESH_TEST_BINARY names one, with a temporary state dir and models dir, the API on a free port
  * (`--port 0`, read back from the log), QUIC on loopback and relays off.
  */
-import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawnChild, type Child } from "./children.ts";
@@ -35,6 +35,8 @@ export interface StartNodeOptions {
   cwd?: string;
   /** Files copied into the models dir before the node starts, by file name (e.g. `{ "a.gguf": path }`). */
   models?: Record<string, string>;
+  /** Files written into the state dir before the node starts, by name (e.g. `{ "config.toml": text }`). */
+  stateFiles?: Record<string, string>;
 }
 
 /** What e2e nodes give every llama-server on a 2-core machine: one thread, one slot, small context. */
@@ -44,6 +46,7 @@ export async function startNode(args: string[] = [], opts: StartNodeOptions = {}
   const stateDir = mkdtempSync(join(tmpdir(), "mesh-test-state-"));
   const modelsDir = mkdtempSync(join(tmpdir(), "mesh-test-models-"));
   for (const [file, source] of Object.entries(opts.models ?? {})) copyFileSync(source, join(modelsDir, file));
+  for (const [file, text] of Object.entries(opts.stateFiles ?? {})) writeFileSync(join(stateDir, file), text);
   const argv = [
     ...(opts.command ?? meshCommand()),
     "--port", "0",

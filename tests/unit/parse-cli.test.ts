@@ -10,6 +10,8 @@ const token = { addr: { nodeId: "n1", addresses: ["127.0.0.1:4433"] }, secret: n
 const tokenText = encodeJoinToken(token);
 const base = defaultConfig(HOME);
 const node = (over: Partial<Config>): Command => ({ kind: "node", config: { ...base, ...over } });
+/** Sources are checked by their own table below. */
+const withoutSources = (c: Command): Command => ("config" in c ? ({ ...c, config: { ...c.config, settingSources: {} } } as Command) : c);
 
 describe("parseCli: commands and flags", () => {
   const cases: [argv: string[], expected: Command][] = [
@@ -42,7 +44,7 @@ describe("parseCli: commands and flags", () => {
     [["service", "uninstall"], { kind: "service", action: "uninstall", user: false, config: base, nodeArgs: [] }],
   ];
   test.each(cases)("%p", (argv, expected) => {
-    expect(parseCli(argv, HOME)).toEqual(expected);
+    expect(withoutSources(parseCli(argv, HOME))).toEqual(expected);
   });
 });
 
@@ -94,8 +96,49 @@ describe("joinDashValues", () => {
 
 test("--help has one line for every flag and command", () => {
   const help = helpText();
-  for (const f of NODE_FLAGS) expect(help).toMatch(new RegExp(`^  --${f.name} \\S+ +\\S.*$`, "m"));
+  for (const f of NODE_FLAGS) expect(help).toMatch(new RegExp(f.boolean ? `^  --${f.name} +\\S.*$` : `^  --${f.name} \\S+ +\\S.*$`, "m"));
   for (const word of ["mesh status", "mesh service install|uninstall", "mesh llama", "--json", "--user", "--version", "--help"]) {
     expect(help).toContain(word);
   }
+});
+
+describe("settings: flags > MESH_* env > config.toml in the state dir > defaults", () => {
+  const io = (env: Record<string, string>, file?: Record<string, unknown>) => ({
+    env,
+    readConfigFile: (stateDir: string) => (file ? { path: `${stateDir}/config.toml`, values: file } : undefined),
+  });
+  const config = (argv: string[], env: Record<string, string>, file?: Record<string, unknown>) => {
+    const cmd = parseCli(argv, HOME, io(env, file));
+    if (cmd.kind !== "node") throw new Error(cmd.kind);
+    return cmd.config;
+  };
+  test.each<[string, string[], Record<string, string>, Record<string, unknown> | undefined, Partial<Config>, Record<string, string>]>([
+    ["defaults", [], {}, undefined, { port: 9337 }, { port: "default" }],
+    ["the file over defaults", [], {}, { port: 9400, model: ["a", "b"], insecure: true }, { port: 9400, models: ["a", "b"], insecure: true }, { port: "file", model: "file", insecure: "file" }],
+    ["env over the file", [], { MESH_PORT: "9500", MESH_API_KEY: "k1, k2" }, { port: 9400, "api-key": "kf" }, { port: 9500, apiKeys: ["k1", "k2"] }, { port: "env", "api-key": "env" }],
+    ["flags over env", ["--port", "9600", "--api-key", "kc"], { MESH_PORT: "9500", MESH_API_KEY: "k1" }, { port: 9400 }, { port: 9600, apiKeys: ["kc"] }, { port: "flag", "api-key": "flag" }],
+    ["a list from the flags replaces the env's, not adds to it", ["--model", "x"], { MESH_MODEL: "y,z" }, undefined, { models: ["x"] }, { model: "flag" }],
+    ["booleans from env", [], { MESH_INSECURE: "yes" }, undefined, { insecure: true }, { insecure: "env" }],
+    ["an empty variable counts as unset", [], { MESH_PORT: "" }, { port: 9400 }, { port: 9400 }, { port: "file" }],
+  ])("%s", (_, argv, env, file, expected, sources) => {
+    const c = config(argv, env, file);
+    expect(c).toMatchObject(expected);
+    expect(c.settingSources).toMatchObject(sources);
+  });
+  test("the file is read from the state dir the flags or env name", () => {
+    const seen: string[] = [];
+    parseCli(["--state-dir", "/s1"], HOME, { env: {}, readConfigFile: (d) => void seen.push(d) });
+    parseCli([], HOME, { env: { MESH_STATE_DIR: "/s2" }, readConfigFile: (d) => void seen.push(d) });
+    expect(seen).toEqual(["/s1", "/s2"]);
+  });
+  test.each<[string, Record<string, string>, Record<string, unknown> | undefined, string]>([
+    ["a bad env value names the variable", { MESH_PORT: "eighty" }, undefined, 'MESH_PORT: expected a port number 0-65535, got "eighty"'],
+    ["a bad file value names the key and file", {}, { port: "x" }, 'port in /home/u/.mesh/config.toml: expected a port number'],
+    ["an unknown key (a typo) is refused", {}, { prot: 1 }, 'unknown setting "prot"'],
+    ["a list where one value goes", {}, { port: [1, 2] }, "expected one value"],
+    ["a table where a value goes", {}, { model: { a: 1 } }, "expected a value or a list of values"],
+  ])("%s", (_, env, file, message) => {
+    expect(() => parseCli([], HOME, io(env, file))).toThrow(UsageError);
+    expect(() => parseCli([], HOME, io(env, file))).toThrow(message);
+  });
 });
