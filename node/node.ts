@@ -5,7 +5,7 @@
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { totalmem } from "node:os";
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import pkg from "../package.json" with { type: "json" };
 import type { Config } from "../config/config.ts";
 import type { LlamaBinaries } from "../llama/binaries.ts";
@@ -19,6 +19,7 @@ import type { MeshStatus } from "../mesh/status.ts";
 import { StreamKind } from "../mesh/wire.ts";
 import { ModelStore } from "../models/model-store.ts";
 import { serveModelStream } from "../models/peer-transfer.ts";
+import { capLogs } from "../pool/log-files.ts";
 import { Pool } from "../pool/pool.ts";
 import { RpcServerChild } from "../pool/rpc-server.ts";
 import { connectDirect, startDirectServer } from "../tunnel/direct.ts";
@@ -32,6 +33,8 @@ import { ModelFetcher } from "./model-fetcher.ts";
 export const isPath = (v: string) => v.includes("/") || /\.gguf$/i.test(v);
 
 export class NodeSetupError extends Error {}
+
+const LOG_CAP_EVERY_MS = 60_000;
 
 /** The host to reach a peer's direct path at: the IP of its first IPv4 address, else IPv6. */
 export function directHost(addresses: readonly string[]): string | undefined {
@@ -161,6 +164,17 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     },
   };
 
+  // Children log into the state dir for as long as they run: keep those files bounded.
+  const logDir = join(config.stateDir, "logs");
+  const logCap = setInterval(() => {
+    try {
+      capLogs(logDir);
+    } catch (err) {
+      log.warn("could not cap the child logs", { error: (err as Error).message });
+    }
+  }, LOG_CAP_EVERY_MS);
+  logCap.unref();
+
   const start = (apiPort: number) => {
     void rpc.start().then(
       () => mesh?.announceIfChanged(),
@@ -236,6 +250,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     meshStatus: () => mesh?.status() ?? { state: "starting", nodeId: null, token: null, peers: [] },
     start,
     stop: async () => {
+      clearInterval(logCap);
       models.stop();
       // A mesh endpoint still starting has no peers to tell; exiting ends it.
       if (mesh) await Promise.race([mesh.stop(), Bun.sleep(5_000)]);

@@ -5,7 +5,7 @@
  * goes straight to a log file under the state dir; its exit is noticed at once, and aborts the
  * signal every in-flight request to it is tied to.
  */
-import { closeSync, existsSync, openSync, renameSync, statSync } from "node:fs";
+import { closeSync, openSync } from "node:fs";
 import type { Subprocess } from "bun";
 import type { ModelType } from "../models/model-type.ts";
 import { diesWithParent, readLogTail, terminate } from "./child-process.ts";
@@ -24,7 +24,6 @@ const TRANSITIONS: Record<ServerState, readonly ServerState[]> = {
 export const canTransition = (from: ServerState, to: ServerState): boolean => TRANSITIONS[from].includes(to);
 
 /** A log over this size is moved aside (one old copy kept) when its server starts again. */
-const LOG_ROTATE_BYTES = 20 * 1024 * 1024;
 
 export interface WrappedServerSpec {
   model: string;
@@ -72,7 +71,6 @@ export class WrappedServer {
     this.url = `http://127.0.0.1:${spec.port}`;
     this.logPath = spec.logPath;
     this.gone = this.goneController.signal;
-    if (existsSync(spec.logPath) && statSync(spec.logPath).size > LOG_ROTATE_BYTES) renameSync(spec.logPath, `${spec.logPath}.1`);
     const fd = openSync(spec.logPath, "a");
     try {
       this.proc = Bun.spawn(diesWithParent(spec.argv), {

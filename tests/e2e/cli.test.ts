@@ -94,6 +94,15 @@ describe("a node", () => {
     await node.stop();
   });
 
+  test("--log-format json: every line the node writes parses as one JSON object", async () => {
+    const node = await startNode(["--log-format", "json"]);
+    await node.child.waitForOutput(/Join token/);
+    expect(await node.stop()).toBe(0);
+    const lines = node.child.output().trim().split("\n");
+    expect(lines.length).toBeGreaterThan(3);
+    for (const line of lines) expect(JSON.parse(line)).toMatchObject({ time: expect.any(String), level: expect.any(String), msg: expect.any(String) });
+  });
+
   test("a broken config.toml stops the node with a message naming it", async () => {
     const dir = mkdtempSync(join(tmpdir(), "mesh-test-state-"));
     writeFileSync(join(dir, "config.toml"), "port = \n");
