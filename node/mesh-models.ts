@@ -284,7 +284,7 @@ export class MeshModels {
     const server = this.o.pool.server(name);
     if (server) this.swappedOut = false;
     // Another node hosts it now (one with more memory joined): ours goes once theirs answers.
-    if (server && plan && plan.host !== views[0]!.nodeId && entry.status === "ready" && entry.host === plan.host) {
+    if (server && !server.draining && plan && plan.host !== views[0]!.nodeId && entry.servedBy === plan.host) {
       this.o.log.info("another node hosts the model now; unloading ours", { model: name, host: plan.host.slice(0, 10) });
       void this.o.pool.unload(name).catch(() => undefined);
       return;

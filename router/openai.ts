@@ -82,6 +82,11 @@ function modelEntry(serving: Serving, name: string, entry: CatalogModel | undefi
   };
 }
 
+/** A model of the mesh that is not on this node's disk. */
+function remoteEntry(m: CatalogModel) {
+  return { id: m.name, object: "model" as const, created: 0, owned_by: "mesh", size: m.sizeBytes, ...meshFields(m), status: MESH_STATUS[m.status] };
+}
+
 async function forward(serving: Serving, peer: string, path: string, body: ArrayBuffer, signal: AbortSignal): Promise<Response> {
   try {
     return await serving.routing!.forward(peer, { method: "POST", path, headers: { "content-type": "application/json" }, body: new Uint8Array(body) }, signal);
@@ -105,7 +110,7 @@ export function openAiRoutes(serving: Serving): Hono {
     const byName = new Map(meshModels.map((m) => [m.name, m]));
     const remote = meshModels
       .filter((m) => !local.has(m.name))
-      .map((m) => ({ id: m.name, object: "model" as const, created: 0, owned_by: "mesh", size: m.sizeBytes, ...meshFields(m), status: MESH_STATUS[m.status] }));
+      .map(remoteEntry);
     return c.json({ object: "list", data: [...models.map((m) => modelEntry(serving, m.name, byName.get(m.name))), ...remote] });
   });
 
@@ -113,7 +118,7 @@ export function openAiRoutes(serving: Serving): Hono {
     const id = c.req.param("id");
     const entry = serving.routing?.catalog().find((m) => m.name === id);
     if (entry && !(await serving.store.find(id))) {
-      return c.json({ id, object: "model" as const, created: 0, owned_by: "mesh", size: entry.sizeBytes, ...meshFields(entry), status: MESH_STATUS[entry.status] });
+      return c.json(remoteEntry(entry));
     }
     const m = await findModel(serving, id);
     return c.json(modelEntry(serving, m.name, entry));
