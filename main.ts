@@ -6,6 +6,7 @@
 import pkg from "./package.json" with { type: "json" };
 import { CommandError, localUrl } from "./commands/common.ts";
 import { buildLlamaCommand, showLlama } from "./commands/llama.ts";
+import { installService, uninstallService } from "./commands/service.ts";
 import { showStatus } from "./commands/status.ts";
 import type { Config } from "./config/config.ts";
 import { helpText } from "./config/help.ts";
@@ -109,7 +110,7 @@ async function run(cmd: Command): Promise<void> {
     case "llama":
       return cmd.action === "build" ? buildLlamaCommand(cmd.config, cmd.source, createLog(cmd.config.logFormat)) : showLlama(cmd.config);
     case "service":
-      throw new CommandError("systemd units are not in this build of mesh yet; run `mesh` under a unit of your own for now");
+      return cmd.action === "install" ? installService(cmd) : uninstallService(cmd);
   }
 }
 

@@ -1,0 +1,270 @@
+/** The systemd unit `mesh service install` writes: quoting, flags, system vs user, and systemd's own reading of it. */
+import { afterAll, describe, expect, test } from "bun:test";
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { buildUnit, isMeshUnit, quoteExecWord, quoteSetting, serviceArgs, UNIT_MARKER, unitDir, type UnitInput } from "../../service/unit.ts";
+
+const base: UnitInput = {
+  command: ["/usr/local/bin/mesh"],
+  nodeArgs: [],
+  user: false,
+  cwd: "/srv/work",
+  stateDir: "/var/lib/mesh/state",
+  modelsDir: "/var/lib/mesh/models",
+  cacheHome: "/root/.cache",
+};
+const unit = (over: Partial<UnitInput>) => buildUnit({ ...base, ...over });
+const directive = (text: string, key: string) => text.split("\n").filter((l) => l.startsWith(`${key}=`)).map((l) => l.slice(key.length + 1));
+/** ExecStart= as one line, its continuations joined as systemd joins them. */
+const execStart = (text: string) => /^ExecStart=((?:.*\\\n)*.*)$/m.exec(text)![1]!.replace(/ \\\n\s+/g, " ");
+
+describe("quoteExecWord: one ExecStart word, by systemd's rules", () => {
+  const cases: [word: string, quoted: string][] = [
+    ["--port", "--port"],
+    ["/opt/mesh/bin/mesh", "/opt/mesh/bin/mesh"],
+    ["--max-loaded-models=-1", "--max-loaded-models=-1"],
+    ["my model.gguf", '"my model.gguf"'],
+    ["100%", "100%%"],
+    ["%h", "%%h"],
+    ["$HOME", "$$HOME"],
+    ["${HOME}", '"$${HOME}"'],
+    ["a b$c%d", '"a b$$c%%d"'],
+    ['say "hi"', '"say \\"hi\\""'],
+    ["it's", '"it\'s"'],
+    ["C:\\models", '"C:\\\\models"'],
+    ["", '""'],
+    [";", '";"'],
+    ["\\;", '"\\\\;"'],
+    ["line\nnext\ttab\x01", '"line\\nnext\\ttab\\x01"'],
+    ["ünïcode", '"ünïcode"'],
+  ];
+  test.each(cases)("%p -> %p", (word, quoted) => expect(quoteExecWord(word)).toBe(quoted));
+
+  test("the executable's path doubles % but not $ (systemd expands no variables there)", () => {
+    expect(quoteExecWord("/opt/a$b/100%/mesh", true)).toBe("/opt/a$b/100%%/mesh");
+    expect(quoteExecWord("/home/John Doe/mesh", true)).toBe('"/home/John Doe/mesh"');
+  });
+});
+
+describe("quoteSetting: paths and assignments (no variables, but specifiers)", () => {
+  const cases: [value: string, quoted: string][] = [
+    ["/var/lib/mesh", "/var/lib/mesh"],
+    ["/srv/my models", '"/srv/my models"'],
+    ["/srv/100%", "/srv/100%%"],
+    ["/srv/$x", '"/srv/$x"'],
+    ['/srv/a"b\\c', '"/srv/a\\"b\\\\c"'],
+    ["XDG_CACHE_HOME=/home/u/my cache", '"XDG_CACHE_HOME=/home/u/my cache"'],
+  ];
+  test.each(cases)("%p -> %p", (value, quoted) => expect(quoteSetting(value)).toBe(quoted));
+  test("a control character is refused", () => expect(() => quoteSetting("/srv/a\nb")).toThrow("control character"));
+});
+
+describe("serviceArgs: the node's flags as the service runs them", () => {
+  const dirs = ["--state-dir", "/var/lib/mesh/state", "--models-dir", "/var/lib/mesh/models"];
+  const cases: [name: string, nodeArgs: string[], expected: string[]][] = [
+    ["no flags: dirs explicit, JSON logs", [], [...dirs, "--log-format", "json"]],
+    ["--log-format text is kept", ["--log-format", "text"], ["--log-format", "text", ...dirs]],
+    ["--log-format=json is kept, not doubled", ["--log-format=json"], ["--log-format=json", ...dirs]],
+    ["a value that looks like --log-format is a value", ["--llamacpp-args", "--log-format x"], ["--llamacpp-args", "--log-format x", ...dirs, "--log-format", "json"]],
+    ["relative dirs become absolute, in place", ["--state-dir", "st", "--models-dir=../m"], ["--state-dir", "/srv/work/st", "--models-dir=/srv/m", "--log-format", "json"]],
+    ["a model file becomes absolute, a model name does not", ["--model", "my model.gguf", "--model", "tiny", "--model", "/m/a.gguf"], ["--model", "/srv/work/my model.gguf", "--model", "tiny", "--model", "/m/a.gguf", ...dirs, "--log-format", "json"]],
+    ["--llama-dir becomes absolute", ["--llama-dir", "llama/bin"], ["--llama-dir", "/srv/work/llama/bin", ...dirs, "--log-format", "json"]],
+    ["dash values and booleans pass", ["--max-loaded-models", "-1", "--insecure", "--port", "9999"], ["--max-loaded-models", "-1", "--insecure", "--port", "9999", ...dirs, "--log-format", "json"]],
+  ];
+  test.each(cases)("%s", (_name, nodeArgs, expected) => {
+    expect(serviceArgs({ ...base, nodeArgs }).flat()).toEqual(expected);
+  });
+
+  test("a flag and its value stay together, one group per line of ExecStart", () => {
+    expect(serviceArgs({ ...base, nodeArgs: ["--insecure", "--port", "1"] })).toEqual([["--insecure"], ["--port", "1"], ["--state-dir", base.stateDir], ["--models-dir", base.modelsDir], ["--log-format", "json"]]);
+  });
+});
+
+describe("buildUnit", () => {
+  test("a system unit: ordered after the network, hardened, wanted by multi-user.target", () => {
+    const text = unit({ nodeArgs: ["--port", "9999"], docs: "file:///opt/mesh/README.md" });
+    expect(text.startsWith(`${UNIT_MARKER}\n# \`mesh service uninstall\` stops and removes it`)).toBe(true);
+    expect(isMeshUnit(text)).toBe(true);
+    expect(execStart(text)).toBe("/usr/local/bin/mesh --port 9999 --state-dir /var/lib/mesh/state --models-dir /var/lib/mesh/models --log-format json");
+    const expected: [string, string[]][] = [
+      ["Documentation", ["file:///opt/mesh/README.md"]],
+      ["After", ["network-online.target"]],
+      ["Wants", ["network-online.target"]],
+      ["Type", ["simple"]],
+      ["Restart", ["on-failure"]],
+      ["RestartSec", ["5"]],
+      ["TimeoutStopSec", ["30"]],
+      ["KillMode", ["mixed"]],
+      ["LimitNOFILE", ["65536"]],
+      ["Environment", ["XDG_CACHE_HOME=/root/.cache"]],
+      ["NoNewPrivileges", ["yes"]],
+      ["PrivateTmp", ["yes"]],
+      ["ProtectSystem", ["strict"]],
+      ["ReadWritePaths", ["/var/lib/mesh/state /var/lib/mesh/models /root/.cache/mesh"]],
+      ["ProtectHome", ["read-only"]],
+      ["ProtectKernelTunables", ["yes"]],
+      ["ProtectControlGroups", ["yes"]],
+      ["RestrictSUIDSGID", ["yes"]],
+      ["LockPersonality", ["yes"]],
+      ["PrivateDevices", []],
+      ["WantedBy", ["multi-user.target"]],
+    ];
+    for (const [key, values] of expected) expect([key, directive(text, key)]).toEqual([key, values]);
+  });
+
+  test("a user unit: default.target, no network-online.target, no namespace sandboxing", () => {
+    const text = unit({ user: true, stateDir: "/home/u/.mesh", modelsDir: "/home/u/.models", cacheHome: "/home/u/.cache" });
+    expect(text).toContain("# `mesh service uninstall --user` stops and removes it; `mesh service install --user` with other");
+    expect(directive(text, "WantedBy")).toEqual(["default.target"]);
+    for (const key of ["After", "Wants", "ProtectSystem", "ReadWritePaths", "PrivateTmp", "ProtectHome", "ProtectKernelTunables", "ProtectControlGroups", "PrivateDevices"]) {
+      expect([key, directive(text, key)]).toEqual([key, []]);
+    }
+    for (const key of ["NoNewPrivileges", "RestrictSUIDSGID", "LockPersonality"]) expect([key, directive(text, key)]).toEqual([key, ["yes"]]);
+  });
+
+  const writable: [name: string, over: Partial<UnitInput>, paths: string, protectHome: boolean, privateTmp: boolean][] = [
+    ["under /root: ProtectHome=read-only, the paths writable", { stateDir: "/root/.mesh", modelsDir: "/root/.models" }, "/root/.mesh /root/.models /root/.cache/mesh", true, true],
+    ["under /home: no ProtectHome", { stateDir: "/home/u/.mesh", modelsDir: "/home/u/.models", cacheHome: "/home/u/.cache" }, "/home/u/.mesh /home/u/.models /home/u/.cache/mesh", false, true],
+    ["one of them under /home is enough", { modelsDir: "/home/u/models" }, "/var/lib/mesh/state /home/u/models /root/.cache/mesh", false, true],
+    ["/homework is not /home", { modelsDir: "/homework/m" }, "/var/lib/mesh/state /homework/m /root/.cache/mesh", true, true],
+    ["under /tmp: no PrivateTmp", { stateDir: "/tmp/mesh" }, "/tmp/mesh /var/lib/mesh/models /root/.cache/mesh", true, false],
+    ["relative dirs resolved against cwd, duplicates once", { stateDir: "s", modelsDir: "/srv/work/s", cacheHome: "c" }, "/srv/work/s /srv/work/c/mesh", true, true],
+    ["spaces and % quoted", { stateDir: "/srv/my state", modelsDir: "/srv/100%" }, '"/srv/my state" /srv/100%% /root/.cache/mesh', true, true],
+  ];
+  test.each(writable)("ReadWritePaths %s", (_name, over, paths, protectHome, privateTmp) => {
+    const text = unit(over);
+    expect(directive(text, "ReadWritePaths")).toEqual([paths]);
+    expect(directive(text, "ProtectHome")).toEqual(protectHome ? ["read-only"] : []);
+    expect(directive(text, "PrivateTmp")).toEqual(privateTmp ? ["yes"] : []);
+  });
+
+  test("tricky flags are quoted on their own continued lines", () => {
+    const text = unit({ command: ["/opt/bun", "/opt/my mesh/main.ts"], nodeArgs: ["--model", "my model.gguf", "--api-key", `a$b%c"d\\e'f`, "--llamacpp-args", "--threads 4"] });
+    expect(text).toContain(
+      [
+        'ExecStart=/opt/bun "/opt/my mesh/main.ts" \\',
+        '    --model "/srv/work/my model.gguf" \\',
+        `    --api-key "a$$b%%c\\"d\\\\e'f" \\`,
+        '    --llamacpp-args "--threads 4" \\',
+        "    --state-dir /var/lib/mesh/state \\",
+        "    --models-dir /var/lib/mesh/models \\",
+        "    --log-format json\n",
+      ].join("\n"),
+    );
+  });
+
+  test("MESH_LLAMA_DIR is carried, Documentation's % doubled, Documentation left out without a README", () => {
+    const text = unit({ llamaDirEnv: "llama", docs: "file:///opt/my%20mesh/README.md" });
+    expect(directive(text, "Environment")).toEqual(["XDG_CACHE_HOME=/root/.cache", "MESH_LLAMA_DIR=/srv/work/llama"]);
+    expect(directive(text, "Documentation")).toEqual(["file:///opt/my%%20mesh/README.md"]);
+    expect(directive(unit({}), "Documentation")).toEqual([]);
+  });
+
+  test("the command must be absolute", () => {
+    expect(() => unit({ command: ["mesh"] })).toThrow("must be an absolute path");
+  });
+
+  test("isMeshUnit knows only our header", () => {
+    expect(isMeshUnit(unit({}))).toBe(true);
+    expect(isMeshUnit("[Unit]\nDescription=mesh\n")).toBe(false);
+    expect(isMeshUnit(`\n${UNIT_MARKER}`)).toBe(false);
+  });
+});
+
+describe("unitDir", () => {
+  const cases: [name: string, user: boolean, env: Record<string, string>, dir: string][] = [
+    ["system", false, {}, "/etc/systemd/system"],
+    ["system ignores XDG_CONFIG_HOME", false, { XDG_CONFIG_HOME: "/x" }, "/etc/systemd/system"],
+    ["user", true, {}, "/home/u/.config/systemd/user"],
+    ["user under XDG_CONFIG_HOME", true, { XDG_CONFIG_HOME: "/cfg" }, "/cfg/systemd/user"],
+    ["a relative XDG_CONFIG_HOME is ignored", true, { XDG_CONFIG_HOME: "cfg" }, "/home/u/.config/systemd/user"],
+    ["MESH_SYSTEMD_DIR wins for both", true, { MESH_SYSTEMD_DIR: "/pkg/lib/systemd/user" }, "/pkg/lib/systemd/user"],
+  ];
+  test.each(cases)("%s", (_name, user, env, dir) => expect(unitDir(user, env, "/home/u")).toBe(dir));
+});
+
+// systemd's own tools read the units back. They run where Debian's systemd package is installed,
+// with no running manager needed.
+const ANALYZE = "/usr/bin/systemd-analyze";
+const SYSTEMD = "/lib/systemd/systemd";
+const temps: string[] = [];
+afterAll(() => {
+  for (const t of temps) rmSync(t, { recursive: true, force: true });
+});
+
+/** A fresh directory others can read (the manager in test mode runs as nobody when we are root). */
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "mesh-unit-"));
+  chmodSync(dir, 0o777);
+  temps.push(dir);
+  return dir;
+}
+
+/** A unit whose command exists (this very bun), written as mesh.service in a fresh folder. */
+function writeUnit(over: Partial<UnitInput>): { dir: string; file: string } {
+  const dir = tempDir();
+  const file = join(dir, "mesh.service");
+  writeFileSync(file, buildUnit({ ...base, command: [process.execPath, join(import.meta.dir, "..", "..", "main.ts")], ...over }), { mode: 0o644 });
+  return { dir, file };
+}
+
+const TRICKY = ["--model", "my model.gguf", "--api-key", `a$b%c"d\\e'f`, "--api-key", "$HOME ${HOME} %h %%", "--api-key", ";", "--api-key", "", "--llamacpp-args", "--threads 4 --ctx-size 8"];
+
+describe.skipIf(!existsSync(ANALYZE))("systemd-analyze verify", () => {
+  const verify = (file: string, user: boolean) => {
+    const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin", SYSTEMD_LOG_LEVEL: "notice" };
+    // The user manager needs a runtime dir; there is none in a container, so a temporary one stands in.
+    if (user) env.XDG_RUNTIME_DIR = tempDir();
+    const r = Bun.spawnSync([ANALYZE, "verify", "--man=no", ...(user ? ["--user"] : []), file], { env, stdout: "pipe", stderr: "pipe" });
+    // Complaints about the host's own units are not ours; every line about ours names its file.
+    const ours = `${r.stdout}${r.stderr}`.split("\n").filter((l) => l.includes("mesh.service") || l.includes(file));
+    return { code: r.exitCode, ours };
+  };
+  const cases: [name: string, over: Partial<UnitInput>][] = [
+    ["system", {}],
+    ["system, tricky flags and paths", { nodeArgs: TRICKY, stateDir: "/srv/my state", modelsDir: "/home/u/100% models", llamaDirEnv: "/opt/llama dir", docs: "file:///opt/my%20mesh/README.md" }],
+    ["user", { user: true, stateDir: "/home/u/.mesh", modelsDir: "/home/u/.models", cacheHome: "/home/u/.cache" }],
+    ["user, tricky flags", { user: true, nodeArgs: TRICKY }],
+  ];
+  test.each(cases)("%s: exit 0, no warning about the unit", (_name, over) => {
+    const { file } = writeUnit(over);
+    expect(verify(file, over.user === true)).toEqual({ code: 0, ours: [] });
+  });
+
+  test("and it does complain about a broken unit (the check can fail)", () => {
+    const { file } = writeUnit({});
+    writeFileSync(file, buildUnit({ ...base, command: [process.execPath] }).replace("--log-format json", '"unbalanced'));
+    const { code, ours } = verify(file, false);
+    expect(code).not.toBe(0);
+    expect(ours.join("\n")).toContain("Unbalanced quoting");
+  });
+});
+
+/**
+ * systemd itself in test mode (`systemd --test`) loads the unit and prints its ExecStart as argv,
+ * so the quoting is checked by the parser that matters. It refuses to run as root, so as root it
+ * runs as nobody. The printout quotes words like a shell (`"`, `\`, `$` escaped) and shows each `$`
+ * still doubled: systemd turns `$$` into `$` (and `$X` into a variable) only when it starts the process.
+ */
+const setpriv = Bun.which("setpriv");
+const canTestMode = existsSync(SYSTEMD) && (process.getuid?.() !== 0 || setpriv !== null);
+describe.skipIf(!canTestMode)("systemd reads ExecStart back as the argv mesh was given", () => {
+  function printedArgv(dir: string, user: boolean): string[] {
+    const asNobody = process.getuid?.() === 0 ? [setpriv!, "--reuid=nobody", "--regid=nogroup", "--clear-groups"] : [];
+    const env: Record<string, string> = { PATH: "/usr/bin:/bin", SYSTEMD_UNIT_PATH: `${dir}:`, XDG_RUNTIME_DIR: tempDir() };
+    const r = Bun.spawnSync([...asNobody, SYSTEMD, "--test", user ? "--user" : "--system", "--unit=mesh.service", "--no-pager", "--log-target=null"], { env, stdout: "pipe", stderr: "pipe" });
+    const dump = r.stdout.toString();
+    const section = dump.slice(dump.indexOf("-> Unit mesh.service:"));
+    const line = /Command Line: (.*)/.exec(section)?.[1];
+    if (line === undefined) throw new Error(`no ExecStart in systemd's dump (exit ${r.exitCode}): ${r.stderr}`);
+    return [...line.matchAll(/"((?:[^"\\]|\\.)*)"|(\S+)/g)].map((m) => (m[1] !== undefined ? m[1].replace(/\\(.)/g, "$1") : m[2]!));
+  }
+
+  test.each([false, true])("as a user unit: %p", (user) => {
+    const command = [process.execPath, "/opt/my mesh/main.ts"];
+    const { dir } = writeUnit({ user, command, nodeArgs: TRICKY, stateDir: "/srv/100% state" });
+    const args = serviceArgs({ ...base, nodeArgs: TRICKY, stateDir: "/srv/100% state" }).flat();
+    expect(printedArgv(dir, user)).toEqual([...command, ...args.map((a) => a.split("$").join("$$"))]);
+  });
+});
