@@ -168,7 +168,8 @@ export function parseCli(argv: readonly string[], home?: string, io: SettingsIo 
       if ((action !== "install" && action !== "uninstall") || positionals.length > 1) {
         throw new UsageError(`usage: mesh service install|uninstall [--user] [flags]`);
       }
-      const nodeArgs = rest.filter((a) => a !== action && a !== "--user");
+      // The action word and --user go; a flag's value that happens to read "install" stays.
+      const nodeArgs = rest.filter((a, i) => i !== rest.indexOf(action) && a !== "--user");
       return { kind: "service", action, user: values.user === true, config, nodeArgs };
     }
     default:

@@ -42,6 +42,10 @@ describe("parseCli: commands and flags", () => {
       { kind: "service", action: "install", user: true, config: { ...base, models: ["m.gguf"] }, nodeArgs: ["--model", "m.gguf"] },
     ],
     [["service", "uninstall"], { kind: "service", action: "uninstall", user: false, config: base, nodeArgs: [] }],
+    [
+      ["service", "install", "--model", "install"],
+      { kind: "service", action: "install", user: false, config: { ...base, models: ["install"] }, nodeArgs: ["--model", "install"] },
+    ],
   ];
   test.each(cases)("%p", (argv, expected) => {
     expect(withoutSources(parseCli(argv, HOME))).toEqual(expected);
