@@ -61,7 +61,12 @@ async function startNode(config: Config): Promise<void> {
     },
     routing: node.routing,
   };
-  const app = createApp(serving, { maxBodyBytes: config.maxBodyBytes, backends: availableBackends(devices), apiKeys: config.apiKeys });
+  const app = createApp(serving, {
+    maxBodyBytes: config.maxBodyBytes,
+    backends: availableBackends(devices),
+    apiKeys: config.apiKeys,
+    meshMetrics: { peers: () => node.mesh()?.membership.peers.size ?? 0, tunnels: () => node.tunnels.counters },
+  });
   node.setHttpHandler(async (req) => app.fetch(req));
   let server: ReturnType<typeof Bun.serve>;
   try {

@@ -9,6 +9,7 @@ import { FORWARDED_HEADER } from "../mesh/http-stream.ts";
 import { ANSWERED_BY_HEADER } from "../mesh/routing.ts";
 import { serverGone } from "../pool/errors.ts";
 import { badRequest, errorResponse } from "./errors.ts";
+import type { InferenceObserver } from "./metrics.ts";
 import { proxyToServer } from "./proxy.ts";
 import { acquireModel, findModel, modelStatus, type Serving } from "./serving.ts";
 
@@ -100,7 +101,7 @@ function answeredBy(serving: Serving): Record<string, string> | undefined {
   return id ? { [ANSWERED_BY_HEADER]: id } : undefined;
 }
 
-export function openAiRoutes(serving: Serving): Hono {
+export function openAiRoutes(serving: Serving, observer?: InferenceObserver): Hono {
   const v1 = new Hono();
 
   v1.get("/models", async (c) => {
@@ -129,8 +130,12 @@ export function openAiRoutes(serving: Serving): Hono {
       const body = await c.req.arrayBuffer();
       const parsed = modelOfBody(decoder.decode(body));
       if ("error" in parsed) return badRequest(c, parsed.error, "invalid_body");
+      observer?.named(c, parsed.model);
       const route = serving.routing ? await serving.routing.route(parsed.model, c.req.header(FORWARDED_HEADER) !== undefined) : undefined;
-      if (route?.to === "peer") return forward(serving, route.peerId, c.req.path, body, c.req.raw.signal);
+      if (route?.to === "peer") {
+        observer?.forwarded(route.peerId);
+        return forward(serving, route.peerId, c.req.path, body, c.req.raw.signal);
+      }
       if (route?.to === "unavailable") return errorResponse(c, 503, route.message, "service_unavailable", "model_not_ready", route.retryAfterS);
       const lease = await acquireModel(serving, parsed.model, c.req.raw.signal);
       return proxyToServer({
@@ -140,7 +145,10 @@ export function openAiRoutes(serving: Serving): Hono {
         body,
         clientSignal: c.req.raw.signal,
         extraHeaders: answeredBy(serving),
-        onStats: (s) => void (serving.lastStats = s),
+        onStats: (s, stream) => {
+          serving.lastStats = s;
+          observer?.answered(c, s, stream);
+        },
       });
     });
   }

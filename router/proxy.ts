@@ -20,8 +20,11 @@ export interface ProxyInput {
   clientSignal: AbortSignal;
   /** Added to the response (which node answered). */
   extraHeaders?: Record<string, string>;
-  /** Receives the request's figures, worked out only if someone asks (off the hot path). */
-  onStats: (stats: () => RequestStats) => void;
+  /**
+   * Receives the request's figures once the answer is complete, worked out only if someone asks (off
+   * the hot path); for a stream, also when its first bytes came (performance.now()).
+   */
+  onStats: (stats: () => RequestStats, stream: { firstByteAt: number | undefined } | undefined) => void;
 }
 
 /** Response headers that describe the upstream connection, not the content. */
@@ -69,7 +72,7 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
       lease.release();
     }
     const totalMs = performance.now() - started;
-    if (upstream.status === 200) input.onStats(() => toStats(model, path, figuresOf(parseJson(buf)), { firstByteMs: undefined, totalMs }));
+    if (upstream.status === 200) input.onStats(() => toStats(model, path, figuresOf(parseJson(buf)), { firstByteMs: undefined, totalMs }), undefined);
     return new Response(buf, { status: upstream.status, headers });
   }
 
@@ -83,7 +86,9 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
     lease.release();
     const totalMs = performance.now() - started;
     const last = tail;
-    input.onStats(() => toStats(model, path, figuresOfSse(decoder.decode(last)), { firstByteMs, totalMs }));
+    input.onStats(() => toStats(model, path, figuresOfSse(decoder.decode(last)), { firstByteMs, totalMs }), {
+      firstByteAt: firstByteMs === undefined ? undefined : started + firstByteMs,
+    });
   };
   const keepTail = (chunk: Uint8Array) => {
     const joined = new Uint8Array(Math.min(SSE_TAIL_BYTES, tail.length + chunk.length));

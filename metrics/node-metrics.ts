@@ -1,0 +1,182 @@
+/**
+ * The node's Prometheus metrics, in a registry of its own: requests, their duration and time to
+ * first byte per model and route, tokens in and out per model, requests sent to peers. What other
+ * parts already count (the pool's loads, failures and evictions; loaded models; peers; tunnel
+ * bytes) is read from them when scraped, never counted twice.
+ */
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { EvictionCause, Pool } from "../pool/pool.ts";
+import type { RequestStats } from "../router/request-stats.ts";
+import type { PeerTunnelCounters } from "../tunnel/tunnels.ts";
+import { DURATION_BUCKETS, peerLabel, tunnelBytes } from "./labels.ts";
+
+export interface MetricSources {
+  pool: Pick<Pool, "counters" | "loaded">;
+  /** Peers connected now; none without a mesh. */
+  peers?: () => number;
+  /** Tunnel byte counters by peer id. */
+  tunnels?: () => ReadonlyMap<string, PeerTunnelCounters>;
+}
+
+/** Every cause, so each has a series (at 0) before its first eviction. */
+const EVICTION_CAUSES = Object.keys({ lru: 0, npu: 0, nuclear: 0, idle: 0, unload: 0, reload: 0 } satisfies Record<EvictionCause, 0>) as EvictionCause[];
+
+/** One route and model's series, looked up once and kept, so counting allocates no labels. */
+interface RequestSeries {
+  byStatus: Map<number, Counter.Internal>;
+  duration: Histogram.Internal<"model" | "route">;
+  firstByte: Histogram.Internal<"model" | "route">;
+}
+
+export class NodeMetrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<"model" | "route" | "status">;
+  private readonly duration: Histogram<"model" | "route">;
+  private readonly firstByte: Histogram<"model" | "route">;
+  private readonly tokens: Counter<"model" | "direction">;
+  private readonly toPeers: Counter<"peer">;
+  private readonly series = new Map<string, Map<string, RequestSeries>>();
+  private readonly tokenSeries = new Map<string, { in: Counter.Internal; out: Counter.Internal }>();
+  /** Answers whose token counts are still to be read: after the response is on its way, or at the next scrape. */
+  private pending: (() => RequestStats)[] = [];
+  private drainQueued = false;
+
+  constructor(sources: MetricSources) {
+    const registers = [this.registry];
+    const { pool } = sources;
+    this.requests = new Counter({ name: "mesh_requests_total", help: "Requests to /v1, by model, route and HTTP status", labelNames: ["model", "route", "status"], registers });
+    this.duration = new Histogram({
+      name: "mesh_request_duration_seconds",
+      help: "Time from a /v1 request's arrival to the end of its answer (streams relayed from a peer are timed on that peer)",
+      labelNames: ["model", "route"],
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
+    this.firstByte = new Histogram({
+      name: "mesh_time_to_first_byte_seconds",
+      help: "Time from a streamed request's arrival to the first bytes of the model's answer",
+      labelNames: ["model", "route"],
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
+    this.tokens = new Counter({ name: "mesh_tokens_total", help: "Tokens of the requests this node's models answered, as llama-server reported them", labelNames: ["model", "direction"], registers });
+    this.toPeers = new Counter({ name: "mesh_forwarded_requests_total", help: "Requests sent to the peer that serves their model", labelNames: ["peer"], registers });
+    new Counter({
+      name: "mesh_model_loads_total",
+      help: "Models loaded by this node",
+      registers,
+      collect() {
+        this.reset();
+        this.inc(pool.counters.loads);
+      },
+    });
+    new Counter({
+      name: "mesh_model_load_failures_total",
+      help: "Model loads that failed (after the retry with every idle model unloaded)",
+      registers,
+      collect() {
+        this.reset();
+        this.inc(pool.counters.loadFailures);
+      },
+    });
+    new Counter({
+      name: "mesh_model_evictions_total",
+      help: "Models unloaded, by cause",
+      labelNames: ["cause"],
+      registers,
+      collect() {
+        this.reset();
+        for (const cause of EVICTION_CAUSES) this.inc({ cause }, pool.counters.evictions.get(cause) ?? 0);
+      },
+    });
+    new Gauge({
+      name: "mesh_models_loaded",
+      help: "Models loaded and ready to answer",
+      registers,
+      collect() {
+        this.set(pool.loaded().filter((s) => s.state === "ready").length);
+      },
+    });
+    new Gauge({
+      name: "mesh_peers",
+      help: "Peers this node is connected to",
+      registers,
+      collect() {
+        this.set(sources.peers?.() ?? 0);
+      },
+    });
+    new Counter({
+      name: "mesh_tunnel_bytes_total",
+      help: "Bytes of RPC tunnels (this node's splits and its peers' splits over it), by peer and direction",
+      labelNames: ["peer", "direction"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [id, c] of sources.tunnels?.() ?? []) {
+          const bytes = tunnelBytes(c);
+          this.inc({ peer: peerLabel(id), direction: "in" }, bytes.in);
+          this.inc({ peer: peerLabel(id), direction: "out" }, bytes.out);
+        }
+      },
+    });
+  }
+
+  private seriesOf(route: string, model: string): RequestSeries {
+    let byModel = this.series.get(route);
+    if (!byModel) this.series.set(route, (byModel = new Map()));
+    let s = byModel.get(model);
+    if (!s) {
+      const labels = { model, route };
+      byModel.set(model, (s = { byStatus: new Map(), duration: this.duration.labels(labels), firstByte: this.firstByte.labels(labels) }));
+    }
+    return s;
+  }
+
+  /** A request was answered with `status`; `seconds` when its answer was complete then (not a stream). */
+  answered(route: string, model: string, status: number, seconds: number | undefined): void {
+    const s = this.seriesOf(route, model);
+    let count = s.byStatus.get(status);
+    if (!count) s.byStatus.set(status, (count = this.requests.labels({ model, route, status: String(status) })));
+    count.inc();
+    if (seconds !== undefined) s.duration.observe(seconds);
+  }
+
+  /** A streamed answer ended, `seconds` after the request came; its first bytes came after `firstByteSeconds`. */
+  streamEnded(route: string, model: string, seconds: number, firstByteSeconds: number | undefined): void {
+    const s = this.seriesOf(route, model);
+    s.duration.observe(seconds);
+    if (firstByteSeconds !== undefined) s.firstByte.observe(firstByteSeconds);
+  }
+
+  /** Counts the tokens of an answer from its (lazily worked out) figures, once the response is on its way. */
+  countTokens(stats: () => RequestStats): void {
+    this.pending.push(stats);
+    if (this.drainQueued) return;
+    this.drainQueued = true;
+    setImmediate(this.drain);
+  }
+
+  private readonly drain = (): void => {
+    this.drainQueued = false;
+    const pending = this.pending;
+    this.pending = [];
+    for (const stats of pending) {
+      const s = stats();
+      let t = this.tokenSeries.get(s.model);
+      if (!t) this.tokenSeries.set(s.model, (t = { in: this.tokens.labels({ model: s.model, direction: "in" }), out: this.tokens.labels({ model: s.model, direction: "out" }) }));
+      // Figures are finite numbers or null (toStats); a counter only takes what is above 0.
+      if ((s.input_tokens ?? 0) > 0) t.in.inc(s.input_tokens!);
+      if ((s.output_tokens ?? 0) > 0) t.out.inc(s.output_tokens!);
+    }
+  };
+
+  forwarded(peerId: string): void {
+    this.toPeers.inc({ peer: peerLabel(peerId) });
+  }
+
+  /** The exposition text, with every answer so far counted. */
+  async scrape(): Promise<string> {
+    if (this.pending.length) this.drain();
+    return this.registry.metrics();
+  }
+}
