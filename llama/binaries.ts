@@ -60,3 +60,10 @@ export function requireLlamaBinaries(dir: string, origin: string): LlamaBinaries
   }
   return found;
 }
+
+/** `llama-server --version`: its exit code and what it printed (the build line goes to stderr). */
+export async function runVersion(bin: LlamaBinaries): Promise<{ code: number; text: string }> {
+  const proc = Bun.spawn([bin.llamaServer, "--version"], { stdout: "pipe", stderr: "pipe" });
+  const [out, err] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
+  return { code: await proc.exited, text: `${out}\n${err}` };
+}

@@ -39,7 +39,8 @@ export function sourceKind(path: string, isDirectory: boolean): SourceKind | und
   return undefined;
 }
 
-async function sh(argv: string[], cwd: string): Promise<void> {
+/** Runs a command; a failure carries what it printed on stderr. */
+export async function sh(argv: string[], cwd: string): Promise<void> {
   const proc = Bun.spawn(argv, { cwd, stdout: "ignore", stderr: "pipe" });
   const err = await new Response(proc.stderr).text();
   if ((await proc.exited) !== 0) throw new Error(`${argv.join(" ")} failed:\n${err.trim()}`);

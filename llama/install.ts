@@ -14,7 +14,7 @@ import { downloadFromUrl } from "../models/url-download.ts";
 import { progressReporter } from "../progress.ts";
 import { extractArchive, findBinariesBelow } from "./archive.ts";
 import { chooseAsset } from "./assets.ts";
-import { findLlamaBinaries, type LlamaBinaries } from "./binaries.ts";
+import { findLlamaBinaries, runVersion, type LlamaBinaries } from "./binaries.ts";
 import { fetchRelease } from "./release.ts";
 import type { LlamaFlavor } from "./source-build.ts";
 
@@ -78,10 +78,8 @@ export async function installLocked(target: string, log: Log, fill: (staging: st
 
 /** Exits 0 and prints a version: the binary runs on this machine (libraries, CPU features). */
 async function checkRuns(bin: LlamaBinaries): Promise<void> {
-  const proc = Bun.spawn([bin.llamaServer, "--version"], { stdout: "pipe", stderr: "pipe" });
-  const [out, err] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
-  const code = await proc.exited;
-  if (code !== 0) throw new Error(`the downloaded llama-server does not run here (exit ${code}): ${`${out}${err}`.trim().split("\n").slice(-3).join(" ")}`);
+  const { code, text } = await runVersion(bin);
+  if (code !== 0) throw new Error(`the downloaded llama-server does not run here (exit ${code}): ${text.trim().split("\n").slice(-3).join(" ")}`);
 }
 
 export async function installRelease(o: ReleaseInstallOptions): Promise<LlamaBinaries> {

@@ -5,7 +5,7 @@
  */
 import type { Config } from "../config/config.ts";
 import type { Log } from "../log.ts";
-import { findLlamaBinaries, llamaCacheRoot, requireLlamaBinaries, type LlamaBinaries } from "./binaries.ts";
+import { findLlamaBinaries, llamaCacheRoot, requireLlamaBinaries, runVersion, type LlamaBinaries } from "./binaries.ts";
 import { buildFlavor, releaseFlavor, type MachineProbe } from "./flavor.ts";
 import { cacheDirFor, INSTALL_RECORD, installRelease } from "./install.ts";
 import { readFileSync } from "node:fs";
@@ -64,9 +64,6 @@ export async function describeBuild(bin: LlamaBinaries): Promise<string> {
 
 /** The first line of `llama-server --version` that names the build. */
 export async function llamaServerVersion(bin: LlamaBinaries): Promise<string> {
-  const proc = Bun.spawn([bin.llamaServer, "--version"], { stdout: "pipe", stderr: "pipe" });
-  const [out, err] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
-  await proc.exited;
-  const line = `${out}\n${err}`.split("\n").find((l) => l.startsWith("version:"));
+  const line = (await runVersion(bin)).text.split("\n").find((l) => l.startsWith("version:"));
   return line?.trim() ?? "version unknown";
 }

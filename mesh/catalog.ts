@@ -86,10 +86,10 @@ export function splitCandidates(nodes: readonly NodeView[], model: string): Cand
 }
 
 /**
- * The catalog from every node's view, plus the models the mesh was seeded with (`--model` on some
- * node, possibly not on anyone's disk yet). Sorted by name, so every node lists it alike.
+ * The catalog from every node's view, including the models nodes know only by a source URL (their
+ * registry; possibly on nobody's disk yet). Sorted by name, so every node lists it alike.
  */
-export function catalog(nodes: readonly NodeView[], seeded: readonly NodeModel[] = []): CatalogModel[] {
+export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
   // Nodes may see a model's need differently (their own --ctx-size): every node takes the largest,
   // so all of them plan alike.
   const models = new Map<string, NodeModel>();
@@ -102,7 +102,7 @@ export function catalog(nodes: readonly NodeView[], seeded: readonly NodeModel[]
       ...((known?.source ?? m.source) ? { source: known?.source ?? m.source } : {}),
     });
   };
-  for (const m of [...seeded, ...nodes.flatMap((n) => n.seeds ?? [])]) merge(m);
+  for (const m of nodes.flatMap((n) => n.seeds ?? [])) merge(m);
   for (const n of nodes) for (const m of n.modelsOnDisk) merge(m);
   for (const n of nodes) if (n.assigned && !models.has(n.assigned)) merge({ name: n.assigned, sizeBytes: 0, needBytes: 0 });
 

@@ -63,6 +63,7 @@ export class MeshModels {
   private readonly unfetchable = new Set<string>();
   /** An explicit --model the mesh does not know yet, said once. */
   private toldUnknown = false;
+  private diskCache: { list: readonly ModelInfo[]; fields: Pick<ModelFields, "modelsOnDisk" | "seeds"> } | undefined;
 
   constructor(private readonly o: MeshModelsOptions) {}
 
@@ -72,11 +73,9 @@ export class MeshModels {
     // A model served again anywhere (a request loaded it on demand) is no longer idle.
     const peers = [...(this.o.mesh()?.membership.peers.values() ?? [])];
     for (const m of this.idle) if (serving.includes(m) || peers.some((p) => p.announcement.serving.includes(m))) this.idle.delete(m);
-    const list = this.o.store.list();
     const fetching = this.o.fetcher.progress;
     return {
-      modelsOnDisk: list.filter(hasFiles).map((m) => ({ name: m.name, size: m.sizeBytes, need: this.needOf(m), ...(m.source ? { source: m.source } : {}) })),
-      seeds: list.filter((m) => !hasFiles(m) && m.source).map((m) => ({ name: m.name, source: m.source! })),
+      ...this.disk(),
       serving,
       ...(this.assigned ? { assigned: this.assigned } : {}),
       hosting: this.hosting,
@@ -85,6 +84,24 @@ export class MeshModels {
       rpcProtocol: this.o.rpcProtocol(),
       ...(fetching ? { fetching } : {}),
     };
+  }
+
+  /**
+   * The models on disk and the seeds, worked out once per scan of the models dir: this runs for
+   * every request routed (a stat per file and a need per model each time would be hot-path work).
+   */
+  private disk(): Pick<ModelFields, "modelsOnDisk" | "seeds"> {
+    const list = this.o.store.list();
+    if (this.diskCache?.list !== list) {
+      this.diskCache = {
+        list,
+        fields: {
+          modelsOnDisk: list.filter(hasFiles).map((m) => ({ name: m.name, size: m.sizeBytes, need: this.needOf(m), ...(m.source ? { source: m.source } : {}) })),
+          seeds: list.filter((m) => !hasFiles(m) && m.source).map((m) => ({ name: m.name, source: m.source! })),
+        },
+      };
+    }
+    return this.diskCache.fields;
   }
 
   private needOf(m: ModelInfo): number {

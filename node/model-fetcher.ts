@@ -11,8 +11,8 @@ import type { Log } from "../log.ts";
 import { FileHasher, sleep, TransferError, type TransferProgress } from "../models/model-transfer.ts";
 import { fetchModelFromPeer } from "../models/peer-transfer.ts";
 import { downloadFromUrl } from "../models/url-download.ts";
+import { progressReporter } from "../progress.ts";
 
-const LOG_EVERY_MS = 2_000;
 const MAX_PAUSE_MS = 30_000;
 /** Failures no retry can fix (a hash that never matches, a refusal) before the node gives up on the model. */
 const GIVE_UP_AFTER = 3;
@@ -91,7 +91,14 @@ export class ModelFetcher {
         if (!from) throw new Error("no peer has it and it has no source URL");
         mkdirSync(this.o.modelsDir, { recursive: true });
         this.o.log.info("fetching model", { model, from: peer ? `node ${peer.slice(0, 10)}` : from, attempt: attempt + 1 });
-        const onProgress = this.reporter(model, from, signal);
+        // Log lines, not a bar: the node's own log shares the terminal.
+        const lines = progressReporter(`fetching ${model}`, this.o.log, false);
+        const onProgress = (p: TransferProgress) => {
+          if (signal.aborted) return;
+          this.progress = { model, bytes: p.bytes, total: p.total, from };
+          this.o.onProgress();
+          lines.update(p.bytes, p.total);
+        };
         if (peer) {
           const open = async () => {
             const stream = await this.o.openStream(peer);
@@ -107,6 +114,7 @@ export class ModelFetcher {
           }
           if (!got.verified) this.o.log.warn("the source gave no hash to check the download against", { model, url: from });
         }
+        lines.done();
         this.o.log.info("model fetched", { model, ms: Math.round(performance.now() - started) });
         await this.o.onDone(model);
         return;
@@ -119,20 +127,5 @@ export class ModelFetcher {
         await sleep(pause, signal).catch(() => undefined);
       }
     }
-  }
-
-  private reporter(model: string, from: string, signal: AbortSignal): (p: TransferProgress) => void {
-    let lastLog = 0;
-    return (p) => {
-      if (signal.aborted) return;
-      this.progress = { model, bytes: p.bytes, total: p.total, from };
-      this.o.onProgress();
-      const now = performance.now();
-      if (now - lastLog >= LOG_EVERY_MS || (p.total > 0 && p.bytes >= p.total)) {
-        lastLog = now;
-        const pct = p.total > 0 ? ` ${((100 * p.bytes) / p.total).toFixed(0)}%` : "";
-        this.o.log.info(`fetching ${model}:${pct}`, { bytes: p.bytes, total: p.total });
-      }
-    };
   }
 }

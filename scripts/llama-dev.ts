@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, renameSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { findLlamaBinaries, llamaCacheRoot, requireLlamaBinaries, type LlamaBinaries } from "../llama/binaries.ts";
-import { buildLlama } from "../llama/build.ts";
+import { buildLlama, sh } from "../llama/build.ts";
 import { cacheDirFor } from "../llama/install.ts";
 import { LLAMA_RELEASE, LLAMA_SOURCE } from "../llama/pin.ts";
 import { GITHUB_API } from "../llama/release.ts";
@@ -20,9 +20,7 @@ import { createLog } from "../log.ts";
 async function buildFromNpmPackage(): Promise<LlamaBinaries> {
   const work = mkdtempSync(join(tmpdir(), "mesh-llama-npm-"));
   try {
-    const pack = Bun.spawn(["npm", "pack", "--silent", `${LLAMA_SOURCE.npmPackage}@${LLAMA_SOURCE.npmVersion}`], { cwd: work, stdout: "ignore", stderr: "pipe" });
-    const err = await new Response(pack.stderr).text();
-    if ((await pack.exited) !== 0) throw new Error(`npm pack ${LLAMA_SOURCE.npmPackage}@${LLAMA_SOURCE.npmVersion} failed:\n${err}`);
+    await sh(["npm", "pack", "--silent", `${LLAMA_SOURCE.npmPackage}@${LLAMA_SOURCE.npmVersion}`], work);
     const source = join(work, `${LLAMA_SOURCE.npmPackage}-${LLAMA_SOURCE.npmVersion}.tgz`);
     return await buildLlama({ cacheRoot: llamaCacheRoot(), tag: LLAMA_RELEASE, flavor: "cpu", source, apiBase: GITHUB_API, log: createLog("text") });
   } finally {

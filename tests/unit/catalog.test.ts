@@ -49,14 +49,14 @@ describe("catalog", () => {
     expect(m!.host).toBe(host);
   });
   test("seeded models nobody has yet are listed with their source; the list is sorted by name", () => {
-    const list = catalog([node("a", 8, { modelsOnDisk: [model("zeta", 1)] })], [model("alpha", 3, { source: "https://example.invalid/alpha.gguf" })]);
+    const list = catalog([node("a", 8, { modelsOnDisk: [model("zeta", 1)] }), node("b", 8, { seeds: [model("alpha", 3, { source: "https://example.invalid/alpha.gguf" })] })]);
     expect(list.map((m) => [m.name, m.nodesOnDisk, m.source])).toEqual([
       ["alpha", [], "https://example.invalid/alpha.gguf"],
       ["zeta", ["a"], undefined],
     ]);
   });
   test("a seed's source survives a node that has the file", () => {
-    const [m] = catalog([node("a", 8, { modelsOnDisk: [model("alpha", 3)] })], [{ name: "alpha", sizeBytes: 0, needBytes: 0, source: "https://example.invalid/a.gguf" }]);
+    const [m] = catalog([node("a", 8, { modelsOnDisk: [model("alpha", 3)], seeds: [{ name: "alpha", sizeBytes: 0, needBytes: 0, source: "https://example.invalid/a.gguf" }] })]);
     expect(m).toMatchObject({ sizeBytes: 3 * GB, source: "https://example.invalid/a.gguf" });
   });
   test("need = (file + KV) with a margin; KV from the model's shape", () => {
@@ -167,7 +167,7 @@ describe("allocate", () => {
     ],
   ];
   test.each(cases)("%s", (_, self, others, seeded, expected) => {
-    expect(allocate(self, catalog([...others, self], seeded))).toEqual(expected);
+    expect(allocate(self, catalog([...others, self, node("seeder", 0, { seeds: seeded })]))).toEqual(expected);
   });
 
   test("a model unloaded for idleness is skipped until someone serves it again", () => {
