@@ -8,6 +8,7 @@ import { CommandError, localUrl } from "./commands/common.ts";
 import { buildLlamaCommand, showLlama } from "./commands/llama.ts";
 import { installService, uninstallService } from "./commands/service.ts";
 import { showStatus } from "./commands/status.ts";
+import { showToken } from "./commands/token.ts";
 import type { Config } from "./config/config.ts";
 import { helpText } from "./config/help.ts";
 import { parseCli, UsageError, type Command } from "./config/parse-cli.ts";
@@ -17,18 +18,26 @@ import { describeBuild, provideLlama } from "./llama/resolve.ts";
 import { createLog } from "./log.ts";
 import { describeTransport } from "./mesh/transport.ts";
 import { createNode, NodeSetupError, type NodeParts } from "./node/node.ts";
-import { createApp } from "./router/app.ts";
+import { createApp, viaListener } from "./router/app.ts";
 import type { Serving } from "./router/serving.ts";
-import { fromOutside } from "./router/api-keys.ts";
+import { crashed, frontDoor, keepAliveMsFor } from "./router/front-door.ts";
 import { readConfigFile } from "./config/config-file.ts";
-import { settingsReport } from "./config/layers.ts";
+import { envName, settingsReport } from "./config/layers.ts";
+import { NODE_FLAGS } from "./config/flags.ts";
 
 const isLoopback = (host: string) => host === "localhost" || host === "::1" || /^127\./.test(host);
 
 async function startNode(config: Config): Promise<void> {
   const log = createLog(config.logFormat);
+  // Read into the config already: children (llama-server, rpc-server) inherit the environment, and
+  // the mesh secret or an API key has no business there.
+  for (const f of NODE_FLAGS) if (f.secret) delete process.env[envName(f.name)];
   if (!isLoopback(config.listen) && config.apiKeys.length === 0 && !config.insecure) {
     throw new CommandError(`refusing to serve the API on ${config.listen} without an --api-key: anyone who reaches it could use this node and its mesh; add --api-key KEY, or --insecure if something else guards it`);
+  }
+  const ollamaListen = config.ollamaListen;
+  if (ollamaListen && !isLoopback(ollamaListen.host) && config.apiKeys.length === 0 && !config.insecure) {
+    throw new CommandError(`refusing to serve the API on ${ollamaListen.host} (--ollama-listen) without an --api-key: anyone who reaches it could use this node and its mesh; add --api-key KEY, or --insecure if something else guards it`);
   }
   let llama;
   try {
@@ -64,14 +73,26 @@ async function startNode(config: Config): Promise<void> {
   const app = createApp(serving, {
     maxBodyBytes: config.maxBodyBytes,
     backends: availableBackends(devices),
+    devices,
     apiKeys: config.apiKeys,
     meshMetrics: { peers: () => node.mesh()?.membership.peers.size ?? 0, tunnels: () => node.tunnels.counters },
+    browser: { listen: config.listen, corsOrigins: config.corsOrigins },
+    keepAliveMs: keepAliveMsFor(config.idleTimeoutS),
   });
   node.setHttpHandler(async (req) => app.fetch(req));
   let server: ReturnType<typeof Bun.serve>;
+  // The same app where Ollama's tools look (127.0.0.1:11434), held to that listener's host; one cap for both.
+  let ollamaServer: ReturnType<typeof Bun.serve> | undefined;
   try {
     // The body limit is the app's (so a 413 comes in OpenAI's shape); Bun's own would answer first.
-    server = Bun.serve({ hostname: config.listen, port: config.port, fetch: (req) => app.fetch(fromOutside(req)), idleTimeout: 0, maxRequestBodySize: Number.MAX_SAFE_INTEGER });
+    server = Bun.serve({
+      hostname: config.listen,
+      port: config.port,
+      fetch: frontDoor(app, { maxConnections: config.maxConnections, idleTimeoutS: config.idleTimeoutS, elsewhere: () => ollamaServer?.pendingRequests ?? 0 }),
+      error: crashed,
+      idleTimeout: config.idleTimeoutS,
+      maxRequestBodySize: Number.MAX_SAFE_INTEGER,
+    });
   } catch (err) {
     await node.stop();
     const code = (err as { code?: string }).code;
@@ -79,6 +100,24 @@ async function startNode(config: Config): Promise<void> {
     throw new CommandError(`cannot listen on ${config.listen}:${config.port}: ${why}`);
   }
   const apiPort = server.port ?? config.port;
+  if (ollamaListen) {
+    try {
+      ollamaServer = Bun.serve({
+        hostname: ollamaListen.host,
+        port: ollamaListen.port,
+        fetch: frontDoor(viaListener(app, ollamaListen.host), { maxConnections: config.maxConnections, idleTimeoutS: config.idleTimeoutS, elsewhere: () => server.pendingRequests }),
+        error: crashed,
+        idleTimeout: config.idleTimeoutS,
+        maxRequestBodySize: Number.MAX_SAFE_INTEGER,
+      });
+    } catch (err) {
+      await server.stop(true);
+      await node.stop();
+      const code = (err as { code?: string }).code;
+      const why = code === "EADDRINUSE" ? "the port is in use (Ollama itself? stop it, or pick another port)" : (err as Error).message;
+      throw new CommandError(`cannot listen on ${ollamaListen.host}:${ollamaListen.port} (--ollama-listen): ${why}`);
+    }
+  }
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -86,7 +125,7 @@ async function startNode(config: Config): Promise<void> {
     stopping = true;
     log.info("shutting down", { signal });
     // Stop accepting; requests in flight get a short while to finish, then every child stops.
-    await Promise.race([server.stop(), Bun.sleep(10_000)]);
+    await Promise.race([Promise.all([server.stop(), ollamaServer?.stop()]), Bun.sleep(10_000)]);
     await node.stop();
     log.info("stopped");
     process.exit(0);
@@ -99,6 +138,8 @@ async function startNode(config: Config): Promise<void> {
     models: node.store.list().length,
     llama: llama.dir,
   });
+  // After the line above: tools (and tests) read the first "listening on" as the main API.
+  if (ollamaServer) log.info(`ollama API listening on ${localUrl({ listen: ollamaListen!.host, port: ollamaServer.port ?? ollamaListen!.port })}`);
   node.start(apiPort);
 }
 
@@ -112,6 +153,8 @@ async function run(cmd: Command): Promise<void> {
       return startNode(cmd.config);
     case "status":
       return showStatus(cmd.config, cmd.json);
+    case "token":
+      return showToken(cmd.config);
     case "llama":
       return cmd.action === "build" ? buildLlamaCommand(cmd.config, cmd.source, createLog(cmd.config.logFormat)) : showLlama(cmd.config);
     case "service":

@@ -66,7 +66,7 @@ try {
   for (const size of SIZES) {
     const founder = await start();
     const joiners: MeshTestNode[] = await Promise.all(Array.from({ length: size - 1 }, () => start(["--join", founder.token])));
-    // Every joiner has printed its token by now: its endpoint is up and its join under way.
+    // Every joiner has logged "mesh endpoint up" by now: its join is under way.
     const lastJoin = performance.now();
     const nodes = [founder, ...joiners];
     await fullMesh(nodes);

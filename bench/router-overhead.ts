@@ -133,7 +133,7 @@ try {
   const autoLoads: number[] = [];
   const bare: number[] = [];
   for (let i = 0; i < LOADS; i++) {
-    await fetch(`${routed}/api/v1/unload`, { method: "POST" });
+    await fetch(`${routed}/api/v1/unload`, { method: "POST", headers: { "content-type": "application/json" } });
     const cold = await timed(routed, small);
     const warm = await timed(routed, small);
     autoLoads.push(cold - warm);

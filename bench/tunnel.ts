@@ -13,9 +13,13 @@
  * bytes <= 5% of the workers' share. Loopback only; every process is stopped at the end.
  */
 import { randomBytes } from "node:crypto";
+import { statSync } from "node:fs";
+import { basename } from "node:path";
 import { createConnection, createServer, type Server, type Socket } from "node:net";
 import { parseArgs } from "node:util";
 import { Transport, type Stream } from "../mesh/transport.ts";
+import { readGgufFacts } from "../models/gguf-info.ts";
+import { needOf } from "../models/model-need.ts";
 import { freePort } from "../pool/free-port.ts";
 import { pct, printTable } from "./report.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
@@ -163,16 +167,25 @@ interface MeshSetup extends Setup {
 /** Two workers and a host with `--model`, once the host's model runs across all three. */
 async function meshSplit(model: string, workerHasModel: boolean, direct: "on" | "off" = "on"): Promise<MeshSetup> {
   const small = ["--ctx-size", "512", "--llamacpp-args", "--threads 1", "--rpc-threads", "1", "--rpc-direct", direct];
-  const models: Record<string, string> = workerHasModel ? { "model.gguf": model } : {};
-  const w1 = await startMeshNode(small, { models });
-  const w2 = await startMeshNode([...small, "--join", w1.token], { models });
-  const host = await startMeshNode([...small, "--join", w1.token, "--model", model]);
+  // Under the host's name for it: a file named otherwise is another model to the mesh.
+  const models: Record<string, string> = workerHasModel ? { [basename(model)]: model } : {};
+  // By --vram the model fits on no node alone (a model that fits runs solo), and the host has the most.
+  const need = needOf(statSync(model).size, await readGgufFacts(model), 512);
+  const vram = (share: number) => ["--vram", String(Math.ceil(need * share))];
+  // Workers without the file lend compute only: otherwise they copy it first and zero-transfer applies.
+  const workerArgs = [...small, ...vram(0.45), ...(workerHasModel ? [] : ["--fetch", "off"])];
+  const w1 = await startMeshNode(workerArgs, { models });
+  const w2 = await startMeshNode([...workerArgs, "--join", w1.token], { models });
+  const host = await startMeshNode([...small, ...vram(0.6), "--join", w1.token, "--model", model]);
   const all: MeshTestNode[] = [w1, w2, host];
   await waitForFullMesh(all);
   const name = model.split("/").pop()!.replace(/\.gguf$/, "");
   await waitFor(async () => (await loaded(host)).some((s) => s.model_name === name && (s as { rpc_workers?: string[] }).rpc_workers?.length === 3 && s.state === "ready"), {
     what: "the split",
     timeoutMs: 120_000,
+  }).catch((err: unknown) => {
+    for (const [who, n] of [["host", host], ["w1", w1], ["w2", w2]] as const) console.error(`${who}'s log:\n${n.child.output().slice(-2500)}`);
+    throw err;
   });
   const readies = [...host.child.output().matchAll(/model ready model=\S+ ms=(\d+)/g)];
   // Load bytes: what crossed to the workers by the time the split is ready, before any generation.

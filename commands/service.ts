@@ -5,17 +5,26 @@
  * command says what it wrote and which systemctl commands to run, and still succeeds. Only a unit
  * that mesh wrote is ever replaced or removed.
  *
+ * Secret flags (`--api-key`, `--join`) go to a 0600 environment file in the state dir, not into
+ * the unit, which every user can read. A system unit runs as the `mesh` system user: install
+ * creates it where missing and gives it the state dir, the models dir and its llama.cpp cache.
+ *
  * For tests and packaging, MESH_SYSTEMD_DIR puts the unit in that directory instead, and then
- * nothing else is touched: no systemctl, no directories created.
+ * only files are written (the unit, and the environment file where there are secrets): no
+ * systemctl, no user created, nothing chowned; install says what it would have done.
  */
 import { accessSync, constants, existsSync, mkdirSync, readFileSync, readlinkSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir, userInfo } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { Command } from "../config/parse-cli.ts";
 import { llamaCacheRoot } from "../llama/binaries.ts";
-import { buildUnit, isMeshUnit, UNIT_NAME, unitDir } from "../service/unit.ts";
+import { ENV_FILE_NAME, envFileOfUnit, envFileText } from "../service/env-file.ts";
+import { GPU_GROUPS, SERVICE_USER, supplementaryGroups, SYSTEM_DIRS, useraddArgs } from "../service/system-user.ts";
+import { buildUnit, isMeshUnit, serviceSecrets, UNIT_NAME, unitDir, type UnitInput } from "../service/unit.ts";
 import { CommandError } from "./common.ts";
+import { checkOwnership, checkReachable, ensureServiceUser, giveTree, groupExists, seedLlamaCache, type Account } from "./service-account.ts";
+import { checkEnvFileOurs, removeEnvFile, writeEnvFile } from "./service-secrets.ts";
 
 type ServiceCommand = Extract<Command, { kind: "service" }>;
 
@@ -72,9 +81,9 @@ function checkWritable(t: Target, verb: string): void {
   }
 }
 
-/** The unit file there now: absent, mesh's, or someone else's (which is refused). */
-function existing(t: Target, verb: string): "none" | "mesh" {
-  if (!existsSync(t.file)) return "none";
+/** The text of the unit file there now: undefined when absent; someone else's is refused. */
+function existing(t: Target, verb: string): string | undefined {
+  if (!existsSync(t.file)) return undefined;
   let text: string;
   try {
     text = readFileSync(t.file, "utf8");
@@ -84,7 +93,7 @@ function existing(t: Target, verb: string): "none" | "mesh" {
   if (!isMeshUnit(text)) {
     throw new CommandError(`${t.file} was not written by \`mesh service install\`; refusing to ${verb} it (move it away first if mesh should manage it)`);
   }
-  return "mesh";
+  return text;
 }
 
 function printManual(t: Target, why: string, steps: string[]): void {
@@ -93,12 +102,15 @@ function printManual(t: Target, why: string, steps: string[]): void {
 }
 
 const NOT_RUN = "MESH_SYSTEMD_DIR is set, so systemctl was not run";
+const NOT_DONE = "MESH_SYSTEMD_DIR is set, so no user was created and nothing chowned";
 
-/** A service starts with ProtectSystem=strict: the folders it writes must exist before it does. */
-function createServiceDirs(dirs: string[]): void {
-  for (const dir of dirs) {
+/** A service starts with ProtectSystem=strict: the folders it writes must exist before it does. The state dir holds secrets: 0700. */
+function createServiceDirs(dirs: ServiceDirs): void {
+  for (const [dir, mode] of [[dirs.stateDir, 0o700], [dirs.modelsDir, 0o755], [dirs.cacheDir, 0o755]] as const) {
     try {
-      mkdirSync(dir, { recursive: true });
+      // Only the folder itself gets `mode`: a recursive mkdir would give it to every parent it creates.
+      mkdirSync(dirname(dir), { recursive: true });
+      if (!existsSync(dir)) mkdirSync(dir, { mode });
     } catch (err) {
       throw new CommandError(`cannot create ${dir}, which the service writes to: ${(err as Error).message}`);
     }
@@ -115,21 +127,90 @@ function removeWantsLinks(t: Target): void {
   }
 }
 
+interface ServiceDirs {
+  stateDir: string;
+  modelsDir: string;
+  /** $XDG_CACHE_HOME of the service; llama.cpp goes in its `mesh` folder, cacheDir. */
+  cacheHome: string;
+  cacheDir: string;
+}
+
+/**
+ * The service's folders, absolute. A system unit given no --state-dir or --models-dir uses the
+ * system's places (SYSTEM_DIRS), never the home of whoever ran install, which the mesh user cannot enter.
+ */
+function serviceDirs(cmd: ServiceCommand, cwd: string): ServiceDirs {
+  const given = (flag: string) => cmd.config.settingSources[flag] !== "default";
+  const system = !cmd.user;
+  const stateDir = resolve(cwd, system && !given("state-dir") ? SYSTEM_DIRS.stateDir : cmd.config.stateDir);
+  const modelsDir = resolve(cwd, system && !given("models-dir") ? SYSTEM_DIRS.modelsDir : cmd.config.modelsDir);
+  const cacheHome = system ? SYSTEM_DIRS.cacheHome : resolve(cwd, dirname(dirname(llamaCacheRoot())));
+  return { stateDir, modelsDir, cacheHome, cacheDir: join(cacheHome, "mesh") };
+}
+
 export function installService(cmd: ServiceCommand): void {
   const t = target(cmd);
+  const system = !cmd.user;
+  const cwd = process.cwd();
   const command = meshCommand();
-  const cacheHome = dirname(dirname(llamaCacheRoot()));
+  const dirs = serviceDirs(cmd, cwd);
   const llamaDirEnv = cmd.config.llamaDir === undefined ? process.env.MESH_LLAMA_DIR || undefined : undefined;
-  const unitInput = { command, nodeArgs: cmd.nodeArgs, user: cmd.user, cwd: process.cwd(), stateDir: cmd.config.stateDir, modelsDir: cmd.config.modelsDir, cacheHome, llamaDirEnv, docs: readmeUri(command) };
+  const groups = system ? supplementaryGroups(new Set(GPU_GROUPS.filter(groupExists))) : [];
   let text: string;
+  let envFile: { path: string; text: string } | undefined;
   try {
+    const secrets = serviceSecrets(cmd.nodeArgs);
+    if (Object.keys(secrets).length) envFile = { path: join(dirs.stateDir, ENV_FILE_NAME), text: envFileText(secrets) };
+    const unitInput: UnitInput = {
+      command,
+      nodeArgs: cmd.nodeArgs,
+      user: cmd.user,
+      cwd,
+      stateDir: dirs.stateDir,
+      modelsDir: dirs.modelsDir,
+      cacheHome: dirs.cacheHome,
+      llamaDirEnv,
+      docs: readmeUri(command),
+      envFile: envFile?.path,
+      runAs: system ? { user: SERVICE_USER, group: SERVICE_USER, supplementaryGroups: groups } : undefined,
+    };
     text = buildUnit(unitInput);
   } catch (err) {
     throw new CommandError((err as Error).message);
   }
+  if (system) checkOwnership(dirs.stateDir, dirs.modelsDir);
   const before = existing(t, "replace");
+  const oldEnvFile = before === undefined ? undefined : envFileOfUnit(before);
   checkWritable(t, "write");
-  if (t.live) createServiceDirs([cmd.config.stateDir, cmd.config.modelsDir, join(cacheHome, "mesh")]);
+  if (envFile) checkEnvFileOurs(envFile.path);
+
+  let account: Account | undefined;
+  if (system && t.live) {
+    const llamaDir = cmd.config.llamaDir ?? llamaDirEnv;
+    checkReachable(command, [dirs.stateDir, dirs.modelsDir, dirs.cacheDir, ...(llamaDir === undefined ? [] : [resolve(cwd, llamaDir)])]);
+    const user = ensureServiceUser(dirs.stateDir);
+    account = user.account;
+    if (user.created) console.log(`created the system user ${SERVICE_USER} (home ${dirs.stateDir}, no login shell)`);
+  }
+  if (t.live) createServiceDirs(dirs);
+  if (system && t.live) seedLlamaCache(dirs.cacheDir);
+  if (envFile) {
+    writeEnvFile(envFile.path, envFile.text, account);
+    console.log(`wrote ${envFile.path} (mode 0600), which holds the secret flags' values`);
+  }
+  if (oldEnvFile !== undefined && oldEnvFile !== envFile?.path) removeEnvFile(oldEnvFile);
+  if (account) {
+    giveTree(dirs.stateDir, account, true);
+    giveTree(dirs.modelsDir, account, false);
+    giveTree(dirs.cacheDir, account, true);
+    console.log(`gave ${dirs.stateDir} (and all in it), ${dirs.modelsDir} and ${dirs.cacheDir} (and all in it) to ${SERVICE_USER}:${SERVICE_USER}`);
+  } else if (system) {
+    const useradd = useraddArgs("useradd", dirs.stateDir, "/usr/sbin/nologin").join(" ");
+    console.log(
+      `the unit runs as the user ${SERVICE_USER}; ${NOT_DONE}: where it is missing, \`${useradd}\` creates it, and ${dirs.stateDir} (recursively), ${dirs.modelsDir} and ${dirs.cacheDir} (recursively) are given to ${SERVICE_USER}:${SERVICE_USER}`,
+    );
+  }
+
   const tmp = `${t.file}.${process.pid}.tmp`;
   try {
     mkdirSync(dirname(t.file), { recursive: true });
@@ -139,14 +220,14 @@ export function installService(cmd: ServiceCommand): void {
     rmSync(tmp, { force: true });
     throw fileError(t, "write", err);
   }
-  console.log(`${before === "mesh" ? "replaced" : "wrote"} ${t.file}`);
+  console.log(`${before !== undefined ? "replaced" : "wrote"} ${t.file}`);
 
-  const start = before === "mesh" ? [`enable ${UNIT_NAME}`, `restart ${UNIT_NAME}`] : [`enable --now ${UNIT_NAME}`];
+  const start = before !== undefined ? [`enable ${UNIT_NAME}`, `restart ${UNIT_NAME}`] : [`enable --now ${UNIT_NAME}`];
   if (!t.live) return printManual(t, `not started: ${NOT_RUN}`, ["daemon-reload", ...start]);
   const failed = [["daemon-reload"], ...start.map((s) => s.split(" "))].reduce<string | undefined>((f, args) => f ?? systemctl(t, ...args), undefined);
   if (failed) return printManual(t, `not started: ${failed}`, ["daemon-reload", ...start]);
   const journal = `journalctl ${t.user ? "--user " : ""}-u mesh -f`;
-  console.log(`${UNIT_NAME} is enabled and ${before === "mesh" ? "restarted" : "started"}; \`${journal}\` follows its log, \`${systemctlLine(t, "status mesh")}\` shows how it is`);
+  console.log(`${UNIT_NAME} is enabled and ${before !== undefined ? "restarted" : "started"}; \`${journal}\` follows its log, \`${systemctlLine(t, "status mesh")}\` shows how it is`);
   if (t.user && !existsSync(`/var/lib/systemd/linger/${userInfo().username}`)) {
     console.log("a user unit runs while you are logged in; `loginctl enable-linger` keeps it running after you log out and starts it at boot");
   }
@@ -154,7 +235,8 @@ export function installService(cmd: ServiceCommand): void {
 
 export function uninstallService(cmd: ServiceCommand): void {
   const t = target(cmd);
-  if (existing(t, "remove") === "none") return void console.log(`no ${UNIT_NAME} at ${t.file}; nothing to remove`);
+  const before = existing(t, "remove");
+  if (before === undefined) return void console.log(`no ${UNIT_NAME} at ${t.file}; nothing to remove`);
   checkWritable(t, "remove");
   const stopFailed = t.live ? systemctl(t, "disable", "--now", UNIT_NAME) : NOT_RUN;
   try {
@@ -165,6 +247,8 @@ export function uninstallService(cmd: ServiceCommand): void {
   if (stopFailed) removeWantsLinks(t);
   else console.log(`stopped and disabled ${UNIT_NAME}`);
   console.log(`removed ${t.file}`);
+  const envFile = envFileOfUnit(before);
+  if (envFile !== undefined) removeEnvFile(envFile);
   const reloadFailed = t.live ? systemctl(t, "daemon-reload") : undefined;
   if (stopFailed) printManual(t, `not stopped: ${stopFailed}`, [`stop ${UNIT_NAME}`, "daemon-reload"]);
   else if (reloadFailed) printManual(t, `not reloaded: ${reloadFailed}`, ["daemon-reload"]);

@@ -1,6 +1,11 @@
-/** `mesh status`: asks the node listening at --listen:--port about itself and its mesh. */
+/**
+ * `mesh status`: asks the node listening at --listen:--port about itself and its mesh. The API never
+ * tells the join token; it comes from the state dir, when that is this node's and readable.
+ */
 import type { Config } from "../config/config.ts";
 import type { CatalogModel } from "../mesh/catalog.ts";
+import { decodeJoinToken } from "../mesh/join-token.ts";
+import { readJoinToken } from "../mesh/join-token-file.ts";
 import type { MeshStatus } from "../mesh/status.ts";
 import type { FetchProgress } from "../node/model-fetcher.ts";
 import { CommandError, localUrl } from "./common.ts";
@@ -13,10 +18,10 @@ type StatusBody = MeshStatus & {
 const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(1)} GiB`;
 
 /** The human-readable form (pure, so it is tested as text). */
-export function formatStatus(url: string, s: StatusBody): string {
+export function formatStatus(url: string, s: StatusBody, token: string | undefined): string {
   const lines = [
     `node     ${s.nodeId ?? "(mesh endpoint starting)"}  mesh ${s.version}  api ${url}`,
-    `token    ${s.token ?? "-"}`,
+    `token    ${token ?? "- (`mesh token` with this node's --state-dir prints it)"}`,
     `peers    ${s.peers.length}`,
   ];
   for (const p of s.peers) {
@@ -47,5 +52,17 @@ export async function showStatus(config: Config, json: boolean): Promise<void> {
     if (err instanceof CommandError) throw err;
     throw new CommandError(`no node answering at ${url} (start one with \`mesh\`, or point --listen/--port at it)`);
   }
-  console.log(json ? JSON.stringify({ url, ...body }, null, 2) : formatStatus(url, body));
+  const token = ownToken(config.stateDir, body.nodeId);
+  console.log(json ? JSON.stringify({ url, ...body, token: token ?? null }, null, 2) : formatStatus(url, body, token));
+}
+
+/** The token in `stateDir`, if it is the answering node's (another node may own the default dir). */
+export function ownToken(stateDir: string, nodeId: string | null): string | undefined {
+  const token = readJoinToken(stateDir);
+  if (!token || !nodeId) return undefined;
+  try {
+    return decodeJoinToken(token).addr.nodeId === nodeId ? token : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -52,9 +52,17 @@ export interface Config {
   llamaMirror: string;
   relay: (typeof RELAY_MODES)[number];
   quicBind: { host: string; port: number } | undefined;
+  /** A second listener serving the same API (e.g. 127.0.0.1:11434, where Ollama's tools look); none by default. */
+  ollamaListen: { host: string; port: number } | undefined;
   apiKeys: string[];
   /** Listen beyond loopback even without an API key. */
   insecure: boolean;
+  /** Origins (`scheme://host[:port]`) whose web pages may call the API; none by default. */
+  corsOrigins: string[];
+  /** Seconds a connection may move no bytes before it is closed (a handler at work does not count). */
+  idleTimeoutS: number;
+  /** Requests in flight at once; more are answered 503. */
+  maxConnections: number;
   /** Where each setting (by flag name) came from: flag, env, file or default. */
   settingSources: Record<string, SettingSource>;
   logFormat: (typeof LOG_FORMATS)[number];
@@ -85,8 +93,12 @@ export function defaultConfig(home: string = homedir()): Config {
     llamaMirror: GITHUB_API,
     relay: "default",
     quicBind: undefined,
+    ollamaListen: undefined,
     apiKeys: [],
     insecure: false,
+    corsOrigins: [],
+    idleTimeoutS: 30,
+    maxConnections: 512,
     settingSources: {},
     logFormat: "text",
   };

@@ -16,6 +16,8 @@ import {
   parseSize,
   parseUrl,
   parseBoolean,
+  parseIdleTimeout,
+  parseOrigin,
 } from "./values.ts";
 import { FLAVORS } from "../llama/flavor.ts";
 import { LLAMA_RELEASE } from "../llama/pin.ts";
@@ -31,6 +33,8 @@ export interface FlagSpec {
   dashValue?: boolean;
   /** Takes no value (`--insecure`). */
   boolean?: boolean;
+  /** Its value is a credential: `mesh service install` keeps it out of the unit (and so out of `ps`). */
+  secret?: boolean;
   /** Applies one occurrence's text to the config; throws with what was expected. */
   apply: (config: Config, text: string) => void;
 }
@@ -45,17 +49,18 @@ function flag<K extends keyof Config>(
   return { name, arg, help, multiple: false, apply: (c, t) => void (c[key] = parse(t)) };
 }
 
-function listFlag(name: string, arg: string, key: "models" | "apiKeys", help: string): FlagSpec {
-  return { name, arg, help, multiple: true, apply: (c, t) => void c[key].push(parseNonEmpty(t)) };
+function listFlag(name: string, arg: string, key: "models" | "apiKeys" | "corsOrigins", help: string, parse: (text: string) => string = parseNonEmpty): FlagSpec {
+  return { name, arg, help, multiple: true, apply: (c, t) => void c[key].push(parse(t)) };
 }
 
 export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("port", "<port>", "port", parsePort, "API port (default 9337; 0 picks a free one)"),
   flag("listen", "<host>", "listen", parseNonEmpty, "address the API listens on (default 127.0.0.1)"),
+  flag("ollama-listen", "<host:port>", "ollamaListen", parseHostPort, "also serve the API here, e.g. 127.0.0.1:11434 where Ollama's tools look (default: off)"),
   flag("state-dir", "<dir>", "stateDir", parseNonEmpty, "identity, logs and caches (default ~/.mesh)"),
   flag("models-dir", "<dir>", "modelsDir", parseNonEmpty, "where GGUF models live (default ~/.models)"),
   listFlag("model", "<name|path>", "models", "serve this model (repeatable)"),
-  flag("join", "<token>", "join", decodeJoinToken, "join the mesh of the node that printed this token"),
+  { ...flag("join", "<token>", "join", decodeJoinToken, "join the mesh of the node that printed this token"), secret: true },
   flag("max-loaded-models", "<n>", "maxLoadedModels", parseModelLimit, "models loaded at once per type (default 1; -1 = no limit)"),
   flag("idle-unload", "<duration>", "idleUnloadMs", parseDuration, "unload a model unused this long (default 30m; 0 = never)"),
   flag("load-timeout", "<duration>", "loadTimeoutMs", parseDuration, "how long a request waits for its model's slot before 503 (default 2m)"),
@@ -73,7 +78,10 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("llama-mirror", "<url>", "llamaMirror", parseUrl, "releases API to fetch llama.cpp from (default https://api.github.com)"),
   flag("relay", "<mode>", "relay", parseChoice(RELAY_MODES), "iroh relay: default or disabled (direct addresses only)"),
   flag("quic-bind", "<host:port>", "quicBind", parseHostPort, "address the mesh's QUIC endpoint binds (default: all interfaces, any port)"),
-  listFlag("api-key", "<key>", "apiKeys", "require this bearer key on /v1 and /api (repeatable)"),
+  { ...listFlag("api-key", "<key>", "apiKeys", "require this bearer key on /v1 and /api (repeatable)"), secret: true },
   { name: "insecure", arg: "", help: "allow --listen beyond loopback without any --api-key", multiple: false, boolean: true, apply: (c, t) => void (c.insecure = parseBoolean(t)) },
+  listFlag("cors-origin", "<origin>", "corsOrigins", "let web pages from this origin call the API, e.g. http://localhost:3000 (repeatable; default: none)", parseOrigin),
+  flag("idle-timeout", "<duration>", "idleTimeoutS", parseIdleTimeout, "close a connection that moves no bytes this long, e.g. a stalled upload (default 30s; at most 255s)"),
+  flag("max-connections", "<n>", "maxConnections", parsePositive, "requests in flight at once; more are answered 503 (default 512)"),
   flag("log-format", "<format>", "logFormat", parseChoice(LOG_FORMATS), "text (default) or json, one object per line"),
 ];

@@ -26,7 +26,8 @@ Every flag can also be set with a MESH_* environment variable (--api-key: MESH_A
 comma-separated) or in <state-dir>/config.toml (api-key = ["k1", "k2"]); flags win over the
 environment, which wins over the file. \`mesh status --json\` shows each setting's source.
 
-Start a mesh with \`mesh --model <file.gguf>\`; it prints a join token. On other machines run
-\`mesh --join <token>\`. Every node answers http://127.0.0.1:9337/v1 (OpenAI-compatible).
+Start a mesh with \`mesh --model <file.gguf>\`; \`mesh token\` prints its join token (kept in the
+state dir, never logged or served). On other machines run \`mesh --join <token>\`. Every node answers
+http://127.0.0.1:9337/v1 (OpenAI-compatible); web pages only from --cors-origin origins.
 `;
 }

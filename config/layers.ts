@@ -19,6 +19,9 @@ export interface SettingLayers {
 /** `--api-key` is `MESH_API_KEY`; a repeatable flag's variable takes a comma-separated list. */
 export const envName = (flag: string) => `MESH_${flag.toUpperCase().replace(/-/g, "_")}`;
 
+/** A repeatable flag's values from its variable's text (`mesh service install` writes them so). */
+export const splitEnvList = (env: string) => env.split(",").map((t) => t.trim()).filter(Boolean);
+
 function fileTexts(value: unknown): string[] | undefined {
   if (Array.isArray(value)) {
     const texts = value.map(fileTexts);
@@ -48,7 +51,7 @@ export function applyLayers(config: Config, flags: readonly FlagSpec[], given: R
     let texts: string[] | undefined;
     let where: string;
     if (env !== undefined && env !== "") {
-      texts = f.multiple ? env.split(",").map((t) => t.trim()).filter(Boolean) : [env];
+      texts = f.multiple ? splitEnvList(env) : [env];
       where = envName(f.name);
       config.settingSources[f.name] = "env";
     } else if (layers.file && f.name in layers.file.values) {

@@ -16,6 +16,7 @@ export type Command =
   | { kind: "version" }
   | { kind: "node"; config: Config }
   | { kind: "status"; config: Config; json: boolean }
+  | { kind: "token"; config: Config }
   | { kind: "service"; action: "install" | "uninstall"; user: boolean; config: Config; nodeArgs: string[] }
   | { kind: "llama"; action: "show"; config: Config }
   | { kind: "llama"; action: "build"; config: Config; source: string | undefined };
@@ -35,6 +36,12 @@ export const COMMANDS: readonly CommandSpec[] = [
     usage: "mesh status [--json]",
     help: "ask the local node (at --listen:--port) how it and its mesh are",
     flags: [{ name: "json", help: "print the node's status as JSON" }],
+  },
+  {
+    name: "token",
+    usage: "mesh token",
+    help: "print the join token of the node whose state dir this is (--state-dir), for `mesh --join`",
+    flags: [],
   },
   {
     name: "service",
@@ -147,6 +154,8 @@ export function parseCli(argv: readonly string[], home?: string, io: SettingsIo 
       return { kind: "node", config };
     case "status":
       return { kind: "status", config, json: values.json === true };
+    case "token":
+      return { kind: "token", config };
     case "llama": {
       const action = positionals[0] ?? "show";
       if ((action !== "show" && action !== "build") || positionals.length > 1) throw new UsageError("usage: mesh llama [build [--flavor F] [--source PATH|URL]]");

@@ -12,13 +12,19 @@ export function parsePort(text: string): number {
 
 export function parseCount(text: string): number {
   if (!/^\d+$/.test(text)) throw new Error(`expected a whole number >= 0, got "${text}"`);
-  return Number(text);
+  return notTooLarge(Number(text), text);
+}
+
+/** Beyond 2^53 a number is no longer exact (and 400 digits are Infinity): no count or size is that large. */
+function notTooLarge(n: number, text: string): number {
+  if (!Number.isSafeInteger(n)) throw new Error(`"${text}" is too large (at most ${Number.MAX_SAFE_INTEGER})`);
+  return n;
 }
 
 export function parsePositive(text: string): number {
   const n = /^\d+$/.test(text) ? Number(text) : 0;
   if (n < 1) throw new Error(`expected a whole number >= 1, got "${text}"`);
-  return n;
+  return notTooLarge(n, text);
 }
 
 /** `-1` means no limit. */
@@ -26,13 +32,22 @@ export function parseModelLimit(text: string): number {
   if (!/^-?\d+$/.test(text)) throw new Error(`expected a whole number >= 1, or -1 for no limit, got "${text}"`);
   const n = Number(text);
   if (n === 0 || n < -1) throw new Error(`expected a whole number >= 1, or -1 for no limit, got "${text}"`);
-  return n;
+  return notTooLarge(n, text);
 }
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
-/** Milliseconds from `0`, `90s`, `30m`, `1h30m`, `500ms`; a bare number is seconds. */
+/** The longest a timer waits: setTimeout fires at once when asked for more (2^31 - 1 ms, 24.8 days). */
+const MAX_DURATION_MS = 2 ** 31 - 1;
+
+/** Milliseconds from `0`, `90s`, `30m`, `1h30m`, `500ms`; a bare number is seconds; at most 24d. */
 export function parseDuration(text: string): number {
+  const ms = durationMs(text);
+  if (!(ms <= MAX_DURATION_MS)) throw new Error(`expected a duration of at most 24d (no timer waits longer), got "${text}"`);
+  return ms;
+}
+
+function durationMs(text: string): number {
   const t = text.trim().toLowerCase();
   if (/^\d+(\.\d+)?$/.test(t)) return Math.round(Number(t) * 1000);
   const parts = [...t.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)];
@@ -56,7 +71,9 @@ export function parseSize(text: string): number {
   const m = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text.trim());
   const unit = m ? SIZE_UNITS[m[2]!.toLowerCase()] : undefined;
   if (!m || unit === undefined) throw new Error(`expected a size like 24GB, 16GiB or 512MB, got "${text}"`);
-  return Math.round(Number(m[1]) * unit);
+  const bytes = Math.round(Number(m[1]) * unit);
+  if (!Number.isSafeInteger(bytes)) throw new Error(`expected a size up to 9000TB, got "${text}"`);
+  return bytes;
 }
 
 /** `HOST:PORT`, with IPv6 hosts in brackets (`[::1]:0`). */
@@ -96,4 +113,31 @@ export function parseBoolean(text: string): boolean {
   if (/^(true|1|yes|on)$/i.test(text)) return true;
   if (/^(false|0|no|off)$/i.test(text)) return false;
   throw new Error(`expected true or false, got "${text}"`);
+}
+
+/**
+ * A web origin, `scheme://host[:port]`, as browsers send it in `Origin` (lowercase, no default
+ * port, no path). `null` and `*` are refused: neither names one site.
+ */
+export function parseOrigin(text: string): string {
+  const expected = `expected an origin like https://app.example, http://localhost:3000 or app://obsidian.md, got "${text}"`;
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new Error(expected);
+  }
+  // Built by hand: URL.origin is "null" for schemes outside http(s) (app://, chrome-extension://),
+  // whose pages send their origin all the same.
+  const origin = `${url.protocol}//${url.host}`.toLowerCase();
+  if (!/^[a-z][a-z0-9+.-]*:$/.test(url.protocol) || !url.host || url.username || url.password) throw new Error(expected);
+  if (text.replace(/\/$/, "").toLowerCase() !== origin) throw new Error(`${expected} (an origin has no path, query or default port)`);
+  return origin;
+}
+
+/** Whole seconds from a duration, 1 to 255 (the most Bun's server takes). */
+export function parseIdleTimeout(text: string): number {
+  const ms = parseDuration(text);
+  if (ms % 1000 !== 0 || ms < 1000 || ms > 255_000) throw new Error(`expected whole seconds from 1s to 255s, got "${text}"`);
+  return ms / 1000;
 }

@@ -2,11 +2,115 @@
  * This node's announcement: what it tells every peer about itself. The content is derived from the
  * node's state when asked; `seq` moves only when the content changed, so peers can tell a newer
  * announcement from an older one and a heartbeat repeats the same one.
+ *
+ * Peers refuse an announcement over the limits of `messages.ts` (and drop its sender as junk), so
+ * the sender trims to the same limits first (`fitModels`, `fitAnnouncement`): entries the schema
+ * would refuse are left out, lists are cut to their counts, and models past the byte budget go,
+ * seeds first, never the ones this node serves or is assigned while others can go instead.
  */
 import { randomUUID } from "node:crypto";
-import type { Announcement } from "./messages.ts";
+import { ANNOUNCEMENT_LIMITS as L, ModelOnDiskSchema, SeedSchema, type Announcement } from "./messages.ts";
 
 export type AnnouncementContent = Omit<Announcement, "seq" | "instance">;
+export type ModelLists = Pick<Announcement, "modelsOnDisk" | "seeds">;
+
+/** What trimming left out, by list. */
+export interface LeftOut {
+  /** Names of entries the schema would refuse (a name or source too long, a source that is no URL). */
+  invalid: string[];
+  modelsOnDisk: number;
+  seeds: number;
+}
+
+const jsonBytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
+
+/**
+ * The models on disk and seeds cut to what peers accept within `budgetBytes` of JSON (pure): models
+ * named in `keep` are the last to be cut, and what stays keeps the order given.
+ */
+export function fitModels(lists: ModelLists, keep: ReadonlySet<string>, budgetBytes: number): { lists: ModelLists; left: LeftOut } {
+  const invalid: string[] = [];
+  const valid = <T extends { name: string }>(entries: readonly T[], ok: (e: T) => boolean) =>
+    entries.filter((e) => ok(e) || (invalid.push(e.name.slice(0, 80)), false));
+  const models = valid(lists.modelsOnDisk, (e) => ModelOnDiskSchema.safeParse(e).success);
+  const seeds = valid(lists.seeds, (e) => SeedSchema.safeParse(e).success);
+  // Kept ones first, so cutting from the end takes the others.
+  const byKeep = [...models.filter((m) => keep.has(m.name)), ...models.filter((m) => !keep.has(m.name))].slice(0, L.modelsOnDisk);
+  const seedsIn = seeds.slice(0, L.seeds);
+  const modelSizes = byKeep.map((m) => jsonBytes(m) + 1);
+  const seedSizes = seedsIn.map((m) => jsonBytes(m) + 1);
+  let total = jsonBytes({ modelsOnDisk: [], seeds: [] }) + modelSizes.reduce((a, b) => a + b, 0) + seedSizes.reduce((a, b) => a + b, 0);
+  let seedCount = seedsIn.length;
+  let modelCount = byKeep.length;
+  while (total > budgetBytes && seedCount > 0) total -= seedSizes[--seedCount]!;
+  while (total > budgetBytes && modelCount > 0) total -= modelSizes[--modelCount]!;
+  const stays = new Set(byKeep.slice(0, modelCount));
+  const out = { modelsOnDisk: models.filter((m) => stays.has(m)), seeds: seedsIn.slice(0, seedCount) };
+  checked.add(out.modelsOnDisk);
+  checked.add(out.seeds);
+  return {
+    lists: out,
+    left: { invalid, modelsOnDisk: models.length - out.modelsOnDisk.length, seeds: seeds.length - out.seeds.length },
+  };
+}
+
+/** One line on what was left out, or undefined when nothing was. */
+export function describeLeftOut(left: LeftOut, of: { modelsOnDisk: number; seeds: number }): string | undefined {
+  const parts: string[] = [];
+  if (left.modelsOnDisk) parts.push(`${left.modelsOnDisk} of ${of.modelsOnDisk} models on disk`);
+  if (left.seeds) parts.push(`${left.seeds} of ${of.seeds} registry seeds`);
+  if (left.invalid.length) parts.push(`${left.invalid.length} peers would refuse (a name over ${L.name} characters, or a source that is not a URL of at most ${L.source}): ${left.invalid.slice(0, 5).join(", ")}`);
+  if (!parts.length) return undefined;
+  return `the announcement leaves out ${parts.join("; ")}. It carries at most ${L.modelsOnDisk} models, ${L.seeds} seeds and ${L.modelBytes / 1024} KiB of them; peers do not see the rest`;
+}
+
+/**
+ * The whole announcement within every limit peers check (pure): lists cut to their counts, and
+ * models and seeds cut to what the byte budget leaves, keeping those served or assigned. This is
+ * the last guard before the wire; when nothing is over it costs one serialization.
+ */
+export function fitAnnouncement(content: AnnouncementContent): AnnouncementContent {
+  if (withinCounts(content) && listsValid(content) && jsonBytes(content) <= L.bytes) return content;
+  const short = (names: readonly string[], max: number) => names.filter((n) => n.length <= L.name).slice(0, max);
+  const lastRequest = Object.fromEntries(Object.entries(content.lastRequest).filter(([k]) => k.length <= L.name).slice(0, L.lastRequest));
+  const rest = {
+    ...content,
+    addresses: content.addresses.slice(0, L.addresses),
+    serving: short(content.serving, L.serving),
+    idle: short(content.idle, L.idle),
+    lastRequest,
+    modelsOnDisk: [],
+    seeds: [],
+  };
+  const keep = new Set([...rest.serving, ...(content.assigned ? [content.assigned] : [])]);
+  const { lists } = fitModels(content, keep, L.bytes - jsonBytes(rest));
+  return { ...rest, ...lists };
+}
+
+/** Model lists already checked entry by entry: the node hands out the same arrays until its models change. */
+const checked = new WeakSet<object>();
+
+function listsValid(c: ModelLists): boolean {
+  const valid = (list: readonly unknown[], ok: (e: unknown) => boolean) => {
+    if (checked.has(list)) return true;
+    if (!list.every(ok)) return false;
+    checked.add(list);
+    return true;
+  };
+  return valid(c.modelsOnDisk, (e) => ModelOnDiskSchema.safeParse(e).success) && valid(c.seeds, (e) => SeedSchema.safeParse(e).success);
+}
+
+function withinCounts(c: AnnouncementContent): boolean {
+  const names = (list: readonly string[], max: number) => list.length <= max && list.every((n) => n.length <= L.name);
+  return (
+    c.addresses.length <= L.addresses &&
+    c.modelsOnDisk.length <= L.modelsOnDisk &&
+    c.seeds.length <= L.seeds &&
+    names(c.serving, L.serving) &&
+    names(c.idle, L.idle) &&
+    names(Object.keys(c.lastRequest), L.lastRequest)
+  );
+}
 
 export class AnnouncementSource {
   private seq = 0;
@@ -17,7 +121,7 @@ export class AnnouncementSource {
 
   /** The current announcement; `changed` says whether it differs from the last one handed out. */
   current(): { announcement: Announcement; changed: boolean } {
-    const content = this.content();
+    const content = fitAnnouncement(this.content());
     const key = JSON.stringify(content);
     const changed = key !== this.last;
     if (changed) {

@@ -85,6 +85,27 @@ export function splitCandidates(nodes: readonly NodeView[], model: string): Cand
   return candidates.filter((c) => major(nodes.find((n) => n.nodeId === c.nodeId)?.rpcProtocol) === major(host.rpcProtocol));
 }
 
+/** Who has, serves and idles each model: one pass over every view, so the catalog costs what the views hold. */
+function indexViews(nodes: readonly NodeView[]) {
+  const onDisk = new Map<string, string[]>();
+  const readyOn = new Map<string, string[]>();
+  const groups = new Map<string, NodeView[]>();
+  const idle = new Set<string>();
+  const add = <T>(map: Map<string, T[]>, key: string, value: T) => {
+    const list = map.get(key);
+    if (list) list.push(value);
+    else map.set(key, [value]);
+  };
+  for (const n of nodes) {
+    // A node that lists a model twice is one node that has it.
+    for (const name of new Set(n.modelsOnDisk.map((d) => d.name))) add(onDisk, name, n.nodeId);
+    for (const name of new Set(n.ready)) add(readyOn, name, n.nodeId);
+    for (const name of n.idle) idle.add(name);
+    if (n.assigned !== undefined) add(groups, n.assigned, n);
+  }
+  return { onDisk, readyOn, groups, idle };
+}
+
 /**
  * The catalog from every node's view, including the models nodes know only by a source URL (their
  * registry; possibly on nobody's disk yet). Sorted by name, so every node lists it alike.
@@ -102,16 +123,18 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
       ...((known?.source ?? m.source) ? { source: known?.source ?? m.source } : {}),
     });
   };
-  for (const m of nodes.flatMap((n) => n.seeds ?? [])) merge(m);
+  for (const n of nodes) for (const m of n.seeds ?? []) merge(m);
   for (const n of nodes) for (const m of n.modelsOnDisk) merge(m);
   for (const n of nodes) if (n.assigned && !models.has(n.assigned)) merge({ name: n.assigned, sizeBytes: 0, needBytes: 0 });
+  const index = indexViews(nodes);
 
   return [...models.values()]
     .map((m): CatalogModel => {
-      const group = nodes.filter((n) => n.assigned === m.name);
-      const candidates = splitCandidates(nodes, m.name);
+      const group = index.groups.get(m.name) ?? [];
+      // Only a group's members can be candidates: a model nobody is assigned has none.
+      const candidates = group.length ? splitCandidates(nodes, m.name) : [];
       const capacityBytes = candidates.reduce((s, n) => s + n.vramBytes, 0);
-      const readyOn = nodes.filter((n) => n.ready.includes(m.name)).map((n) => n.nodeId).sort(byCodePoint);
+      const readyOn = [...(index.readyOn.get(m.name) ?? [])].sort(byCodePoint);
       // A model nobody is assigned can still be up on a node that loaded it on demand.
       const host = elect(candidates) ?? readyOn[0];
       const hostNode = group.find((n) => n.nodeId === host);
@@ -130,13 +153,13 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
         source: m.source,
         sizeBytes: m.sizeBytes,
         needBytes: m.needBytes,
-        nodesOnDisk: nodes.filter((n) => n.modelsOnDisk.some((d) => d.name === m.name)).map((n) => n.nodeId).sort(byCodePoint),
+        nodesOnDisk: [...(index.onDisk.get(m.name) ?? [])].sort(byCodePoint),
         nodesServing: group.map((n) => n.nodeId).sort(byCodePoint),
         capacityBytes,
         host,
         servedBy,
         split: hostNode !== undefined && hostNode.vramBytes < m.needBytes,
-        idle: readyOn.length === 0 && nodes.some((n) => n.idle.includes(m.name)),
+        idle: readyOn.length === 0 && index.idle.has(m.name),
         status,
       };
     })

@@ -19,10 +19,14 @@ export interface JoinToken {
   secret: Uint8Array;
 }
 
+/** What a text is not a join token for; the message says what to paste instead. */
+export class JoinTokenError extends Error {}
+
+// Limits as a member's address has them (MemberAddrSchema), so whatever a token carries the mesh accepts.
 const Wire = z.object({
   n: z.string().min(1).max(128),
   a: z.array(z.string().max(64)).max(32),
-  r: z.string().url().optional(),
+  r: z.string().url().max(256).optional(),
   s: z.string(),
 });
 
@@ -33,7 +37,7 @@ export function encodeJoinToken(t: JoinToken): string {
 }
 
 export function decodeJoinToken(text: string): JoinToken {
-  const bad = (why: string) => new Error(`not a mesh join token (${why}); copy the whole "Join token:" line a node printed`);
+  const bad = (why: string) => new JoinTokenError(`not a mesh join token (${why}); copy the whole token that \`mesh token\` prints on a member`);
   const trimmed = text.trim();
   if (!trimmed.startsWith(PREFIX)) throw bad(`it should start with "${PREFIX}"`);
   let json: unknown;

@@ -1,6 +1,6 @@
 /**
  * This node's place in the mesh: identity and mesh secret from the state dir, the iroh endpoint,
- * authenticated membership, the join token it prints, and announcements kept current.
+ * authenticated membership, the join token it keeps in the state dir, and announcements kept current.
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -9,6 +9,7 @@ import type { Log } from "../log.ts";
 import { AnnouncementSource, type AnnouncementContent } from "./announcement.ts";
 import { loadOrCreateNodeKey, resolveMeshSecret } from "./identity.ts";
 import { encodeJoinToken } from "./join-token.ts";
+import { writeJoinToken } from "./join-token-file.ts";
 import { Membership } from "./membership.ts";
 import { meshStatus, type MeshStatus } from "./status.ts";
 import { Transport, type Stream } from "./transport.ts";
@@ -63,6 +64,8 @@ export interface MeshNode {
   /** The mesh secret (proofs on the direct RPC path are made with it). */
   secret: Uint8Array;
   token: string;
+  /** Where the token is kept (`mesh token` prints it), and whether this start wrote it first. */
+  tokenFile: { path: string; first: boolean };
   founded: boolean;
   membership: Membership;
   status(): MeshStatus;
@@ -108,15 +111,17 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
   });
   for (const conn of early.splice(0)) void membership.accept(conn);
   const token = encodeJoinToken({ addr, secret });
+  const tokenFile = writeJoinToken(config.stateDir, token);
   if (config.join) void membership.join(config.join.addr);
   const m = membership;
   return {
     nodeId: transport.nodeId,
     secret,
     token,
+    tokenFile,
     founded,
     membership: m,
-    status: () => meshStatus(m, token),
+    status: () => meshStatus(m),
     announceIfChanged: () => {
       if (source.current().changed) m.announce();
     },

@@ -6,9 +6,36 @@ import { z } from "zod";
 
 export const PROTOCOL_VERSION = 1;
 
+/**
+ * What one announcement may carry. The schema refuses more on arrival and the sender trims to the
+ * same figures before it sends (`mesh/announcement.ts`), so an honest node is never dropped as junk
+ * and no member can make every peer's catalog huge.
+ */
+export const ANNOUNCEMENT_LIMITS = {
+  /** Characters of a model name, and of a source URL. */
+  name: 256,
+  source: 2048,
+  modelsOnDisk: 4096,
+  seeds: 256,
+  serving: 256,
+  idle: 256,
+  lastRequest: 256,
+  addresses: 32,
+  /** The models on disk and the seeds together, as JSON: at typical sizes about 800 models. */
+  modelBytes: 128 * 1024,
+  /** The whole announcement as JSON, leaving room under the control message cap for a hello's member list. */
+  bytes: 160 * 1024,
+} as const;
+const L = ANNOUNCEMENT_LIMITS;
+
+const ModelName = z.string().max(L.name);
+const Source = z.string().url().max(L.source);
+export const ModelOnDiskSchema = z.object({ name: ModelName, size: z.number().nonnegative(), need: z.number().nonnegative(), source: Source.optional() });
+export const SeedSchema = z.object({ name: ModelName, source: Source });
+
 export const MemberAddrSchema = z.object({
   nodeId: z.string().min(1).max(128),
-  addresses: z.array(z.string().max(64)).max(32),
+  addresses: z.array(z.string().max(64)).max(L.addresses),
   relayUrl: z.string().max(256).optional(),
 });
 
@@ -17,7 +44,7 @@ export type Role = (typeof ROLES)[number];
 
 export const AnnouncementSchema = z.object({
   nodeId: z.string().min(1).max(128),
-  addresses: z.array(z.string().max(64)).max(32),
+  addresses: z.array(z.string().max(64)).max(L.addresses),
   relayUrl: z.string().max(256).optional(),
   /** New on every start of the node, so peers tell a restart from a second connection. */
   instance: z.string().min(1).max(64),
@@ -27,26 +54,24 @@ export const AnnouncementSchema = z.object({
   vramBytes: z.number().nonnegative(),
   ramBytes: z.number().nonnegative(),
   /** Models whose files this node has, with what each needs to run (file + KV cache + margin). */
-  modelsOnDisk: z
-    .array(z.object({ name: z.string().max(256), size: z.number().nonnegative(), need: z.number().nonnegative(), source: z.string().url().max(2048).optional() }))
-    .max(4096),
+  modelsOnDisk: z.array(ModelOnDiskSchema).max(L.modelsOnDisk),
   /** Models this node knows only a source URL for (registry entries without a file): seeds of the catalog. */
-  seeds: z.array(z.object({ name: z.string().max(256), source: z.string().url().max(2048) })).max(256).default([]),
+  seeds: z.array(SeedSchema).max(L.seeds).default([]),
   /** Models whose llama-server on this node answers now. */
-  serving: z.array(z.string().max(256)).max(256),
+  serving: z.array(ModelName).max(L.serving),
   /** The model whose group this node is in. */
-  assigned: z.string().max(256).optional(),
+  assigned: ModelName.optional(),
   /** This node hosts that model (runs its llama-server), loaded or loading. */
   hosting: z.boolean().default(false),
   /** Models this node unloaded for lack of requests; nobody is assigned them until one comes. */
-  idle: z.array(z.string().max(256)).max(256).default([]),
+  idle: z.array(ModelName).max(L.idle).default([]),
   /** Whether it downloads models it is assigned (`--fetch off`: it lends compute only). */
   fetches: z.boolean().default(true),
   /** A model file this node is fetching, and how far it got. */
-  fetching: z.object({ model: z.string().max(256), bytes: z.number().nonnegative(), total: z.number().nonnegative(), from: z.string().max(2048) }).optional(),
+  fetching: z.object({ model: ModelName, bytes: z.number().nonnegative(), total: z.number().nonnegative(), from: z.string().max(2048) }).optional(),
   apiPort: z.number().int().min(0).max(65535),
   /** Last request per model, ms since the epoch. */
-  lastRequest: z.record(z.string().max(256), z.number()),
+  lastRequest: z.record(ModelName, z.number()).refine((r) => Object.keys(r).length <= L.lastRequest, `at most ${L.lastRequest} models in lastRequest`),
   meshVersion: z.string().max(64),
   llamaBuild: z.string().max(128),
   rpcProtocol: z.string().max(32),

@@ -1,4 +1,7 @@
-/** What `GET /api/status` and `mesh status` show of the mesh: this node, its token, its peers. */
+/**
+ * What `GET /api/status` and `mesh status` show of the mesh: this node and its peers. Never the join
+ * token: it carries the mesh secret, and `mesh token` reads it from the state dir instead.
+ */
 import type { Membership } from "./membership.ts";
 import type { Role } from "./messages.ts";
 
@@ -23,13 +26,12 @@ export interface MeshStatus {
   /** `starting` until the iroh endpoint is up. */
   state: "starting" | "running";
   nodeId: string | null;
-  token: string | null;
   peers: PeerStatus[];
 }
 
 export const shortId = (id: string): string => id.slice(0, 10);
 
-export function meshStatus(membership: Membership, token: string, now = Date.now()): MeshStatus {
+export function meshStatus(membership: Membership, now = Date.now()): MeshStatus {
   const peers = [...membership.peers.values()]
     .map((p): PeerStatus => ({
       nodeId: p.id,
@@ -47,5 +49,5 @@ export function meshStatus(membership: Membership, token: string, now = Date.now
       directPort: p.announcement.direct?.port,
     }))
     .sort((a, b) => a.nodeId.localeCompare(b.nodeId));
-  return { state: "running", nodeId: membership.selfId, token, peers };
+  return { state: "running", nodeId: membership.selfId, peers };
 }

@@ -39,16 +39,28 @@ export function decodePayload(payload: Uint8Array): unknown {
   }
 }
 
+/**
+ * Fills `buf` from `from` on. A stream that finishes first sent half a message, which is the
+ * peer's fault (a WireError); a reset or a lost connection still fails as the transport's error.
+ */
+async function readFull(recv: RecvSide, buf: Uint8Array, from: number, what: string): Promise<void> {
+  for (let at = from; at < buf.length; ) {
+    const n = await recv.read(buf.subarray(at));
+    if (n === null) throw new WireError(`the stream ended inside a control message's ${what} (${at} of ${buf.length} bytes)`);
+    at += n;
+  }
+}
+
 /** Reads the next frame's JSON, or null when the stream ended cleanly between frames. */
 export async function readFrame(recv: RecvSide): Promise<unknown | null> {
   const header = new Uint8Array(4);
   const first = await recv.read(header);
   if (first === null) return null;
-  if (first < 4) await recv.readExact(header.subarray(first));
+  await readFull(recv, header, first, "length");
   const length = new DataView(header.buffer).getUint32(0);
   if (length > MAX_CONTROL_MESSAGE) throw new WireError(`control message length ${length} is over the ${MAX_CONTROL_MESSAGE} byte cap`);
   const payload = new Uint8Array(length);
-  await recv.readExact(payload);
+  await readFull(recv, payload, 0, "body");
   return decodePayload(payload);
 }
 

@@ -158,4 +158,9 @@ export class ModelStore {
   list(): readonly ModelInfo[] {
     return this.models;
   }
+
+  /** Where new model files go (a copy's links, downloads). */
+  get modelsDir(): string {
+    return this.opts.modelsDir;
+  }
 }

@@ -4,7 +4,8 @@
  * per file version), the partial file under `<destDir>/.partial/` that a cut transfer resumes
  * from and that is renamed into place only once its hash is right, and throttled progress.
  */
-import { mkdir, open, readFile, rename, rm, stat, writeFile, type FileHandle } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { link, mkdir, open, readFile, rename, rm, stat, writeFile, type FileHandle } from "node:fs/promises";
 import { basename, dirname, join, relative, resolve, sep } from "node:path";
 import { z } from "zod";
 
@@ -24,9 +25,13 @@ export type OnProgress = (p: TransferProgress) => void;
 /** A failure that trying again cannot fix (a hash mismatch, a refusal); others may be retried. */
 export class TransferError extends Error {}
 
+/** Refused by a rule, not by bad luck (a file in the way, a source the rules forbid): the same next time. */
+export class TransferRefused extends TransferError {}
+
 const SHARD_SUFFIX = /-(\d{5})-of-(\d{5})\.gguf$/i;
 // One folder segment of a model name: nothing a scan would skip, nothing that climbs out.
-const SAFE_SEGMENT = /^[^./\\\0][^/\\\0]{0,254}$/;
+// No control characters either: a name ends up in file names, log lines and announcements.
+const SAFE_SEGMENT = /^[^./\\\x00-\x1f\x7f][^/\\\x00-\x1f\x7f]{0,254}$/;
 
 /** A model name that can become file names under the models dir (the scan may qualify it with folders). */
 export function isSafeModelName(model: string): boolean {
@@ -174,9 +179,11 @@ export class PartFile {
 
   /**
    * Checks the hash (when one is expected) and renames the part into place. A wrong hash removes
-   * the part: its bytes are bad somewhere, and resuming from them could never succeed.
+   * the part: its bytes are bad somewhere, and resuming from them could never succeed. A file
+   * already under the final name is never replaced (it may be another model's) unless `replace`
+   * says this file owns the name (a download folder of its own).
    */
-  async install(expectedSha256: string | undefined): Promise<{ path: string; sha256: string }> {
+  async install(expectedSha256: string | undefined, opts: { replace?: boolean } = {}): Promise<{ path: string; sha256: string }> {
     if (!this.handle) throw new Error("PartFile.install before resume or restart");
     // The rename must not land before the bytes do, or a crash leaves a short file under the final name.
     await this.handle.datasync();
@@ -190,7 +197,8 @@ export class PartFile {
       );
     }
     await mkdir(dirname(this.finalPath), { recursive: true });
-    await rename(this.partPath, this.finalPath);
+    if (opts.replace) await rename(this.partPath, this.finalPath);
+    else await moveUnlessTaken(this.partPath, this.finalPath);
     await rm(this.originPath, { force: true });
     return { path: this.finalPath, sha256 };
   }
@@ -212,6 +220,28 @@ export class PartFile {
       partsInUse.delete(this.partPath);
     }
   }
+}
+
+/** The refusal when a file arrives under a name another file already has. */
+export function nameTaken(path: string): TransferRefused {
+  return new TransferRefused(`${basename(path)} already exists in ${dirname(path)}; it is not replaced, as it may be another model's file (rename it, or remove it if it is stale)`);
+}
+
+/**
+ * Moves `from` to `to` unless something is there: a hard link fails atomically on an existing
+ * name, where a rename would replace it. Where hard links are not to be had (FAT, some network
+ * mounts) it checks, then renames, leaving a narrow race.
+ */
+async function moveUnlessTaken(from: string, to: string): Promise<void> {
+  try {
+    await link(from, to);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "EEXIST") throw nameTaken(to);
+    if (existsSync(to)) throw nameTaken(to);
+    await rename(from, to);
+    return;
+  }
+  await rm(from, { force: true });
 }
 
 /** Calls `onProgress` at most every `intervalMs`, and always for the last report. */

@@ -5,12 +5,14 @@
  * `{size, sha256}` and then the file's bytes from `offset` to its end. A refusal is `{error}`.
  * The server looks a name up in the asked model's own list of files: nothing a peer sends is ever
  * used as a path. The receiver resumes a cut file from its part and installs it only when the
- * whole file's SHA-256 matches.
+ * whole file's SHA-256 matches. Each side waits for the other only so long (`TransferDeadlines`):
+ * a peer that never answers, or stops sending mid-file, is given up on and another one tried.
  */
 import { basename, resolve } from "node:path";
 import { existsSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import { z } from "zod";
+import { TimedRecv } from "../mesh/read-deadline.ts";
 import type { Stream } from "../mesh/transport.ts";
 import { encodeFrame, readFrame, writeFrame } from "../mesh/wire.ts";
 import {
@@ -37,6 +39,35 @@ const Refusal = z.object({ error: z.string().max(4096) });
 const Manifest = z.object({ files: z.array(FileHead.extend({ name: Name })).min(1).max(256) });
 export type ManifestEntry = z.infer<typeof Manifest>["files"][number];
 
+/** How long each side of a transfer waits for the other. */
+export interface TransferDeadlines {
+  /** For the request (one small frame), on the serving side. */
+  requestMs: number;
+  /** For the answer's first frame, when the sender has nothing to hash first. */
+  answerMs: number;
+  /** A sender hashes a file it has not hashed yet before it answers: the answer may take this long per byte more. */
+  hashMsPerByte: number;
+  /** For any answer, whatever the size (and for a manifest whose model's size is not known). */
+  maxAnswerMs: number;
+  /** Between bytes of a file. */
+  idleMs: number;
+}
+
+export const TRANSFER_DEADLINES: TransferDeadlines = {
+  requestMs: 30_000,
+  answerMs: 30_000,
+  // 50 MiB/s: a slow disk; a fast one hashes several times that.
+  hashMsPerByte: 1_000 / (50 * 2 ** 20),
+  maxAnswerMs: 15 * 60_000,
+  idleMs: 30_000,
+};
+
+/** How long to wait for an answer that may need `bytes` hashed first (unknown: the longest wait). */
+export function answerDeadlineMs(bytes: number | undefined, d: TransferDeadlines): number {
+  if (bytes === undefined) return d.maxAnswerMs;
+  return Math.min(d.maxAnswerMs, Math.round(d.answerMs + bytes * d.hashMsPerByte));
+}
+
 /** A model's files on the serving node (ModelInfo has this shape), or undefined when it has no such model. */
 export type ModelLookup = (model: string) => { files: string[]; mmproj?: string | undefined } | undefined;
 
@@ -53,26 +84,32 @@ export function filesToServe(model: string, found: { files: string[]; mmproj?: s
 }
 
 /** Answers one request a peer sent on `stream`; never throws, whatever the peer sent. */
-export async function serveModelStream(stream: Stream, lookup: ModelLookup, hasher: FileHasher): Promise<void> {
+export async function serveModelStream(
+  stream: Stream,
+  lookup: ModelLookup,
+  hasher: FileHasher,
+  deadlines: Pick<TransferDeadlines, "requestMs"> = TRANSFER_DEADLINES,
+): Promise<void> {
+  const recv = new TimedRecv(stream.recv, deadlines.requestMs, "the peer");
   try {
-    const refusal = await answer(stream, lookup, hasher);
+    const refusal = await answer(stream, recv, deadlines.requestMs, lookup, hasher);
     if (refusal === undefined) return;
     await writeFrame(stream.send, { error: refusal });
     await stream.send.finish();
     // Whatever else the peer meant to send is not wanted.
-    await stream.recv.stop(0).catch(() => undefined);
+    await recv.stop(0).catch(() => undefined);
   } catch {
     // The peer went away or a file failed mid-send: the reset tells the receiver to keep its part.
     await stream.send.reset(1).catch(() => undefined);
-    await stream.recv.stop(1).catch(() => undefined);
+    await recv.stop(1).catch(() => undefined);
   }
 }
 
 /** Serves the request, or returns why it is refused. */
-async function answer(stream: Stream, lookup: ModelLookup, hasher: FileHasher): Promise<string | undefined> {
+async function answer(stream: Stream, recv: TimedRecv, requestMs: number, lookup: ModelLookup, hasher: FileHasher): Promise<string | undefined> {
   let request: ModelRequest;
   try {
-    const parsed = RequestSchema.safeParse(await readFrame(stream.recv));
+    const parsed = RequestSchema.safeParse(await recv.within(requestMs, "its request", () => readFrame(recv)));
     if (!parsed.success) return `bad model request: expected {op: "manifest", model} or {op: "file", model, name, offset}`;
     request = parsed.data;
   } catch (err) {
@@ -132,6 +169,9 @@ export interface PeerFetchOptions {
   signal?: AbortSignal;
   /** The node's own hasher, so files already here are not hashed again on every call. */
   hasher?: FileHasher;
+  /** The model's size as the mesh announced it: how long the peer may take to hash it for the manifest. */
+  expectedBytes?: number;
+  deadlines?: Partial<TransferDeadlines>;
 }
 
 /** Fetches every file of `model` that `destDir` lacks from the peer; resolves with the final paths. */
@@ -166,9 +206,15 @@ async function isInPlace(path: string, entry: ManifestEntry, hasher: FileHasher)
   return size === entry.size && (await hasher.digest(path)).sha256 === entry.sha256;
 }
 
-/** Sends one request on a fresh stream and reads the head of the answer; a refusal throws. */
-async function request(opts: PeerFetchOptions, message: ModelRequest): Promise<{ stream: Stream; head: unknown; release: () => void }> {
-  const stream = await opts.open();
+/**
+ * Sends one request on a fresh stream and reads the head of the answer, allowing for `hashBytes`
+ * the peer may hash first; a refusal throws. The stream handed back reads with the idle deadline.
+ */
+async function request(opts: PeerFetchOptions, message: ModelRequest, hashBytes: number | undefined): Promise<{ stream: Stream; head: unknown; release: () => void }> {
+  const deadlines = { ...TRANSFER_DEADLINES, ...opts.deadlines };
+  const opened = await opts.open();
+  const recv = new TimedRecv(opened.recv, deadlines.idleMs, "the peer");
+  const stream: Stream = { send: opened.send, recv };
   const abort = () => {
     void stream.send.reset(0).catch(() => undefined);
     void stream.recv.stop(0).catch(() => undefined);
@@ -178,20 +224,24 @@ async function request(opts: PeerFetchOptions, message: ModelRequest): Promise<{
   try {
     await writeFrame(stream.send, message);
     await stream.send.finish();
-    const head = await readFrame(stream.recv);
+    const waitMs = answerDeadlineMs(hashBytes, deadlines);
+    const head = await recv.within(waitMs, `its answer to the ${message.op} request for "${opts.model}"`, () => readFrame(recv));
     if (head === null) throw new Error(`the peer closed the stream without answering the ${message.op} request for "${opts.model}"`);
     const refused = Refusal.safeParse(head);
     if (refused.success) throw new TransferError(`the peer refused model "${opts.model}": ${refused.data.error}`);
     return { stream, head, release };
   } catch (err) {
     release();
+    // Whatever the peer still sends on this stream is not wanted.
+    void stream.send.reset(0).catch(() => undefined);
+    void recv.stop(0).catch(() => undefined);
     opts.signal?.throwIfAborted();
     throw err;
   }
 }
 
 async function requestManifest(opts: PeerFetchOptions): Promise<ManifestEntry[]> {
-  const { stream, head, release } = await request(opts, { op: "manifest", model: opts.model });
+  const { stream, head, release } = await request(opts, { op: "manifest", model: opts.model }, opts.expectedBytes);
   release();
   await stream.recv.stop(0).catch(() => undefined);
   const manifest = Manifest.safeParse(head);
@@ -213,7 +263,7 @@ async function fetchFile(opts: PeerFetchOptions, expected: ManifestEntry, report
     else await part.restart({ size: want.size, sha256: want.sha256 });
     for (let attempt = 0; ; attempt++) {
       report(part.offset);
-      const { stream, head, release } = await request(opts, { op: "file", model: opts.model, name: want.name, offset: part.offset });
+      const { stream, head, release } = await request(opts, { op: "file", model: opts.model, name: want.name, offset: part.offset }, want.size);
       try {
         const got = FileHead.safeParse(head);
         if (!got.success) throw new TransferError(`the peer's head for ${want.name} is malformed`);

@@ -4,8 +4,30 @@
  * and 5xx are tried again with backoff. The file is verified against the SHA-256 the caller gives
  * or, failing that, the one the server states (Hugging Face sends an LFS file's SHA-256 as
  * `x-linked-etag` on its redirect, so redirects are followed here, one hop at a time).
+ *
+ * A model must start with GGUF's magic (checked on the first bytes, before more are written) and
+ * never lands on a file that is already there. Under a `rule` (a source a peer announced), every
+ * hop's URL and every address its host resolves to are checked, and the connection is pinned to
+ * the checked address, so a name that resolves elsewhere a moment later (DNS rebinding) is not
+ * followed; `limit` caps the file's size.
  */
-import { arrivalName, PartFile, SHA256_HEX, sleep, throttledProgress, TransferError, type OnProgress, type PartOrigin } from "./model-transfer.ts";
+import { existsSync } from "node:fs";
+import { lookup } from "node:dns/promises";
+import { isIP } from "node:net";
+import { join } from "node:path";
+import { addressesProblem, agreesWithGgufMagic, bareHost, pinnedAddress, sizeProblem, urlProblem, type SizeLimit, type SourceRule } from "./download-rules.ts";
+import {
+  arrivalName,
+  nameTaken,
+  PartFile,
+  SHA256_HEX,
+  sleep,
+  throttledProgress,
+  TransferError,
+  TransferRefused,
+  type OnProgress,
+  type PartOrigin,
+} from "./model-transfer.ts";
 
 const TRIES = 3;
 const MAX_REDIRECTS = 8;
@@ -23,10 +45,19 @@ export interface UrlDownloadOptions {
   onProgress?: OnProgress;
   signal?: AbortSignal;
   fetchImpl?: typeof fetch;
-  /** The name the file gets in `destDir`, instead of one made from the model's name (an archive, say). */
+  /**
+   * A file that is no model (an archive, say), under this name in a folder of its own: it is not
+   * checked for GGUF's magic and replaces a file of that name.
+   */
   fileName?: string;
   /** Pause before the second try; it doubles for each one after. */
   retryDelayMs?: number;
+  /** Where every hop may go (a source a peer announced); none: any http(s) URL (the operator's own). */
+  rule?: SourceRule;
+  /** How a host name resolves to addresses under `rule` (tests give their own). */
+  resolve?: (host: string) => Promise<string[]>;
+  /** How large the file may be; it is cut and removed the moment it passes this. */
+  limit?: SizeLimit;
 }
 
 export interface UrlDownload {
@@ -50,6 +81,8 @@ export async function downloadFromUrl(opts: UrlDownloadOptions): Promise<UrlDown
   const fileName = decodeURIComponent(url.pathname.split("/").pop() ?? "");
   const name = opts.fileName ?? arrivalName(opts.model, fileName, /mmproj/i.test(fileName) ? "projector" : "model");
   opts.signal?.throwIfAborted();
+  // models.json may map this name to another model: that file is not ours to replace.
+  if (opts.fileName === undefined && existsSync(join(opts.destDir, name))) throw nameTaken(join(opts.destDir, name));
 
   const part = await PartFile.open(opts.destDir, name);
   const progress = throttledProgress(opts.model, opts.onProgress);
@@ -77,6 +110,8 @@ export async function downloadFromUrl(opts: UrlDownloadOptions): Promise<UrlDown
       }
     }
   } finally {
+    // A part that never got a byte (a refusal, a server that never answered) is litter, not progress.
+    if (part.offset === 0) await part.discard().catch(() => undefined);
     await part.close();
   }
 }
@@ -99,6 +134,7 @@ async function attempt(
     let total: number | undefined;
     if (res.status === 200) {
       total = length;
+      await refuseSize(res, url, total, opts.limit);
       const origin = { size: total, sha256, etag };
       // A 200 to a range request is the whole file: the server ignored the range.
       if (offset > 0) await part.restart(origin);
@@ -111,12 +147,13 @@ async function attempt(
         await part.restart({});
         continue;
       }
+      await refuseSize(res, url, total, opts.limit);
       await part.setOrigin({ size: total, sha256, etag });
     } else if (res.status === 416 && offset > 0) {
       await res.body?.cancel().catch(() => undefined);
       // Every byte is here already (the last run stopped between the last byte and the rename).
       const whole = /^bytes \*\/(\d+)$/.exec(res.headers.get("content-range") ?? "");
-      if (whole && Number(whole[1]) === offset && !differs(part.origin, { size: offset, sha256, etag })) return install(part, sha256);
+      if (whole && Number(whole[1]) === offset && !differs(part.origin, { size: offset, sha256, etag })) return install(opts, url, part, sha256);
       await part.restart({});
       continue;
     } else {
@@ -126,23 +163,51 @@ async function attempt(
 
     progress.set({ bytes: part.offset, total: total ?? 0 });
     if (!res.body) throw new Error(`${url} answered ${res.status} without a body`);
+    const model = opts.fileName === undefined;
+    // Throwing out of the loop cancels the body: the connection closes there, nothing more is read.
     for await (const chunk of res.body) {
       if (total !== undefined && part.offset + chunk.length > total) {
         await part.discard();
         throw new TransferError(`${url} sent more than the ${total} bytes it announced; the partial file was removed`);
+      }
+      if (opts.limit && part.offset + chunk.length > opts.limit.maxBytes) {
+        await part.discard();
+        throw new TransferRefused(`${url} sent more than ${opts.limit.why}; the download was stopped and the partial file removed`);
+      }
+      if (model && !agreesWithGgufMagic(part.offset, chunk)) {
+        await part.discard();
+        throw notGguf(url);
       }
       await part.write(chunk);
       progress.set({ bytes: part.offset });
     }
     if (total !== undefined && part.offset < total) throw new Error(`the connection closed after ${part.offset} of ${total} bytes`);
     progress.set({ bytes: part.offset, total: total ?? part.offset });
-    return install(part, sha256);
+    return install(opts, url, part, sha256);
   }
 }
 
-async function install(part: PartFile, sha256: string | undefined): Promise<UrlDownload> {
-  const done = await part.install(sha256);
+async function install(opts: UrlDownloadOptions, url: URL, part: PartFile, sha256: string | undefined): Promise<UrlDownload> {
+  const model = opts.fileName === undefined;
+  // A part resumed from an earlier run was written before this run could look at its head.
+  if (model && (part.offset < 4 || !agreesWithGgufMagic(0, await Bun.file(part.partPath).slice(0, 4).bytes()))) {
+    await part.discard();
+    throw notGguf(url);
+  }
+  const done = await part.install(sha256, { replace: !model });
   return { path: done.path, sha256: done.sha256, verified: sha256 !== undefined };
+}
+
+function notGguf(url: URL): TransferError {
+  return new TransferError(`${url} is not a GGUF model file (it does not start with "GGUF"); the download was stopped and nothing was kept`);
+}
+
+/** Refuses a response whose stated size breaks the limit, before a byte of its body is read. */
+async function refuseSize(res: Response, url: URL, total: number | undefined, limit: SizeLimit | undefined): Promise<void> {
+  const problem = sizeProblem(total, limit);
+  if (!problem) return;
+  await res.body?.cancel().catch(() => undefined);
+  throw new TransferRefused(`${url} is refused: ${problem}`);
 }
 
 /** GET, following redirects by hand so the hub's `x-linked-etag` is seen and credentials stay with their origin. */
@@ -152,7 +217,8 @@ async function get(opts: UrlDownloadOptions, url: URL, range: string | undefined
   let linkedSha256: string | undefined;
   let current = url;
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
-    const response = await fetchImpl(current, { headers, redirect: "manual", signal: opts.signal });
+    const pin = opts.rule ? await pinned(current, opts.rule, opts.resolve ?? resolveHost) : undefined;
+    const response = await fetchImpl(pin?.url ?? current, { headers: { ...headers, ...pin?.headers }, redirect: "manual", signal: opts.signal, ...(pin?.tls ? { tls: pin.tls } : {}) });
     const linked = strongEtag(response.headers.get("x-linked-etag"));
     if (linked && SHA256_HEX.test(linked)) linkedSha256 ??= linked;
     const location = response.headers.get("location");
@@ -163,6 +229,30 @@ async function get(opts: UrlDownloadOptions, url: URL, range: string | undefined
     current = next;
   }
   throw new TransferError(`${url} redirects more than ${MAX_REDIRECTS} times`);
+}
+
+/** Every address a host name resolves to. */
+async function resolveHost(host: string): Promise<string[]> {
+  return (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+}
+
+/**
+ * The request for one hop under `rule`: refused unless the URL and every address of its host pass;
+ * else aimed at one checked address, with the name kept for the `Host` header and the certificate.
+ */
+async function pinned(url: URL, rule: SourceRule, resolve: (host: string) => Promise<string[]>): Promise<{ url: URL; headers: Record<string, string>; tls?: { serverName: string } }> {
+  const refuse = (problem: string) => new TransferRefused(`${url} is refused (${rule.who} must be an https URL of a public address): ${problem}`);
+  const urlIssue = urlProblem(url, rule);
+  if (urlIssue) throw refuse(urlIssue);
+  const host = bareHost(url);
+  if (isIP(host) !== 0) return { url, headers: {} };
+  const addresses = await resolve(host);
+  const addressIssue = addressesProblem(host, addresses, rule);
+  if (addressIssue) throw refuse(addressIssue);
+  const address = pinnedAddress(addresses);
+  const target = new URL(url);
+  target.hostname = isIP(address) === 6 ? `[${address}]` : address;
+  return { url: target, headers: { host: url.host }, tls: { serverName: host } };
 }
 
 function statusError(status: number, url: URL): Error {

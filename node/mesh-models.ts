@@ -2,14 +2,16 @@
  * This node's part in the multi-model mesh, the shell around the pure catalog, allocation,
  * election and routing rules: what it announces about its models, which model's group it is in,
  * whether it hosts that model (and over which peers' rpc-servers), where each request goes, and
- * when it lets a model go for lack of requests. It re-decides on every change it hears of.
+ * when it lets a model go for lack of requests. It re-decides on every change it hears of, and
+ * works the catalog out again only then: requests read the one worked out last.
  */
 import { existsSync } from "node:fs";
 import { allocate, type Assignment } from "../mesh/allocation.ts";
+import { describeLeftOut, fitModels } from "../mesh/announcement.ts";
 import { catalog, splitCandidates, type CatalogModel, type NodeModel, type NodeView } from "../mesh/catalog.ts";
 import { splitPlan, type SplitPlan } from "../mesh/election.ts";
 import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
-import type { Announcement } from "../mesh/messages.ts";
+import { ANNOUNCEMENT_LIMITS, type Announcement } from "../mesh/messages.ts";
 import { routeModel, type Route } from "../mesh/route.ts";
 import type { Log } from "../log.ts";
 import { needOf } from "../models/model-need.ts";
@@ -63,7 +65,13 @@ export class MeshModels {
   private readonly unfetchable = new Set<string>();
   /** An explicit --model the mesh does not know yet, said once. */
   private toldUnknown = false;
-  private diskCache: { list: readonly ModelInfo[]; fields: Pick<ModelFields, "modelsOnDisk" | "seeds"> } | undefined;
+  private diskCache: { list: readonly ModelInfo[]; keep: string; fields: Pick<ModelFields, "modelsOnDisk" | "seeds"> } | undefined;
+  private diskVersion = 0;
+  /** What the announcement last left out (logged once per change, not per heartbeat). */
+  private leftOut: string | undefined;
+  /** Bumped by every change this node hears of (see `reconcile`). */
+  private changes = 0;
+  private worked: { key: string; views: NodeView[]; catalog: CatalogModel[] } | undefined;
 
   constructor(private readonly o: MeshModelsOptions) {}
 
@@ -75,7 +83,7 @@ export class MeshModels {
     for (const m of this.idle) if (serving.includes(m) || peers.some((p) => p.announcement.serving.includes(m))) this.idle.delete(m);
     const fetching = this.o.fetcher.progress;
     return {
-      ...this.disk(),
+      ...this.disk([...this.o.explicit, ...(this.assigned ? [this.assigned] : []), ...serving]),
       serving,
       ...(this.assigned ? { assigned: this.assigned } : {}),
       hosting: this.hosting,
@@ -87,19 +95,24 @@ export class MeshModels {
   }
 
   /**
-   * The models on disk and the seeds, worked out once per scan of the models dir: this runs for
-   * every request routed (a stat per file and a need per model each time would be hot-path work).
+   * The models on disk and the seeds, worked out once per scan of the models dir (or change of the
+   * models we must not leave out, `keep`): a stat per file and a need per model are not hot-path
+   * work. Trimmed to what peers accept, with a log line when that leaves models out.
    */
-  private disk(): Pick<ModelFields, "modelsOnDisk" | "seeds"> {
+  private disk(keep: readonly string[]): Pick<ModelFields, "modelsOnDisk" | "seeds"> {
     const list = this.o.store.list();
-    if (this.diskCache?.list !== list) {
-      this.diskCache = {
-        list,
-        fields: {
-          modelsOnDisk: list.filter(hasFiles).map((m) => ({ name: m.name, size: m.sizeBytes, need: this.needOf(m), ...(m.source ? { source: m.source } : {}) })),
-          seeds: list.filter((m) => !hasFiles(m) && m.source).map((m) => ({ name: m.name, source: m.source! })),
-        },
+    const keepKey = keep.join("\n");
+    if (this.diskCache?.list !== list || this.diskCache.keep !== keepKey) {
+      const all = {
+        modelsOnDisk: list.filter(hasFiles).map((m) => ({ name: m.name, size: m.sizeBytes, need: this.needOf(m), ...(m.source ? { source: m.source } : {}) })),
+        seeds: list.filter((m) => !hasFiles(m) && m.source).map((m) => ({ name: m.name, source: m.source! })),
       };
+      const { lists, left } = fitModels(all, new Set(keep), ANNOUNCEMENT_LIMITS.modelBytes);
+      const leftOut = describeLeftOut(left, { modelsOnDisk: all.modelsOnDisk.length, seeds: all.seeds.length });
+      if (leftOut && leftOut !== this.leftOut) this.o.log.warn(leftOut);
+      this.leftOut = leftOut;
+      this.diskCache = { list, keep: keepKey, fields: lists };
+      this.diskVersion++;
     }
     return this.diskCache.fields;
   }
@@ -110,8 +123,40 @@ export class MeshModels {
 
   /** Every node's view, ours first. */
   views(): NodeView[] {
+    return this.current().views;
+  }
+
+  /**
+   * Views and catalog as of the last change: worked out again only when this node heard of a
+   * change (`reconcile`: membership reports a peer's announcement only when its content changed)
+   * or its own state moved, never per request.
+   */
+  private current(): { views: NodeView[]; catalog: CatalogModel[] } {
     const mesh = this.o.mesh();
     const own = this.announced();
+    const peers = [...(mesh?.membership.peers.values() ?? [])];
+    const key = JSON.stringify([
+      this.changes,
+      this.diskVersion,
+      mesh?.nodeId,
+      own.serving,
+      own.assigned,
+      own.hosting,
+      own.idle,
+      own.fetches,
+      own.rpcProtocol,
+      // Not their seq: a peer may bump it without a change, as often as it likes.
+      peers.map((p) => p.id),
+    ]);
+    if (this.worked?.key !== key) {
+      const views = this.viewsOf(own);
+      this.worked = { key, views, catalog: catalog(views) };
+    }
+    return this.worked;
+  }
+
+  private viewsOf(own: ModelFields): NodeView[] {
+    const mesh = this.o.mesh();
     const view = (nodeId: string, vramBytes: number, a: ModelFields): NodeView => ({
       nodeId,
       vramBytes,
@@ -130,8 +175,9 @@ export class MeshModels {
     ];
   }
 
-  catalog(views = this.views()): CatalogModel[] {
-    return catalog(views);
+  /** The mesh's catalog; from `views` when given (a what-if), else the one worked out last. */
+  catalog(views?: NodeView[]): CatalogModel[] {
+    return views ? catalog(views) : this.current().catalog;
   }
 
   async route(model: string, forwarded: boolean): Promise<Route> {
@@ -222,12 +268,16 @@ export class MeshModels {
     });
   }
 
-  /** Decides again: leave a group that went idle, take a model when we have none, host it if elected. */
+  /**
+   * Decides again: leave a group that went idle, take a model when we have none, host it if
+   * elected. Every change this node hears of (peers, pool, files) comes through here, so the
+   * catalog is worked out again here too.
+   */
   reconcile(): void {
+    this.changes++;
     const mesh = this.o.mesh();
     if (!mesh || this.stopped) return;
-    const views = this.views();
-    const models = this.catalog(views);
+    const { views, catalog: models } = this.current();
 
     const mine = this.assigned;
     if (mine && models.find((m) => m.name === mine)?.idle) {

@@ -3,12 +3,18 @@
  * (over the mesh, verified and resumable), else from the model's source URL. One fetch at a time;
  * failures are retried with a growing pause (a partial file is resumed), progress is logged and
  * announced so every node's status shows it.
+ *
+ * The source this node's own registry gives (the operator's) may be any http(s) URL. One that only
+ * a peer announced is held to the peer rule (https, public addresses, pinned) and capped in size
+ * by what the mesh announced and the free space here; a source the rule refuses is given up at once.
  */
-import { mkdirSync, rmSync } from "node:fs";
+import { mkdirSync } from "node:fs";
+import { statfs } from "node:fs/promises";
 import type { CatalogModel } from "../mesh/catalog.ts";
 import type { Stream } from "../mesh/transport.ts";
 import type { Log } from "../log.ts";
-import { FileHasher, sleep, TransferError, type TransferProgress } from "../models/model-transfer.ts";
+import { PEER_SOURCE_RULE, peerSizeLimit } from "../models/download-rules.ts";
+import { FileHasher, sleep, TransferError, TransferRefused, type TransferProgress } from "../models/model-transfer.ts";
 import { fetchModelFromPeer } from "../models/peer-transfer.ts";
 import { downloadFromUrl } from "../models/url-download.ts";
 import { progressReporter } from "../progress.ts";
@@ -17,10 +23,9 @@ const MAX_PAUSE_MS = 30_000;
 /** Failures no retry can fix (a hash that never matches, a refusal) before the node gives up on the model. */
 const GIVE_UP_AFTER = 3;
 
-/** A file that starts with GGUF's magic: a URL that answers with an HTML page is not a model. */
-async function isGguf(path: string): Promise<boolean> {
-  const head = new Uint8Array(await Bun.file(path).slice(0, 4).arrayBuffer());
-  return new TextDecoder().decode(head) === "GGUF";
+async function freeBytes(dir: string): Promise<number> {
+  const fs = await statfs(dir);
+  return fs.bavail * fs.bsize;
 }
 
 export interface FetchProgress {
@@ -37,6 +42,8 @@ export interface ModelFetcherOptions {
   selfId: () => string | undefined;
   /** A MODEL stream to a peer, or undefined when it is not connected. */
   openStream: (peerId: string) => Promise<Stream | undefined>;
+  /** The source URL this node's own registry gives the model: the operator's word, trusted as such. */
+  ownSource: (model: string) => string | undefined;
   log: Log;
   /** Progress moved (announce it). */
   onProgress: () => void;
@@ -86,7 +93,8 @@ export class ModelFetcher {
       const m = entry();
       const self = this.o.selfId();
       const peer = m?.nodesOnDisk.filter((id) => id !== self)[attempt % Math.max(1, m.nodesOnDisk.length)];
-      const from = peer ?? m?.source;
+      const own = this.o.ownSource(model);
+      const from = peer ?? own ?? m?.source;
       try {
         if (!from) throw new Error("no peer has it and it has no source URL");
         mkdirSync(this.o.modelsDir, { recursive: true });
@@ -105,13 +113,11 @@ export class ModelFetcher {
             if (!stream) throw new Error(`node ${peer.slice(0, 10)} is not connected`);
             return stream;
           };
-          await fetchModelFromPeer({ model, open, destDir: this.o.modelsDir, onProgress, signal, hasher: this.hasher });
+          // The size tells how long the peer may take to hash the file before it answers.
+          await fetchModelFromPeer({ model, open, destDir: this.o.modelsDir, onProgress, signal, hasher: this.hasher, expectedBytes: m?.sizeBytes });
         } else {
-          const got = await downloadFromUrl({ url: from, model, destDir: this.o.modelsDir, onProgress, signal });
-          if (!(await isGguf(got.path))) {
-            rmSync(got.path, { force: true });
-            throw new TransferError(`${from} is not a GGUF model file; it was removed`);
-          }
+          const peerRules = own === undefined ? { rule: PEER_SOURCE_RULE, limit: peerSizeLimit(m?.sizeBytes ?? 0, await freeBytes(this.o.modelsDir)) } : {};
+          const got = await downloadFromUrl({ url: from, model, destDir: this.o.modelsDir, onProgress, signal, ...peerRules });
           if (!got.verified) this.o.log.warn("the source gave no hash to check the download against", { model, url: from });
         }
         lines.done();
@@ -120,7 +126,8 @@ export class ModelFetcher {
         return;
       } catch (err) {
         if (signal.aborted) return;
-        if (err instanceof TransferError && ++lasting >= GIVE_UP_AFTER) return giveUp((err as Error).message);
+        // A refusal by rule (a source a peer may not name, a file in the way) says the same next time.
+        if (err instanceof TransferRefused || (err instanceof TransferError && ++lasting >= GIVE_UP_AFTER)) return giveUp((err as Error).message);
         const pause = Math.min(MAX_PAUSE_MS, 1_000 * 2 ** attempt);
         const level = err instanceof TransferError ? "error" : "warn";
         this.o.log[level]("could not fetch the model; trying again", { model, error: (err as Error).message, retryInMs: pause });

@@ -12,7 +12,10 @@ import type { LlamaBinaries } from "../llama/binaries.ts";
 import type { LlamaDevice } from "../llama/devices.ts";
 import { LLAMA_SOURCE } from "../llama/pin.ts";
 import type { Log } from "../log.ts";
-import { forwardHttp, serveHttp } from "../mesh/http-stream.ts";
+import { forwardHttp, RESPONSE_IDLE_MS, serveHttp } from "../mesh/http-stream.ts";
+import { MemberStreamCap } from "../mesh/member-stream-cap.ts";
+import { memberMayRequest } from "../mesh/member-routes.ts";
+import { showJoinToken } from "../mesh/join-token-file.ts";
 import { startMesh, type MeshNode } from "../mesh/mesh-node.ts";
 import type { MeshRouting } from "../mesh/routing.ts";
 import type { MeshStatus } from "../mesh/status.ts";
@@ -26,6 +29,7 @@ import { connectDirect, startDirectServer } from "../tunnel/direct.ts";
 import { makeDirectIdentity } from "../tunnel/direct-identity.ts";
 import { Tunnels } from "../tunnel/tunnels.ts";
 import { ZeroTransfer } from "../tunnel/zero-transfer.ts";
+import { KNOWN_PROTOCOLS, protocolMajor } from "../tunnel/rpc-limits.ts";
 import { MeshModels } from "./mesh-models.ts";
 import { ModelFetcher } from "./model-fetcher.ts";
 
@@ -35,6 +39,11 @@ export const isPath = (v: string) => v.includes("/") || /\.gguf$/i.test(v);
 export class NodeSetupError extends Error {}
 
 const LOG_CAP_EVERY_MS = 60_000;
+/**
+ * How long a forwarded request waits for the answer's head beyond --load-timeout: the model's load,
+ * and a non-streamed answer's whole generation (OpenAI clients wait 10 minutes by default).
+ */
+const FORWARD_ANSWER_MS = 10 * 60_000;
 
 /** The host to reach a peer's direct path at: the IP of its first IPv4 address, else IPv6. */
 export function directHost(addresses: readonly string[]): string | undefined {
@@ -81,6 +90,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   });
 
   let mesh: MeshNode | undefined;
+  // Memory offered to the mesh: the GPUs', or RAM on a CPU node.
+  const vramBytes = config.vramBytes ?? (devices.length ? devices.reduce((sum, d) => sum + d.totalBytes, 0) : totalmem());
   const rpc = new RpcServerChild({ binary: llama.rpcServer, stateDir: config.stateDir, threads: config.rpcThreads, log });
   const zeroTransfer = new ZeroTransfer({ cacheDir: rpc.cacheDir, files: () => store.list().flatMap((m) => m.files), maxCacheBytes: config.rpcCacheBytes, log });
   const identity = config.rpcDirect === "on" ? await makeDirectIdentity() : undefined;
@@ -89,7 +100,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     log,
     openStream: async (peerId, kind) => mesh?.membership.openStream(peerId, kind),
     rpcPort: () => rpc.port,
-    rewrites: { forkRegisterPeer: false, onSetTensorHash: zeroTransfer.onSetTensorHash },
+    rewrites: { forkRegisterPeer: false, onSetTensorHash: zeroTransfer.onSetTensorHash, rpcProtocol: () => rpc.protocol, offeredBytes: vramBytes },
     connectDirect: (peerId) => {
       const peer = mesh?.membership.peers.get(peerId);
       const offer = peer?.announcement.direct;
@@ -121,6 +132,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     modelsDir: config.modelsDir,
     selfId: () => mesh?.nodeId,
     openStream: async (peerId) => mesh?.membership.openStream(peerId, StreamKind.MODEL),
+    ownSource: (model) => store.list().find((m) => m.name === model)?.source,
     log,
     onProgress: () => mesh?.announceIfChanged(),
     onDone: async () => {
@@ -129,8 +141,6 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
       models.reconcile();
     },
   });
-  // Memory offered to the mesh: the GPUs', or RAM on a CPU node.
-  const vramBytes = config.vramBytes ?? (devices.length ? devices.reduce((sum, d) => sum + d.totalBytes, 0) : totalmem());
   const models: MeshModels = new MeshModels({
     store,
     pool,
@@ -153,6 +163,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   };
 
   let httpHandler: ((req: Request) => Promise<Response>) | undefined;
+  // Members' requests get as many places as the outside door's, and no member all of them.
+  const memberStreams = new MemberStreamCap(config.maxConnections);
   const routing: MeshRouting = {
     nodeId: () => mesh?.nodeId,
     catalog: () => models.catalog(),
@@ -160,7 +172,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     forward: async (peerId, req, signal) => {
       const stream = await mesh?.membership.openStream(peerId, StreamKind.HTTP);
       if (!stream) throw new Error(`peer ${peerId.slice(0, 10)} is not connected`);
-      return forwardHttp(stream, req, signal);
+      return forwardHttp(stream, req, signal, { headMs: config.loadTimeoutMs + FORWARD_ANSWER_MS, idleMs: RESPONSE_IDLE_MS });
     },
   };
 
@@ -177,7 +189,14 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
 
   const start = (apiPort: number) => {
     void rpc.start().then(
-      () => mesh?.announceIfChanged(),
+      () => {
+        // Said once at start: otherwise every split over this node fails at its first request.
+        const major = protocolMajor(rpc.protocol ?? "");
+        if (major !== undefined && !KNOWN_PROTOCOLS.includes(major)) {
+          log.warn(`rpc-server speaks RPC protocol ${rpc.protocol}, whose request sizes this mesh does not know (${KNOWN_PROTOCOLS.join(", ")}): peers' splits cannot use this node; run the llama.cpp this mesh pins (mesh llama)`);
+        }
+        mesh?.announceIfChanged();
+      },
       (err) => log.error("rpc-server failed to start; this node offers no compute to the mesh", { error: (err as Error).message.split("\n")[0] }),
     );
     void startMesh(
@@ -200,7 +219,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
         }),
         onStream: (peerId, kind, stream) => {
           if (kind === StreamKind.RPC) void tunnels.incoming(peerId, stream);
-          else if (kind === StreamKind.HTTP && httpHandler) void serveHttp(stream, httpHandler, config.maxBodyBytes);
+          else if (kind === StreamKind.HTTP && httpHandler) void serveHttp(stream, httpHandler, { maxBodyBytes: config.maxBodyBytes, allow: memberMayRequest, admit: () => memberStreams.take(peerId) });
           else if (kind === StreamKind.MODEL) void serveModelStream(stream, (name) => store.list().find((m) => m.name === name), fetcher.hasher);
           else void stream.send.reset(2).catch(() => undefined);
         },
@@ -210,7 +229,10 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     ).then(
       async (m) => {
         mesh = m;
-        log.info(`Join token: ${m.token}`, { node: m.nodeId, mesh: m.founded ? "founded" : "joined" });
+        // The token carries the mesh secret: logs say where it is; only a terminal sees it, once.
+        log.info("mesh endpoint up", { node: m.nodeId, mesh: m.founded ? "founded" : "joined" });
+        log.info(`join token in ${m.tokenFile.path}; \`mesh token\` prints it`);
+        if (m.tokenFile.first) showJoinToken(m.token);
         models.reconcile();
         if (!identity) return;
         direct = await startDirectServer({
@@ -247,7 +269,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     routing,
     models,
     setHttpHandler: (handler) => void (httpHandler = handler),
-    meshStatus: () => mesh?.status() ?? { state: "starting", nodeId: null, token: null, peers: [] },
+    meshStatus: () => mesh?.status() ?? { state: "starting", nodeId: null, peers: [] },
     start,
     stop: async () => {
       clearInterval(logCap);

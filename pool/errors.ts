@@ -17,6 +17,8 @@ export class PoolError extends Error {
 }
 
 export const modelNotFound = (message: string) => new PoolError(message, 404, "not_found_error", "model_not_found");
+/** The mesh knows the model, this node has no file for it: another node serves it. */
+export const modelNotOnThisNode = (message: string) => new PoolError(message, 409, "conflict_error", "model_not_on_this_node");
 export const slotsPinned = (message: string) => new PoolError(message, 409, "conflict_error", "all_slots_pinned");
 export const loadTimedOut = (message: string, retryAfter: number) => new PoolError(message, 503, "service_unavailable", "model_load_timeout", retryAfter);
 export const loadFailed = (message: string) => new PoolError(message, 500, "server_error", "model_load_failed");

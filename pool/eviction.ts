@@ -15,6 +15,8 @@ export interface ServerView {
   pinned: boolean;
   /** Serving at least one request (or promised to one that asked for it). */
   busy: boolean;
+  /** This server's own idle unload (a client's `keep_alive`): ms, or negative for never; none: the node's. */
+  idleMs?: number;
 }
 
 export interface LoadWant {
@@ -59,8 +61,21 @@ export function planNuclear(servers: readonly ServerView[]): string[] {
   return servers.filter((s) => !s.busy).map((s) => s.model);
 }
 
-/** Servers idle longer than `idleMs` (0 = never), not pinned and not busy. */
-export function idleVictims(servers: readonly ServerView[], now: number, idleMs: number): string[] {
-  if (idleMs <= 0) return [];
-  return servers.filter((s) => !s.busy && !s.pinned && now - s.lastUse >= idleMs).map((s) => s.model);
+/** How long a server may sit unused (0: never): its own override where it has one (negative: never), else the node's. */
+export function idleLimitMs(override: number | undefined, nodeIdleMs: number): number {
+  if (override === undefined) return Math.max(0, nodeIdleMs);
+  return override < 0 ? 0 : override;
 }
+
+/** Servers idle longer than their limit (`idleLimitMs` of theirs and the node's `idleMs`; 0 = never), not pinned and not busy. */
+export function idleVictims(servers: readonly ServerView[], now: number, idleMs: number): string[] {
+  return servers
+    .filter((s) => {
+      const limit = idleLimitMs(s.idleMs, idleMs);
+      return limit > 0 && !s.busy && !s.pinned && now - s.lastUse >= limit;
+    })
+    .map((s) => s.model);
+}
+
+/** How often the idle sweep runs for a limit (a quarter of it, 0.1 to 10 s), so an unload comes at most that late. */
+export const sweepPeriodMs = (idleMs: number): number => Math.max(100, Math.min(idleMs / 4, 10_000));

@@ -5,12 +5,17 @@
 import type { LlamaBinaries } from "../llama/binaries.ts";
 import type { Log } from "../log.ts";
 import type { ModelInfo } from "../models/model-store.ts";
+import type { RequestArgs } from "./request-args.ts";
 import type { WrappedServer } from "./wrapped-server.ts";
 
 export interface LoadOptions {
   ctxSize?: number;
-  /** Extra llama-server arguments, as one string. */
-  llamacppArgs?: string;
+  /**
+   * A load request's llama-server arguments. Only `parseRequestArgs` makes this type, so text from
+   * a request cannot reach argv without passing the allowlist; the operator's free-form arguments
+   * are `PoolOptions.defaultArgs` and a model's `models.json` entry, never a load option.
+   */
+  requestArgs?: RequestArgs;
   pinned?: boolean;
   /** `cpu` keeps the model off the build's accelerators; otherwise the build's own backend. */
   backend?: string;
@@ -24,6 +29,7 @@ export interface PoolOptions {
   /** How long a request waits for its model's load to start before it gets 503. */
   loadTimeoutMs: number;
   defaultCtxSize: number;
+  /** The operator's free-form llama-server arguments (`--llamacpp-args`): checked only against managed flags. */
   defaultArgs: string;
   log: Log;
   /** Called when the set of loaded servers or their use changes (for the node's announcement). */
@@ -59,9 +65,23 @@ export interface PendingLoad {
   promise: Promise<WrappedServer>;
 }
 
-const optionsKey = (o: LoadOptions) => JSON.stringify([o.ctxSize ?? null, o.llamacppArgs ?? "", o.backend ?? ""]);
+const optionsKey = (o: LoadOptions) => JSON.stringify([o.ctxSize ?? null, o.requestArgs ?? [], o.backend ?? ""]);
 export const sameOptions = (a: LoadOptions | undefined, b: LoadOptions) => a !== undefined && optionsKey(a) === optionsKey(b);
 
 /** Time to become healthy: a floor for process start, plus reading the weights at a slow disk's pace. */
 export const readyDeadlineMs = (bytes: number) => 60_000 + (bytes / 2 ** 30) * 30_000;
 
+/** llama.cpp's own words for a command line it could not parse: no amount of free memory changes that. */
+const ARGUMENT_ERRORS = ["error while handling argument", "error: invalid argument:", "expected value for argument", "the argument has been removed"];
+
+/**
+ * Whether a failed start deserves the nuclear retry (evict every idle server, start once more):
+ * only when the failure could be memory that other servers hold. Not when the load carries request
+ * arguments: they are the likelier cause, and one bad request must not unload every idle model
+ * (Lemonade retries any failure; llama-swap never retries; we retry only what eviction can fix).
+ * Nor when llama-server refused its command line, which is the operator's to fix.
+ */
+export function mayBeMemory(failure: { requestArgs: boolean; error: string }): boolean {
+  if (failure.requestArgs) return false;
+  return !ARGUMENT_ERRORS.some((e) => failure.error.includes(e));
+}

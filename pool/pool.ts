@@ -1,16 +1,18 @@
 /**
  * The model-type LRU pool of wrapped servers. Loads (and unloads) run one at a time through a
  * queue; each load decides its evictions when it leaves the queue (`planLoad`), waits while its
- * victims are serving, retries once after evicting everything idle when it fails ("nuclear"), and
- * hands the new server to the requests that asked for it before anything else can evict it.
+ * victims are serving, retries once after evicting everything idle when a failure could be memory
+ * ("nuclear"; never for a load carrying request arguments), and hands the new server to the
+ * requests that asked for it before anything else can evict it.
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { ModelInfo } from "../models/model-store.ts";
 import { badLoadRequest, loadFailed, loadTimedOut, modelNotFound, slotsPinned } from "./errors.ts";
 import { idleVictims, planLoad, planNuclear, type ServerView } from "./eviction.ts";
+import { IdleUnload } from "./idle-unload.ts";
 import { freePort } from "./free-port.ts";
-import { readyDeadlineMs, sameOptions, type EvictionCause, type Lease, type LoadOptions, type PendingLoad, type PoolOptions } from "./pool-types.ts";
+import { mayBeMemory, readyDeadlineMs, sameOptions, type EvictionCause, type Lease, type LoadOptions, type PendingLoad, type PoolOptions } from "./pool-types.ts";
 import { checkUserArgs, ServerArgsError, serverArgv, splitArgs } from "./server-args.ts";
 import { WrappedServer } from "./wrapped-server.ts";
 
@@ -26,7 +28,7 @@ export class Pool {
   /** Models with an idle unload queued, so the sweep queues each once. */
   private readonly idleQueued = new Set<string>();
   private changeWaiters: (() => void)[] = [];
-  private readonly idleTimer: Timer | undefined;
+  private readonly idle: IdleUnload;
   private readonly logDir: string;
   /** The most recently loaded model, for `/api/v1/health`'s `model_loaded`. */
   lastLoaded: string | undefined;
@@ -35,11 +37,22 @@ export class Pool {
   constructor(private readonly opts: PoolOptions) {
     this.logDir = join(opts.stateDir, "logs");
     mkdirSync(this.logDir, { recursive: true });
-    if (opts.idleUnloadMs > 0) {
-      const period = Math.max(100, Math.min(opts.idleUnloadMs / 4, 10_000));
-      this.idleTimer = setInterval(() => this.sweepIdle(), period);
-      this.idleTimer.unref();
-    }
+    this.idle = new IdleUnload(opts.idleUnloadMs, () => this.sweepIdle());
+  }
+
+  /**
+   * Gives `model`'s loaded server an idle unload of its own (a client's `keep_alive`): `ms` > 0
+   * unloads it after that long unused, negative never, undefined the node's again. Nothing when
+   * it is not loaded here.
+   */
+  setIdleUnload(model: string, ms: number | undefined): void {
+    const server = this.servers.get(model);
+    if (server) this.idle.set(server, ms);
+  }
+
+  /** How long `model`'s server may sit unused before it is unloaded (0: never); `/api/ps` shows when that is. */
+  idleUnloadMsOf(model: string): number {
+    return this.idle.limitOf(this.servers.get(model));
   }
 
   get limit(): number {
@@ -54,6 +67,11 @@ export class Pool {
     return this.servers.get(model);
   }
 
+  /** What a loaded server's load asked for (Lemonade's `recipe_options`). */
+  loadOptionsOf(server: WrappedServer): LoadOptions | undefined {
+    return this.loadedWith.get(server);
+  }
+
   isLoading(model: string): boolean {
     return this.pending.has(model);
   }
@@ -66,6 +84,7 @@ export class Pool {
       lastUse: s.lastUse,
       pinned: s.pinned,
       busy: s.busy,
+      idleMs: this.idle.ownOf(s),
     }));
   }
 
@@ -174,9 +193,10 @@ export class Pool {
     return p;
   }
 
+  /** The operator's free-form arguments (node-wide, then the model's), then the request's allowlisted ones. */
   private userArgs(model: ModelInfo, options: LoadOptions): string[] {
     try {
-      const args = [...splitArgs(this.opts.defaultArgs), ...splitArgs(model.llamacppArgs), ...splitArgs(options.llamacppArgs)];
+      const args = [...splitArgs(this.opts.defaultArgs), ...splitArgs(model.llamacppArgs), ...(options.requestArgs ?? [])];
       checkUserArgs(args);
       // Hide the accelerators from a model asked to run on the CPU.
       if (options.backend === "cpu") args.push("--device", "none");
@@ -228,6 +248,14 @@ export class Pool {
     } catch (first) {
       if (this.closed) throw loadFailed(`the node is shutting down; "${model.name}" was not loaded`);
       if (!existsSync(model.path)) throw modelNotFound(`model "${model.name}": file ${model.path} does not exist`);
+      const error = (first as Error).message;
+      const requestArgs = options.requestArgs ?? [];
+      if (!mayBeMemory({ requestArgs: requestArgs.length > 0, error })) {
+        this.counters.loadFailures++;
+        this.opts.log.warn("load failed; evicting nothing: the failure is not one that freeing memory fixes", { model: model.name, error: error.split("\n")[0] });
+        const given = requestArgs.length ? ` with llamacpp_args "${requestArgs.join(" ")}"; nothing was unloaded to retry it: try other llamacpp_args or none` : "; check --llamacpp-args and models.json";
+        throw loadFailed(`model "${model.name}" failed to load${given}. ${error}`);
+      }
       const everyone = planNuclear(this.views());
       this.opts.log.warn("load failed; evicting every idle server and retrying once", {
         model: model.name,
@@ -263,6 +291,7 @@ export class Pool {
     const split = (await this.opts.rpcWorkersFor?.(model)) ?? { endpoints: [] };
     const rpcWorkers = split.endpoints;
     const port = freePort();
+    const ctxSize = options.ctxSize ?? model.ctxSize ?? this.opts.defaultCtxSize;
     const argv = serverArgv({
       binary: this.opts.llama.llamaServer,
       modelPath: model.path,
@@ -271,7 +300,7 @@ export class Pool {
       type: model.type,
       poolingType: model.facts?.poolingType,
       port,
-      ctxSize: options.ctxSize ?? model.ctxSize ?? this.opts.defaultCtxSize,
+      ctxSize,
       extraArgs,
       rpcWorkers,
       tensorSplit: split.tensorSplit,
@@ -288,6 +317,7 @@ export class Pool {
       logPath: join(this.logDir, `llama-server-${model.name.replace(/[^\w.-]+/g, "_")}.log`),
     });
     server.rpcWorkers = rpcWorkers;
+    server.ctxSize = ctxSize;
     this.servers.set(model.name, server);
     server.onChange((s) => this.onServerChange(s));
     this.opts.log.info("loading model", { model: model.name, type: model.type, port, pid: server.pid, rpc: rpcWorkers.join(",") || undefined });
@@ -373,7 +403,7 @@ export class Pool {
   /** Stops every server and refuses further loads (node shutdown). */
   async close(): Promise<void> {
     this.closed = true;
-    clearInterval(this.idleTimer);
+    this.idle.stop();
     this.notifyChange();
     const all = this.loaded();
     this.servers.clear();

@@ -1,7 +1,9 @@
 /**
  * The argv of a wrapped `llama-server` (pure): flags the pool manages (model, host, port, alias,
- * type-specific serving flags) plus the user's extra arguments, which may not touch what the pool
- * manages. Values come from the load request, then the node's flags, then built-in defaults.
+ * type-specific serving flags) plus extra arguments, which may not touch what the pool manages.
+ * Extra arguments are the operator's free-form ones (`--llamacpp-args`, `models.json`), checked
+ * here only against the managed flags, then a load request's, already held to the allowlist in
+ * `request-args.ts`.
  */
 import { parse as parseShell } from "shell-quote";
 import type { ModelType } from "../models/model-type.ts";
@@ -38,21 +40,34 @@ const MANAGED_FLAGS = new Map<string, string>([
 
 export class ServerArgsError extends Error {}
 
-/** Splits a user's argument string like a shell would, without running one. */
+/** llama.cpp reads `_` as `-` in long flags (`--mcp_servers_json` is `--mcp-servers-json`). */
+export const canonicalFlag = (name: string): string => (name.startsWith("--") ? name.replaceAll("_", "-") : name);
+
+/** Why the pool sets `flag` itself (spelled as llama.cpp compares it), or undefined when it does not. */
+export const managedFlagReason = (flag: string): string | undefined => MANAGED_FLAGS.get(flag);
+
+/**
+ * Splits an argument string like a shell would, without running one: `$NAME` stays as written
+ * (no shell expands it, so it must not quietly become an empty word), and operators, globs and
+ * comments are refused.
+ */
 export function splitArgs(text: string | undefined): string[] {
   if (!text) return [];
-  const words = parseShell(text);
+  const words = parseShell(text, (name) => `$${name}`);
   return words.map((w) => {
     if (typeof w !== "string") throw new ServerArgsError(`llamacpp_args must be plain arguments, not shell syntax: ${JSON.stringify(text)}`);
     return w;
   });
 }
 
-/** Throws naming the first managed flag the user passed (as `--flag` or `--flag=value`). */
+/**
+ * Throws naming the first managed flag passed (as `--flag` or `--flag=value`; llama.cpp reads `_`
+ * as `-` in long flags, so `--model_url` is `--model-url`).
+ */
 export function checkUserArgs(args: readonly string[]): void {
   for (const a of args) {
     const flag = a.split("=")[0]!;
-    const why = MANAGED_FLAGS.get(flag);
+    const why = MANAGED_FLAGS.get(canonicalFlag(flag));
     if (why) throw new ServerArgsError(`llamacpp_args may not contain ${flag}: ${why}`);
   }
 }

@@ -52,6 +52,8 @@ export class WrappedServer {
   draining = false;
   /** The RPC endpoints it was started with (`--rpc`). */
   rpcWorkers: string[] = [];
+  /** The context it runs with (`--ctx-size`; 0 = the model's own). */
+  ctxSize = 0;
   lastUse = Date.now();
   inflight = 0;
   /** Set when the process ends; aborts every request in flight to it. */

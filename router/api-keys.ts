@@ -44,5 +44,8 @@ export function fromOutside(req: Request): Request {
   if (!req.headers.has(FORWARDED_HEADER)) return req;
   const headers = new Headers(req.headers);
   headers.delete(FORWARDED_HEADER);
-  return new Request(req, { headers });
+  // Built from the URL, not from `req`: Bun keeps a Request's own headers when the new ones are
+  // empty (the marker was the only header), which would let the marker through.
+  const init: RequestInit = { method: req.method, headers, body: req.body, signal: req.signal, duplex: "half" };
+  return new Request(req.url, init);
 }

@@ -1,50 +1,111 @@
 /**
  * The node's HTTP API as one Hono app: `/health`, `/metrics`, the OpenAI-compatible `/v1`, the
- * management `/api/v1`. Cross-cutting rules live here once: request metrics, body size limit, API
- * keys, error shape, unknown routes.
+ * management `/api/v1`. Cross-cutting rules live here once: request metrics, the browser guard,
+ * API keys, body size limit, error shape, unknown routes.
  */
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import type { LlamaDevice } from "../llama/devices.ts";
 import { NodeMetrics, type MetricSources } from "../metrics/node-metrics.ts";
 import { requireApiKey } from "./api-keys.ts";
+import { browserGuard, type BrowserPolicy } from "./browser-guard.ts";
 import { errorResponse, respondToError } from "./errors.ts";
 import { managementRoutes } from "./management.ts";
 import { requestMetrics, scrapeMetrics } from "./metrics.ts";
-import { openAiRoutes } from "./openai.ts";
+import { openAiCall, ollamaRoutes } from "./ollama.ts";
+import { llamaRoutes, LLAMA_ROUTES, openAiRoutes } from "./openai.ts";
+import { noRoute } from "./no-route.ts";
+import { openAiUnderApi } from "./openai-under-api.ts";
 import type { Serving } from "./serving.ts";
 
 export interface AppOptions {
   maxBodyBytes: number;
   /** `llamacpp_backend` values a load may ask for. */
   backends: readonly string[];
+  /** The build's accelerators (`/api/v1/system-info`); none: a CPU-only build. */
+  devices?: readonly LlamaDevice[];
   /** Keys `/v1` and `/api` require; none: open. */
   apiKeys: readonly string[];
   /** What `/metrics` reads from the mesh when scraped (peers, tunnels); the pool comes from `serving`. */
   meshMetrics?: Omit<MetricSources, "pool">;
+  /** Which `Host`s and web origins requests from outside may come with (default: loopback, no origins). */
+  browser?: BrowserPolicy;
+  /** Silence after which an SSE answer gets a keep-alive comment (`keepAliveMsFor` the idle timeout). */
+  keepAliveMs?: number;
 }
 
-export function createApp(serving: Serving, opts: AppOptions): Hono {
-  const app = new Hono();
+/** What the front door tells the app about a request from a socket; forwarded requests have none. */
+export interface ConnectionHooks {
+  /** The request has been read whole (body included): the handler's work is not idleness. */
+  bodyRead(): void;
+}
+
+export type AppEnv = {
+  Bindings: {
+    connection?: ConnectionHooks;
+    /** The host of the listener the request came in on, when not `--listen` (`--ollama-listen`'s). */
+    listen?: string;
+  };
+};
+
+/**
+ * The app as a second listener on `listen` serves it (`--ollama-listen`): the same routes, keys
+ * and metrics, with the browser guard held to that listener's host.
+ */
+export function viaListener(app: Hono<AppEnv>, listen: string): Hono<AppEnv> {
+  const door = new Hono<AppEnv>();
+  door.all("*", (c) => app.fetch(c.req.raw, { ...(c.env as AppEnv["Bindings"] | undefined), listen }));
+  return door;
+}
+
+/** Reads the body whole (the limit already held it), then says so to the front door. */
+const readBody: MiddlewareHandler<AppEnv> = async (c, next) => {
+  if (c.req.raw.body) await c.req.arrayBuffer();
+  // Forwarded requests come with no bindings at all.
+  (c.env as AppEnv["Bindings"] | undefined)?.connection?.bodyRead();
+  await next();
+};
+
+export function createApp(serving: Serving, opts: AppOptions): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
   const metrics = new NodeMetrics({ pool: serving.pool, ...opts.meshMetrics });
-  const { count, observer } = requestMetrics(metrics);
-  // First, so requests the body limit or the API keys refuse are counted too.
+  const { count, countAs, observer } = requestMetrics(metrics);
+  // First, so requests the guard, the API keys or the body limit refuse are counted too.
   app.use("/v1/*", count);
-  app.use(
-    "*",
-    bodyLimit({
-      maxSize: opts.maxBodyBytes,
-      onError: (c) => errorResponse(c, 413, `request body is larger than the limit of ${opts.maxBodyBytes} bytes (--max-body-size)`, "invalid_request_error", "body_too_large"),
-    }),
-  );
+  for (const path of Object.keys(LLAMA_ROUTES)) app.use(path, count);
+  const browser = opts.browser ?? { listen: "127.0.0.1", corsOrigins: [] };
+  // One guard per listener (the host each is held to); the listen values come from the node's own code.
+  const guards = new Map<string, MiddlewareHandler>([[browser.listen, browserGuard(browser)]]);
+  const guardFor = (listen: string) => guards.get(listen) ?? guards.set(listen, browserGuard({ ...browser, listen })).get(listen)!;
+  app.use("*", (c, next) => guardFor((c.env as AppEnv["Bindings"] | undefined)?.listen ?? browser.listen)(c, next));
   app.get("/health", (c) => c.json({ status: "ok" }));
+  // Lemonade's liveness probe: no work beyond answering.
+  app.get("/live", (c) => c.json({ status: "ok" }));
   // Open like /health: scrapers carry no API key; it tells counts and timings, never content.
   app.get("/metrics", scrapeMetrics(metrics));
-  app.use("/v1/*", requireApiKey(opts.apiKeys));
-  app.use("/api/*", requireApiKey(opts.apiKeys));
+  const limit = bodyLimit({
+    maxSize: opts.maxBodyBytes,
+    onError: (c) => errorResponse(c, 413, `request body is larger than the limit of ${opts.maxBodyBytes} bytes (--max-body-size)`, "invalid_request_error", "body_too_large"),
+  });
+  // The key before any byte of the body is read: a caller without one costs the node nothing (the
+  // limit buffers chunked bodies whole). Other paths read no body at all: they answer 404.
+  for (const path of ["/v1/*", "/api/*", ...Object.keys(LLAMA_ROUTES)]) {
+    app.use(path, requireApiKey(opts.apiKeys));
+    app.use(path, limit);
+    app.use(path, readBody);
+  }
   app.get("/api/status", (c) => c.json({ version: serving.version, ...serving.mesh.status() }));
-  app.route("/v1", openAiRoutes(serving, observer));
-  app.route("/api/v1", managementRoutes(serving, opts.backends));
-  app.notFound((c) => errorResponse(c, 404, `no route for ${c.req.method} ${c.req.path}`, "not_found_error", "not_found"));
+  const v1 = openAiRoutes(serving, observer, opts.keepAliveMs);
+  app.route("/v1", v1);
+  // llama-server's own model routes (`/tokenize`...) at the root, where its clients call them.
+  app.route("/", llamaRoutes(serving, observer, opts.keepAliveMs));
+  // Ollama's routes are `/api/<name>`, beside `/api/v1` and `/api/status`; they are served by `v1`.
+  app.route("/api", ollamaRoutes(serving, openAiCall(v1, countAs)));
+  // Lemonade's base URL serves the OpenAI routes too; what is not one of them is management.
+  app.use("/api/v1/*", openAiUnderApi<AppEnv>(openAiRoutes(serving, observer, opts.keepAliveMs), count));
+  app.route("/api/v1", managementRoutes(serving, { backends: opts.backends, devices: opts.devices ?? [] }));
+  // A known path with the wrong method: 405 with `Allow`; an unknown path: 404.
+  app.notFound(noRoute);
   app.onError((err, c) => respondToError(c, err));
   return app;
 }

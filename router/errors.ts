@@ -1,7 +1,8 @@
-/** OpenAI-shaped errors, the one shape every response of ours that is not a success takes. */
+/** OpenAI-shaped errors, the one shape every response of ours that is not a success takes (on Ollama's routes, its own). */
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { PoolError } from "../pool/errors.ts";
+import { isOllamaPath } from "./ollama-mapping.ts";
 
 export function openAiError(message: string, type: string, code: string | null = null) {
   return { error: { message, type, code } };
@@ -9,6 +10,8 @@ export function openAiError(message: string, type: string, code: string | null =
 
 export function errorResponse(c: Context, status: ContentfulStatusCode, message: string, type: string, code: string | null = null, retryAfter?: number) {
   if (retryAfter !== undefined) c.header("Retry-After", String(retryAfter));
+  // Refusals that come before a route (browser guard, keys, body limit) reach Ollama's clients too.
+  if (isOllamaPath(c.req.path)) return c.json({ error: message }, status);
   return c.json(openAiError(message, type, code), status);
 }
 

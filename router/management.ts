@@ -1,18 +1,25 @@
 /**
  * The management API under `/api/v1`, shaped like Lemonade's so its clients and scripts work:
- * health with every loaded server, stats of the last request, load and unload.
+ * health with every loaded server, stats of the last request, system info, load and unload, and
+ * a clear "not yet" for pull and delete. Its errors take Lemonade's shape (`router/lemonade.ts`).
+ * The OpenAI routes under `/api/v1` (`models`, `chat/completions`, ...) are answered before these.
  */
 import { Hono } from "hono";
 import { z } from "zod";
 import { MODEL_TYPES } from "../models/model-type.ts";
+import type { LlamaDevice } from "../llama/devices.ts";
 import { deviceNames } from "../pool/devices.ts";
-import { badRequest, errorResponse } from "./errors.ts";
+import type { LoadOptions } from "../pool/pool-types.ts";
+import { MAX_REQUEST_ARGS_CHARS, parseRequestArgs } from "../pool/request-args.ts";
+import { lemonadeBadRequest as badRequest, lemonadeErrorResponse, loadCtxSize, NOT_YET, respondWithLemonadeError } from "./lemonade.ts";
 import { findModel, type Serving } from "./serving.ts";
+import { hostFacts, systemInfo } from "./system-info.ts";
 
 const LoadRequest = z.object({
   model_name: z.string().min(1),
-  ctx_size: z.number().int().nonnegative().optional(),
-  llamacpp_args: z.string().optional(),
+  // -1: Lemonade's "size it automatically"; 0 and -1 both get the model's own context.
+  ctx_size: z.number().int().min(-1).max(2 ** 24).optional(),
+  llamacpp_args: z.string().max(MAX_REQUEST_ARGS_CHARS).optional(),
   llamacpp_backend: z.string().min(1).optional(),
   pinned: z.boolean().optional(),
 });
@@ -29,8 +36,25 @@ async function jsonBody(c: { req: { text(): Promise<string> } }): Promise<{ ok: 
   }
 }
 
-export function managementRoutes(serving: Serving, backends: readonly string[]): Hono {
+export interface ManagementOptions {
+  /** `llamacpp_backend` values a load may ask for. */
+  backends: readonly string[];
+  /** The build's accelerators, for system-info. */
+  devices: readonly LlamaDevice[];
+}
+
+/** Lemonade's `recipe_options`: what the load asked for, with the context the server runs with. */
+function recipeOptions(o: LoadOptions | undefined, ctxSize: number): Record<string, string | number> {
+  return {
+    ctx_size: ctxSize,
+    ...(o?.requestArgs?.length ? { llamacpp_args: o.requestArgs.join(" ") } : {}),
+    ...(o?.backend ? { llamacpp_backend: o.backend } : {}),
+  };
+}
+
+export function managementRoutes(serving: Serving, { backends, devices }: ManagementOptions): Hono {
   const api = new Hono();
+  api.onError(respondWithLemonadeError);
 
   api.get("/health", (c) => {
     const servers = serving.pool.loaded();
@@ -45,7 +69,8 @@ export function managementRoutes(serving: Serving, backends: readonly string[]):
         checkpoint: s.checkpoint,
         last_use: s.lastUse / 1000,
         type: s.type,
-        device: deviceNames(s.devices).join(","),
+        // Lemonade's list is space-separated ("gpu npu").
+        device: deviceNames(s.devices).join(" "),
         recipe: s.recipe,
         pinned: s.pinned,
         is_busy: s.busy,
@@ -53,7 +78,9 @@ export function managementRoutes(serving: Serving, backends: readonly string[]):
         backend_url: s.url,
         rpc_workers: s.rpcWorkers,
         pid: s.pid,
+        recipe_options: recipeOptions(serving.pool.loadOptionsOf(s), s.ctxSize),
       })),
+      pinned_models: Object.fromEntries(MODEL_TYPES.map((t) => [t, servers.filter((s) => s.type === t && s.pinned).length])),
       max_models: Object.fromEntries(MODEL_TYPES.map((t) => [t, serving.pool.limit])),
     });
   });
@@ -64,7 +91,11 @@ export function managementRoutes(serving: Serving, backends: readonly string[]):
     return c.json(s);
   });
 
-  api.get("/models", async (c) => c.redirect("/v1/models", 307));
+  api.get("/system-info", (c) => c.json(systemInfo({ host: hostFacts(), devices, backends })));
+
+  for (const [route, message] of Object.entries(NOT_YET)) {
+    api.post(route, (c) => lemonadeErrorResponse(c, 501, message, "not_implemented_error", "not_implemented"));
+  }
 
   api.post("/load", async (c) => {
     const body = await jsonBody(c);
@@ -72,13 +103,16 @@ export function managementRoutes(serving: Serving, backends: readonly string[]):
     const parsed = LoadRequest.safeParse(body.value);
     if (!parsed.success) return badRequest(c, `invalid load request: ${z.prettifyError(parsed.error)}`, "invalid_body");
     const req = parsed.data;
+    // Held to the allowlist before anything else: this text would otherwise become llama-server's argv.
+    const args = parseRequestArgs(req.llamacpp_args);
+    if (!args.ok) return badRequest(c, args.error, "invalid_llamacpp_args");
     if (req.llamacpp_backend && !backends.includes(req.llamacpp_backend)) {
       return badRequest(c, `llamacpp_backend "${req.llamacpp_backend}" is not available on this node; available: ${backends.join(", ")}`, "invalid_backend");
     }
     const model = await findModel(serving, req.model_name);
     const server = await serving.pool.load(model, {
-      ctxSize: req.ctx_size,
-      llamacppArgs: req.llamacpp_args,
+      ctxSize: loadCtxSize(req.ctx_size),
+      requestArgs: args.args,
       pinned: req.pinned,
       backend: req.llamacpp_backend,
     });
@@ -94,6 +128,6 @@ export function managementRoutes(serving: Serving, backends: readonly string[]):
     return c.json({ status: "success", message: `Unloaded ${unloaded.length ? unloaded.join(", ") : "nothing"}`, unloaded });
   });
 
-  api.all("*", (c) => errorResponse(c, 404, `no route for ${c.req.method} ${c.req.path}`, "not_found_error", "not_found"));
+  // What no route here takes goes on to the app's `noRoute`: 405 with `Allow` for a wrong method, 404 otherwise.
   return api;
 }

@@ -1,8 +1,9 @@
 /**
- * The OpenAI-compatible `/v1` routes. Inference routes read `model` from the JSON body, get that
- * model's server (loading it when needed) and proxy the original bytes to it.
+ * The OpenAI-compatible `/v1` routes, and llama-server's own model routes at the root
+ * (`/tokenize`...). Inference routes read `model` from the JSON body, get that model's server
+ * (loading it when needed) or the peer that serves it, and proxy the original bytes there.
  */
-import { Hono } from "hono";
+import { Hono, type Handler } from "hono";
 import { statSync } from "node:fs";
 import type { CatalogModel } from "../mesh/catalog.ts";
 import { FORWARDED_HEADER } from "../mesh/http-stream.ts";
@@ -10,24 +11,19 @@ import { ANSWERED_BY_HEADER } from "../mesh/routing.ts";
 import { serverGone } from "../pool/errors.ts";
 import { badRequest, errorResponse } from "./errors.ts";
 import type { InferenceObserver } from "./metrics.ts";
+import { noRoute } from "./no-route.ts";
+import { recordPassingStats } from "./passing-stats.ts";
+import { remoteMediaUrl } from "./media-urls.ts";
 import { proxyToServer } from "./proxy.ts";
+import { INFERENCE_ROUTES, LLAMA_ROUTES } from "./route-table.ts";
 import { acquireModel, findModel, modelStatus, type Serving } from "./serving.ts";
 
 const decoder = new TextDecoder();
 
-/** Inference routes and the llama-server path each goes to. */
-export const INFERENCE_ROUTES: Record<string, string> = {
-  "/chat/completions": "/v1/chat/completions",
-  "/completions": "/v1/completions",
-  "/embeddings": "/v1/embeddings",
-  "/rerank": "/v1/rerank",
-  "/reranking": "/v1/rerank",
-  "/responses": "/v1/responses",
-  "/messages": "/v1/messages",
-};
+export { INFERENCE_PATHS, INFERENCE_ROUTES, LLAMA_ROUTES } from "./route-table.ts";
 
 /** `model` from a request body, or the reason there is none. */
-export function modelOfBody(text: string): { model: string } | { error: string } {
+export function modelOfBody(text: string): { model: string; json: unknown } | { error: string } {
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -37,7 +33,7 @@ export function modelOfBody(text: string): { model: string } | { error: string }
   if (typeof json !== "object" || json === null || Array.isArray(json)) return { error: "request body must be a JSON object" };
   const model = (json as { model?: unknown }).model;
   if (typeof model !== "string" || model === "") return { error: 'request body needs a "model" (a string naming a model from GET /v1/models)' };
-  return { model };
+  return { model, json };
 }
 
 /** The status /v1/models gives: the pool's words, with the mesh's "needs-capacity" beside them. */
@@ -101,7 +97,7 @@ function answeredBy(serving: Serving): Record<string, string> | undefined {
   return id ? { [ANSWERED_BY_HEADER]: id } : undefined;
 }
 
-export function openAiRoutes(serving: Serving, observer?: InferenceObserver): Hono {
+export function openAiRoutes(serving: Serving, observer?: InferenceObserver, keepAliveMs?: number): Hono {
   const v1 = new Hono();
 
   v1.get("/models", async (c) => {
@@ -125,34 +121,53 @@ export function openAiRoutes(serving: Serving, observer?: InferenceObserver): Ho
     return c.json(modelEntry(serving, m.name, entry));
   });
 
-  for (const [route, upstreamPath] of Object.entries(INFERENCE_ROUTES)) {
-    v1.post(route, async (c) => {
-      const body = await c.req.arrayBuffer();
-      const parsed = modelOfBody(decoder.decode(body));
-      if ("error" in parsed) return badRequest(c, parsed.error, "invalid_body");
-      observer?.named(c, parsed.model);
-      const route = serving.routing ? await serving.routing.route(parsed.model, c.req.header(FORWARDED_HEADER) !== undefined) : undefined;
-      if (route?.to === "peer") {
-        observer?.forwarded(route.peerId);
-        return forward(serving, route.peerId, c.req.path, body, c.req.raw.signal);
-      }
-      if (route?.to === "unavailable") return errorResponse(c, 503, route.message, "service_unavailable", "model_not_ready", route.retryAfterS);
-      const lease = await acquireModel(serving, parsed.model, c.req.raw.signal);
-      return proxyToServer({
-        lease,
-        model: parsed.model,
-        path: upstreamPath,
-        body,
-        clientSignal: c.req.raw.signal,
-        extraHeaders: answeredBy(serving),
-        onStats: (s, stream) => {
-          serving.lastStats = s;
-          observer?.answered(c, s, stream);
-        },
-      });
-    });
-  }
+  for (const [route, upstreamPath] of Object.entries(INFERENCE_ROUTES)) v1.post(route, inference(serving, upstreamPath, observer, keepAliveMs));
 
-  v1.all("*", (c) => errorResponse(c, 404, `no route for ${c.req.method} ${c.req.path}`, "not_found_error", "not_found"));
+  v1.all("*", noRoute);
   return v1;
+}
+
+/** llama-server's own model routes at the root (`/tokenize`, `/detokenize`, `/apply-template`). */
+export function llamaRoutes(serving: Serving, observer?: InferenceObserver, keepAliveMs?: number): Hono {
+  const root = new Hono();
+  for (const [route, upstreamPath] of Object.entries(LLAMA_ROUTES)) root.post(route, inference(serving, upstreamPath, observer, keepAliveMs));
+  return root;
+}
+
+/** One inference route: the body's model, served here or by the peer the mesh routes it to. */
+function inference(serving: Serving, upstreamPath: string, observer: InferenceObserver | undefined, keepAliveMs: number | undefined): Handler {
+  return async (c) => {
+    const started = performance.now();
+    const body = await c.req.arrayBuffer();
+    const parsed = modelOfBody(decoder.decode(body));
+    if ("error" in parsed) return badRequest(c, parsed.error, "invalid_body");
+    observer?.named(c, parsed.model);
+    // Checked here, on the node a client or a member sent it to, before it goes anywhere.
+    const remote = remoteMediaUrl(parsed.json);
+    if (remote !== undefined) {
+      return badRequest(c, `media by URL is not fetched (${remote.slice(0, 200)}): send images and files inline, as data: URLs or base64 sources`, "remote_media_refused");
+    }
+    const route = serving.routing ? await serving.routing.route(parsed.model, c.req.header(FORWARDED_HEADER) !== undefined) : undefined;
+    if (route?.to === "peer") {
+      observer?.forwarded(route.peerId);
+      const res = await forward(serving, route.peerId, c.req.path, body, c.req.raw.signal);
+      // The answer passes through here: this node's /api/v1/stats tells it too.
+      return recordPassingStats(res, parsed.model, upstreamPath, started, (s) => (serving.lastStats = s));
+    }
+    if (route?.to === "unavailable") return errorResponse(c, 503, route.message, "service_unavailable", "model_not_ready", route.retryAfterS);
+    const lease = await acquireModel(serving, parsed.model, c.req.raw.signal);
+    return proxyToServer({
+      lease,
+      model: parsed.model,
+      path: upstreamPath,
+      body,
+      clientSignal: c.req.raw.signal,
+      extraHeaders: answeredBy(serving),
+      keepAliveMs,
+      onStats: (s, stream) => {
+        serving.lastStats = s;
+        observer?.answered(c, s, stream);
+      },
+    });
+  };
 }

@@ -3,13 +3,20 @@
  * JSON whole, SSE unbuffered event by event. The request holds its server (no eviction) until the
  * answer is complete or the client goes away; a client that disconnects aborts the upstream
  * request; a server that dies mid-answer ends the stream with an error event instead of a hang.
+ * A stream quiet for 15 s (a long prompt being read) gets an SSE comment, which clients skip, so
+ * nothing between here and the client (a mesh stream's read deadline, a proxy, the connection's
+ * idle timeout should it apply) takes a thinking model for a dead one.
  */
 import type { Lease } from "../pool/pool.ts";
 import { serverGone } from "../pool/errors.ts";
 import { figuresOf, figuresOfSse, toStats, type RequestStats } from "./request-stats.ts";
+import { emptySse, isFinalEvent, readSse } from "./sse-events.ts";
+import { keepLast, SSE_TAIL_BYTES } from "./passing-stats.ts";
 
-const SSE_TAIL_BYTES = 16 * 1024;
+/** Silence after which a stream gets a keep-alive comment: well under --idle-timeout's default and a peer's read deadline. */
+export const KEEP_ALIVE_MS = 15_000;
 const encoder = new TextEncoder();
+const KEEP_ALIVE = encoder.encode(": keep-alive\n\n");
 const decoder = new TextDecoder();
 
 export interface ProxyInput {
@@ -25,6 +32,8 @@ export interface ProxyInput {
    * the hot path); for a stream, also when its first bytes came (performance.now()).
    */
   onStats: (stats: () => RequestStats, stream: { firstByteAt: number | undefined } | undefined) => void;
+  /** Silence before a keep-alive comment (KEEP_ALIVE_MS; tests shorten it). */
+  keepAliveMs?: number;
 }
 
 /** Response headers that describe the upstream connection, not the content. */
@@ -78,45 +87,66 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
 
   const reader = upstream.body.getReader();
   let tail = new Uint8Array(0);
+  // Events as they pass, to tell a finished stream from a cut one whatever the size of its last event.
+  let events = emptySse();
+  const eventDecoder = new TextDecoder();
   let firstByteMs: number | undefined;
   let finished = false;
+  let lastSentAt = performance.now();
+  let keepAlive: Timer | undefined;
   const finish = () => {
     if (finished) return;
     finished = true;
+    clearInterval(keepAlive);
     lease.release();
     const totalMs = performance.now() - started;
     const last = tail;
-    input.onStats(() => toStats(model, path, figuresOfSse(decoder.decode(last)), { firstByteMs, totalMs }), {
-      firstByteAt: firstByteMs === undefined ? undefined : started + firstByteMs,
-    });
+    try {
+      input.onStats(() => toStats(model, path, figuresOfSse(decoder.decode(last)), { firstByteMs, totalMs }), {
+        firstByteAt: firstByteMs === undefined ? undefined : started + firstByteMs,
+      });
+    } catch {
+      // Figures are a by-product: failing to record them must not fail an answer already given.
+    }
   };
-  const keepTail = (chunk: Uint8Array) => {
-    const joined = new Uint8Array(Math.min(SSE_TAIL_BYTES, tail.length + chunk.length));
-    const fromTail = Math.max(0, joined.length - chunk.length);
-    joined.set(tail.subarray(tail.length - fromTail), 0);
-    joined.set(chunk.subarray(Math.max(0, chunk.length - joined.length)), fromTail);
-    tail = joined;
-  };
+  const keepTail = (chunk: Uint8Array) => void (tail = keepLast(tail, chunk, SSE_TAIL_BYTES));
+  const keepAliveMs = input.keepAliveMs ?? KEEP_ALIVE_MS;
   const stream = new ReadableStream<Uint8Array>(
     {
+      start(controller) {
+        keepAlive = setInterval(() => {
+          // Only between events: a comment inside a half-sent event would corrupt it.
+          if (finished || performance.now() - lastSentAt < keepAliveMs || !atEventBoundary(tail)) return;
+          controller.enqueue(KEEP_ALIVE);
+          lastSentAt = performance.now();
+        }, keepAliveMs / 3);
+        keepAlive.unref();
+      },
       async pull(controller) {
+        // Only the upstream read can tell of a dead server: whatever `finish` does (the stats
+        // observer) stays out of this try, or its failure would add an error event after `[DONE]`.
+        let read: Awaited<ReturnType<typeof reader.read>>;
         try {
-          const { done, value } = await reader.read();
-          if (done) {
-            // A server killed mid-answer closes the socket like a finished one; only the terminator tells.
-            if (!endedCleanly(tail)) controller.enqueue(errorEvent(model));
-            finish();
-            controller.close();
-            return;
-          }
-          firstByteMs ??= performance.now() - started;
-          keepTail(value);
-          controller.enqueue(value);
+          read = await reader.read();
         } catch {
           if (!input.clientSignal.aborted) controller.enqueue(errorEvent(model));
-          finish();
           controller.close();
+          finish();
+          return;
         }
+        const { done, value } = read;
+        if (done) {
+          // A server killed mid-answer closes the socket like a finished one; only the terminator tells.
+          if (!isFinalEvent(events.last)) controller.enqueue(errorEvent(model));
+          controller.close();
+          finish();
+          return;
+        }
+        firstByteMs ??= performance.now() - started;
+        keepTail(value);
+        events = readSse(events, eventDecoder.decode(value, { stream: true }));
+        controller.enqueue(value);
+        lastSentAt = performance.now();
       },
       cancel() {
         upstreamAbort.abort();
@@ -137,10 +167,11 @@ function parseJson(buf: ArrayBuffer): unknown {
   }
 }
 
-/** The last event of a complete stream: OpenAI's `[DONE]`, or the end event of the Responses and Anthropic APIs. */
-export function endedCleanly(tail: Uint8Array): boolean {
-  const text = decoder.decode(tail.subarray(Math.max(0, tail.length - 512)));
-  return /data: \[DONE\]|event: (response\.completed|message_stop)/.test(text);
+/** Whether the bytes so far end with a whole event (or there are none yet). */
+export function atEventBoundary(tail: Uint8Array): boolean {
+  if (tail.length === 0) return true;
+  const end = decoder.decode(tail.subarray(Math.max(0, tail.length - 4)));
+  return end.endsWith("\n\n") || end.endsWith("\r\n\r\n");
 }
 
 /** What a client reading the stream sees when the model's server dies mid-answer. */

@@ -5,7 +5,7 @@
 import type { MeshRouting } from "../mesh/routing.ts";
 import type { MeshStatus } from "../mesh/status.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
-import { modelNotFound } from "../pool/errors.ts";
+import { modelNotFound, modelNotOnThisNode } from "../pool/errors.ts";
 import type { Lease, Pool } from "../pool/pool.ts";
 import type { RequestStats } from "./request-stats.ts";
 
@@ -23,8 +23,17 @@ export interface Serving {
 export async function findModel(serving: Serving, name: string): Promise<ModelInfo> {
   const model = await serving.store.find(name);
   if (model) return model;
-  const known = [...new Set([...serving.store.list().map((m) => m.name), ...(serving.routing?.catalog().map((m) => m.name) ?? [])])].sort();
-  throw modelNotFound(`model "${name}" is not known to this node; known: ${known.length ? known.join(", ") : "none (put GGUF files in the models dir)"}`);
+  const meshEntry = serving.routing?.catalog().find((m) => m.name === name);
+  if (meshEntry) throw modelNotOnThisNode(notOnThisNode(name, meshEntry.servedBy ?? meshEntry.host));
+  // Only what this node can load: a model of the mesh without a file here is not one.
+  const local = serving.store.list().map((m) => m.name).sort();
+  throw modelNotFound(`model "${name}" is not known to this node; it can load: ${local.length ? local.join(", ") : "none (put GGUF files in the models dir)"}`);
+}
+
+/** Why a model of the mesh cannot be loaded here, and how to get it (pure). */
+export function notOnThisNode(name: string, servedBy: string | undefined): string {
+  const where = servedBy ? `the mesh serves it on node ${servedBy.slice(0, 10)}` : "the mesh knows it, no node serves it now";
+  return `model "${name}" is not on this node's disk (${where}; requests for it through /v1 go there); to have this node fetch and serve it, start it with --model ${name} and --join`;
 }
 
 export async function acquireModel(serving: Serving, name: string, signal: AbortSignal): Promise<Lease> {

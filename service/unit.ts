@@ -4,9 +4,15 @@
  * this returns the unit's text. Words are quoted by systemd's rules, not a shell's: `%` starts a
  * specifier and `$` a variable everywhere, even inside quotes, so they are written `%%` and `$$`;
  * a word with anything else unusual is double-quoted with C-style escapes.
+ *
+ * The unit is readable by every user, so it holds no secret: the values of secret flags
+ * (`secret` in config/flags.ts) go to the environment file it names (service/env-file.ts). A system
+ * unit runs as the `mesh` user (service/system-user.ts), never as root.
  */
 import { join, resolve } from "node:path";
 import { NODE_FLAGS } from "../config/flags.ts";
+import { envName, splitEnvList } from "../config/layers.ts";
+import { envFileSetting } from "./env-file.ts";
 
 export const UNIT_NAME = "mesh.service";
 
@@ -32,6 +38,10 @@ export interface UnitInput {
   llamaDirEnv?: string;
   /** A URI for Documentation= (the README), when there is one. */
   docs?: string;
+  /** The environment file holding the secret flags' values, when there are any (absolute). */
+  envFile?: string;
+  /** A system unit's account: who it runs as instead of root. */
+  runAs?: { user: string; group: string; supplementaryGroups: readonly string[] };
 }
 
 /** Where the unit goes: MESH_SYSTEMD_DIR (tests, packaging), else systemd's place for admin units. */
@@ -64,41 +74,88 @@ export function quoteSetting(value: string): string {
 }
 
 const VALUE_FLAGS = new Set(NODE_FLAGS.filter((f) => !f.boolean).map((f) => f.name));
+const SECRET_FLAGS = new Set(NODE_FLAGS.filter((f) => f.secret).map((f) => f.name));
 const PATH_FLAGS = new Set(["state-dir", "models-dir", "llama-dir"]);
 /** node.ts's rule: a --model value with a slash or a .gguf suffix is a file, anything else a name. */
 const isModelPath = (v: string) => v.includes("/") || /\.gguf$/i.test(v);
 
-/**
- * The node's flags as the service runs them, one flag (with its value) per group: paths made
- * absolute (a service starts in /), the state and models dirs always explicit (a system service's
- * home need not be the one install saw), and `--log-format json` unless a format was given, so the
- * journal gets one JSON object per line.
- */
-export function serviceArgs(input: Pick<UnitInput, "nodeArgs" | "cwd" | "stateDir" | "modelsDir">): string[][] {
-  const groups: string[][] = [];
-  const given = new Set<string>();
-  const args = input.nodeArgs;
+interface FlagGroup {
+  /** The flag's name, for a flag that takes a value and has one. */
+  name?: string;
+  value?: string;
+  /** Given as `--name=value`. */
+  inline?: boolean;
+  words: string[];
+}
+
+/** The node's flags as given, one group per flag with its value. */
+function flagGroups(args: readonly string[]): FlagGroup[] {
+  const groups: FlagGroup[] = [];
   for (let i = 0; i < args.length; i++) {
     const match = /^--([^=]+)(?:=([\s\S]*))?$/.exec(args[i]!);
     const name = match?.[1];
     if (!name || !VALUE_FLAGS.has(name)) {
-      groups.push([args[i]!]);
+      groups.push({ words: [args[i]!] });
       continue;
     }
-    given.add(name);
     const inline = match[2];
     const value = inline ?? args[++i];
-    if (value === undefined) {
-      groups.push([args[i - 1]!]);
+    if (value === undefined) groups.push({ words: [args[i - 1]!] });
+    else groups.push({ name, value, inline: inline !== undefined, words: inline === undefined ? [args[i - 1]!, value] : [args[i]!] });
+  }
+  return groups;
+}
+
+/**
+ * The node's flags as the service runs them, one flag (with its value) per group: secret flags left
+ * out (see serviceSecrets), paths made absolute (a service starts in /), the state and models dirs
+ * always explicit (a system service's home need not be the one install saw), and
+ * `--log-format json` unless a format was given, so the journal gets one JSON object per line.
+ */
+export function serviceArgs(input: Pick<UnitInput, "nodeArgs" | "cwd" | "stateDir" | "modelsDir">): string[][] {
+  const groups: string[][] = [];
+  const given = new Set<string>();
+  for (const { name, value, inline, words } of flagGroups(input.nodeArgs)) {
+    if (name === undefined || value === undefined) {
+      groups.push(words);
       continue;
     }
+    if (SECRET_FLAGS.has(name)) continue;
+    given.add(name);
     const fixed = PATH_FLAGS.has(name) || (name === "model" && isModelPath(value)) ? resolve(input.cwd, value) : value;
-    groups.push(inline === undefined ? [`--${name}`, fixed] : [`--${name}=${fixed}`]);
+    groups.push(inline ? [`--${name}=${fixed}`] : [`--${name}`, fixed]);
   }
   if (!given.has("state-dir")) groups.push(["--state-dir", resolve(input.cwd, input.stateDir)]);
   if (!given.has("models-dir")) groups.push(["--models-dir", resolve(input.cwd, input.modelsDir)]);
   if (!given.has("log-format")) groups.push(["--log-format", "json"]);
   return groups;
+}
+
+/**
+ * The secret flags among the node's flags, as the variables the node reads them from (`--api-key`
+ * is MESH_API_KEY, its values joined by commas; the last `--join` wins, as on the command line).
+ * Throws for a value the node would not read back unchanged from such a list.
+ */
+export function serviceSecrets(nodeArgs: readonly string[]): Record<string, string> {
+  const given = new Map<string, string[]>();
+  for (const { name, value } of flagGroups(nodeArgs)) {
+    if (name !== undefined && value !== undefined && SECRET_FLAGS.has(name)) given.set(name, [...(given.get(name) ?? []), value]);
+  }
+  const env: Record<string, string> = {};
+  for (const f of NODE_FLAGS) {
+    const values = given.get(f.name);
+    if (!values) continue;
+    if (!f.multiple) {
+      env[envName(f.name)] = values.at(-1)!;
+      continue;
+    }
+    // The value itself stays out of the message: it is a secret, and this line may end up in a log.
+    if (values.some((v) => splitEnvList(v).length !== 1 || splitEnvList(v)[0] !== v)) {
+      throw new Error(`--${f.name}: the service reads its values from ${envName(f.name)}, a comma-separated list, so a value with a comma or with spaces at its ends would change; choose one without`);
+    }
+    env[envName(f.name)] = values.join(",");
+  }
+  return env;
 }
 
 const under = (path: string, dir: string) => path === dir || path.startsWith(`${dir}/`);
@@ -129,10 +186,18 @@ export function buildUnit(input: UnitInput): string {
     "Type=simple",
     `ExecStart=${words.join(" \\\n    ")}`,
     "SyslogIdentifier=mesh",
-    "# Where mesh keeps llama.cpp ($XDG_CACHE_HOME/mesh), pinned to the one install saw.",
+    "# Where mesh keeps llama.cpp ($XDG_CACHE_HOME/mesh), pinned at install.",
     `Environment=${quoteSetting(`XDG_CACHE_HOME=${cache}`)}`,
   );
   if (input.llamaDirEnv) lines.push(`Environment=${quoteSetting(`MESH_LLAMA_DIR=${resolve(input.cwd, input.llamaDirEnv)}`)}`);
+  if (input.envFile) {
+    const secrets = [...SECRET_FLAGS].map((n) => `--${n}`).join(", ");
+    lines.push(`# The values of ${secrets}: in a file only the service's user reads, since everyone reads this one.`, `EnvironmentFile=${envFileSetting(resolve(input.cwd, input.envFile))}`);
+  }
+  if (input.runAs) {
+    lines.push(`User=${input.runAs.user}`, `Group=${input.runAs.group}`);
+    if (input.runAs.supplementaryGroups.length) lines.push("# The GPUs' device nodes belong to these groups.", `SupplementaryGroups=${input.runAs.supplementaryGroups.join(" ")}`);
+  }
   lines.push(
     "Restart=on-failure",
     "RestartSec=5",

@@ -4,15 +4,62 @@
  * a TLS socket in Bun ~20 us). The worker listens with a fresh self-signed certificate whose hash
  * it announces; the host pins that hash, then proves it is a member of this mesh in its first
  * bytes (`direct-auth.ts`). Only then does the worker connect it to its rpc-server.
+ *
+ * The port is open to whoever can reach the `--quic-bind` host, so until a connection has proved
+ * itself it is bounded: a handshake deadline counted from the TCP accept (TLS and the proof within
+ * it), a few unproved connections per source, and a cap on all unproved ones. Proved connections
+ * count against neither: they are bounded by membership, and a stranger must never be able to keep
+ * a member off this path by holding the slots.
  */
+import ipaddr from "ipaddr.js";
 import { createConnection, type Socket } from "node:net";
 import tls from "node:tls";
-import type { Log } from "../log.ts";
+import type { Log, LogFields } from "../log.ts";
 import { decodeDirectHello, directMac, encodeDirectHello, verifyDirectMac } from "./direct-auth.ts";
 import { normalizeFingerprint, type DirectIdentity } from "./direct-identity.ts";
 import { socketToSocket, type ChunkRewriter, type DirectionCounter } from "./pump.ts";
 
-const HELLO_DEADLINE_MS = 5_000;
+/** From the TCP accept to a verified proof; also how long a host waits for the worker's TLS. */
+export const HANDSHAKE_DEADLINE_MS = 5_000;
+/**
+ * Connections not yet proved, at once. A member's proof comes within milliseconds of its accept,
+ * so this only ever fills with sockets that hold a slot for the whole deadline.
+ */
+export const MAX_UNPROVED_CONNECTIONS = 64;
+/** Unproved connections from one source (an IPv4 address or an IPv6 /64), so one host cannot fill the cap alone. */
+export const MAX_UNPROVED_PER_SOURCE = 8;
+/** At most one log line per this long about each kind of refusal: a stranger must not be able to fill the log. */
+const WARNING_EVERY_MS = 10_000;
+
+/**
+ * What the per-source cap counts by: an IPv4 address (also when mapped into IPv6), or the /64 of an
+ * IPv6 one, since a single host is commonly handed a whole /64 and can pick any address in it.
+ */
+export function sourceKey(address: string | undefined): string {
+  if (!address) return "";
+  let ip: ipaddr.IPv4 | ipaddr.IPv6;
+  try {
+    // `process` reads an IPv4-mapped IPv6 address as the IPv4 one.
+    ip = ipaddr.process(address.split("%")[0]!);
+  } catch {
+    return address;
+  }
+  if (ip.kind() === "ipv4") return ip.toString();
+  return `${ip.toNormalizedString().split(":").slice(0, 4).join(":")}::/64`;
+}
+
+/** `warn` at most once per WARNING_EVERY_MS, with how many times it happened since the last line. */
+function throttledWarning(log: Log, msg: string): (fields: LogFields) => void {
+  let last = -Infinity;
+  let count = 0;
+  return (fields) => {
+    count++;
+    if (Date.now() - last < WARNING_EVERY_MS) return;
+    last = Date.now();
+    log.warn(msg, { ...fields, count });
+    count = 0;
+  };
+}
 
 export interface DirectServerOptions {
   identity: DirectIdentity;
@@ -29,28 +76,70 @@ export interface DirectServerOptions {
 
 export async function startDirectServer(opts: DirectServerOptions): Promise<{ port: number; close: () => void }> {
   const sockets = new Set<Socket>();
+  /** Connections not yet proved, oldest first: their deadline and the source they count against. */
+  const unproved = new Map<Socket, { deadline: Timer; source: string }>();
+  const unprovedBySource = new Map<string, number>();
+  /** Takes a socket off the unproved ones (proved, closed or evicted); once only. */
+  const settle = (socket: Socket) => {
+    const entry = unproved.get(socket);
+    if (!entry) return;
+    clearTimeout(entry.deadline);
+    unproved.delete(socket);
+    const left = (unprovedBySource.get(entry.source) ?? 1) - 1;
+    if (left > 0) unprovedBySource.set(entry.source, left);
+    else unprovedBySource.delete(entry.source);
+  };
+  const warnRefusedProof = throttledWarning(opts.log, "refused direct rpc connections without a member's proof");
+  const warnSourceFull = throttledWarning(opts.log, "refused direct rpc connections over the cap per source");
+  const warnEvicted = throttledWarning(opts.log, "closed the oldest unproved direct rpc connections to make room");
   const server = tls.createServer({ key: opts.identity.keyPem, cert: opts.identity.certPem, minVersion: "TLSv1.3" }, (socket) => {
-    sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
     socket.setNoDelay(true);
     let received = Buffer.alloc(0);
-    const timer = setTimeout(() => socket.destroy(), HELLO_DEADLINE_MS);
     const onData = (chunk: Buffer) => {
       received = Buffer.concat([received, chunk]);
       const hello = decodeDirectHello(received);
       if ("need" in hello) return;
       socket.off("data", onData);
-      clearTimeout(timer);
       if ("error" in hello || !opts.isPeer(hello.hostId) || !verifyDirectMac(directMac(opts.secret, hello.hostId, opts.selfId, opts.identity.certSha256), hello.mac)) {
-        opts.log.warn("refused a direct rpc connection", { from: socket.remoteAddress, reason: "error" in hello ? hello.error : "not a member's proof" });
+        warnRefusedProof({ from: socket.remoteAddress, reason: "error" in hello ? hello.error : "not a member's proof" });
         return void socket.destroy();
       }
+      settle(socket);
       socket.pause();
       void connectRpc(opts, hello.hostId, socket, hello.rest);
     };
     socket.on("data", onData);
     socket.on("error", () => socket.destroy());
   });
+  // 'connection' comes at the TCP accept, before TLS; Bun hands the same socket to the listener
+  // above once TLS is done (checked), so the deadline set here covers TLS and the proof together.
+  server.on("connection", (socket: Socket) => {
+    const source = sourceKey(socket.remoteAddress);
+    const fromSource = unprovedBySource.get(source) ?? 0;
+    if (fromSource >= MAX_UNPROVED_PER_SOURCE) {
+      warnSourceFull({ from: socket.remoteAddress, cap: MAX_UNPROVED_PER_SOURCE });
+      return void socket.destroy();
+    }
+    // Full with sockets from many sources: the oldest goes rather than the newcomer. A member proves
+    // itself within milliseconds, so the oldest is almost always one sitting out its deadline, and a
+    // flood must now outpace a member's handshake (64 accepts within it) to keep members out, where
+    // refusing newcomers let 13 a second from 8 sources do it.
+    if (unproved.size >= MAX_UNPROVED_CONNECTIONS) {
+      const oldest = unproved.keys().next().value!;
+      warnEvicted({ from: oldest.remoteAddress, cap: MAX_UNPROVED_CONNECTIONS });
+      settle(oldest);
+      oldest.destroy();
+    }
+    sockets.add(socket);
+    unproved.set(socket, { deadline: setTimeout(() => socket.destroy(), HANDSHAKE_DEADLINE_MS), source });
+    unprovedBySource.set(source, fromSource + 1);
+    socket.once("close", () => {
+      sockets.delete(socket);
+      settle(socket);
+    });
+  });
+  // A failed or timed-out TLS handshake is reported here; Bun leaves that socket open otherwise.
+  server.on("tlsClientError", (_err: Error, socket: Socket | undefined) => socket?.destroy());
   const port = await new Promise<number>((resolve, reject) => {
     server.once("error", reject);
     server.listen(0, opts.host, () => resolve((server.address() as { port: number }).port));
@@ -60,6 +149,7 @@ export async function startDirectServer(opts: DirectServerOptions): Promise<{ po
     close: () => {
       server.close();
       for (const s of sockets) s.destroy();
+      for (const { deadline } of unproved.values()) clearTimeout(deadline);
     },
   };
 }
@@ -68,8 +158,11 @@ async function connectRpc(opts: DirectServerOptions, hostId: string, socket: tls
   const port = opts.rpcPort();
   if (!port) return void socket.destroy();
   const rpc = createConnection({ host: "127.0.0.1", port, noDelay: true });
-  rpc.once("error", () => socket.destroy());
-  await new Promise<void>((resolve) => rpc.once("connect", () => resolve()));
+  const connected = await new Promise<boolean>((resolve) => {
+    rpc.once("connect", () => resolve(true));
+    rpc.once("error", () => resolve(false));
+  });
+  if (!connected) return void socket.destroy();
   const { fromHost, toHost, rewriter, onConnection } = opts.forHost(hostId);
   onConnection([socket, rpc]);
   const onError = (err: Error) => opts.log.warn("direct rpc connection closed", { peer: hostId.slice(0, 10), error: err.message });
@@ -91,7 +184,7 @@ export function connectDirect(target: DirectTarget, hostId: string, workerId: st
     const timer = setTimeout(() => {
       socket.destroy();
       reject(new Error("direct connection timed out"));
-    }, HELLO_DEADLINE_MS);
+    }, HANDSHAKE_DEADLINE_MS);
     socket.once("error", (err) => {
       clearTimeout(timer);
       reject(err);

@@ -1,9 +1,11 @@
 /**
  * Follows llama.cpp RPC requests (`cmd u8 | size u64le | payload`) across any chunking of the
- * client-to-server byte stream (pure). Bytes of commands nobody asked for pass straight through
- * as views of the input, never copied or held; a command the caller wants to see or rewrite is
- * collected whole (only small ones are: HELLO, SET_TENSOR_HASH, REGISTER_PEER); a size beyond the
- * limit ends the stream with an error, since nothing sane follows it.
+ * client-to-server byte stream (pure). Every header is checked before any byte of its command is
+ * passed on; one that fails ends the stream with an error, since nothing sane follows it. Bytes of
+ * commands nobody asked for pass straight through as views of the input, never copied or held; a
+ * command the caller wants to rewrite is collected whole, and one it only wants to read is
+ * collected, shown to it, and passed on as bytes (only small ones are collected: HELLO,
+ * SET_TENSOR_HASH, REGISTER_PEER, ALLOC_BUFFER).
  */
 import { HEADER_BYTES } from "./rpc-protocol.ts";
 
@@ -13,10 +15,13 @@ export type Piece =
   | { kind: "error"; message: string };
 
 export interface ParserOptions {
-  /** Largest payload accepted; more means a broken or hostile stream. */
-  maxPayload: number;
-  /** Whether to collect this command whole (only asked once its header is complete). */
+  /** Why a command declaring `size` payload bytes may not pass (undefined: it may). */
+  check: (cmd: number, size: bigint) => string | undefined;
+  /** Whether to collect this command whole, to rewrite it (asked once its header passed the check). */
   capture: (cmd: number, size: number) => boolean;
+  /** Whether to collect this command whole, only to read it; `observed` sees it before anything after it is checked. */
+  observes?: (cmd: number) => boolean;
+  observed?: (cmd: number, payload: Uint8Array) => void;
 }
 
 /** Joins neighbouring views of the same buffer, so a command arrives downstream as one piece. */
@@ -36,13 +41,22 @@ function coalesce(pieces: Piece[]): Piece[] {
   return out;
 }
 
+interface Collecting {
+  cmd: number;
+  header: Uint8Array;
+  payload: Uint8Array;
+  fill: number;
+  /** Emitted as a frame to rewrite; otherwise only read, and emitted as bytes. */
+  rewrite: boolean;
+}
+
 export class RpcRequestParser {
   private readonly header = new Uint8Array(HEADER_BYTES);
   private headerFill = 0;
   /** Header bytes that arrived in earlier chunks (held until the header is complete). */
   private headerStartsInChunk = true;
   private passRemaining = 0;
-  private collecting: { cmd: number; header: Uint8Array; payload: Uint8Array; fill: number } | undefined;
+  private collecting: Collecting | undefined;
   private failed = false;
   /** Commands seen, for counters. */
   commands = 0;
@@ -67,10 +81,7 @@ export class RpcRequestParser {
         c.payload.set(chunk.subarray(i, i + n), c.fill);
         c.fill += n;
         i += n;
-        if (c.fill === c.payload.length) {
-          out.push({ kind: "frame", cmd: c.cmd, header: c.header, payload: c.payload });
-          this.collecting = undefined;
-        }
+        if (c.fill === c.payload.length) this.collected(c, out);
         continue;
       }
       if (this.headerFill === 0) this.headerStartsInChunk = true;
@@ -87,18 +98,19 @@ export class RpcRequestParser {
       this.commands++;
       const cmd = this.header[0]!;
       const size = new DataView(this.header.buffer).getBigUint64(1, true);
-      if (size > BigInt(this.opts.maxPayload)) {
+      // Nothing of this command has been passed on yet: its header is held until here.
+      const refused = this.opts.check(cmd, size);
+      if (refused !== undefined) {
         this.failed = true;
-        out.push({ kind: "error", message: `RPC command ${cmd} declares a payload of ${size} bytes, over the ${this.opts.maxPayload} byte limit` });
+        out.push({ kind: "error", message: refused });
         return coalesce(out);
       }
       const payloadSize = Number(size);
-      if (this.opts.capture(cmd, payloadSize)) {
-        this.collecting = { cmd, header: this.header.slice(), payload: new Uint8Array(payloadSize), fill: 0 };
-        if (payloadSize === 0) {
-          out.push({ kind: "frame", cmd, header: this.collecting.header, payload: this.collecting.payload });
-          this.collecting = undefined;
-        }
+      const rewrite = this.opts.capture(cmd, payloadSize);
+      if (rewrite || this.opts.observes?.(cmd)) {
+        const c: Collecting = { cmd, header: this.header.slice(), payload: new Uint8Array(payloadSize), fill: 0, rewrite };
+        this.collecting = c;
+        if (payloadSize === 0) this.collected(c, out);
         continue;
       }
       // The header passes through: as a view when all of it is in this chunk, else as a copy.
@@ -106,6 +118,16 @@ export class RpcRequestParser {
       this.passRemaining = payloadSize;
     }
     return coalesce(out);
+  }
+
+  private collected(c: Collecting, out: Piece[]): void {
+    this.collecting = undefined;
+    if (this.opts.observes?.(c.cmd)) this.opts.observed?.(c.cmd, c.payload);
+    if (c.rewrite) return void out.push({ kind: "frame", cmd: c.cmd, header: c.header, payload: c.payload });
+    const bytes = new Uint8Array(c.header.length + c.payload.length);
+    bytes.set(c.header, 0);
+    bytes.set(c.payload, c.header.length);
+    out.push({ kind: "bytes", bytes });
   }
 
   /** True when the stream stopped at a command boundary (nothing half-read). */

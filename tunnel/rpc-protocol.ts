@@ -30,6 +30,9 @@ export const RpcCmd = {
   COMM_INIT: 20,
   COMM_ALLREDUCE: 21,
   COMM_FREE: 22,
+  /** Protocol 8.1 builds. */
+  SYNCHRONIZE: 23,
+  SET_TENSOR_2D_HASH: 24,
 } as const;
 
 export const HEADER_BYTES = 9;
@@ -41,6 +44,8 @@ const RPC_TENSOR_NE_OFFSET = 20;
 const RPC_TENSOR_NB_OFFSET = 36;
 
 export const HELLO_CAPS_BYTES = 24;
+/** ALLOC_BUFFER request: device u32 | size u64. */
+export const ALLOC_BUFFER_BYTES = 12;
 /** SET_TENSOR_HASH request: rpc_tensor | offset u64 | hash u64. */
 export const SET_TENSOR_HASH_BYTES = RPC_TENSOR_BYTES + 16;
 /** The fork's REGISTER_PEER: peer_id u32 | endpoint char[128]. */

@@ -17,6 +17,10 @@ export interface RewriteOptions {
   resolvePeerEndpoint?: (endpoint: string) => string | undefined;
   /** Called with every SET_TENSOR_HASH payload before it is forwarded. */
   onSetTensorHash?: (payload: Uint8Array) => Promise<void>;
+  /** The RPC protocol our rpc-server answered HELLO with (`major.minor.patch`): request sizes follow it. */
+  rpcProtocol?: () => string | undefined;
+  /** Memory this node offers the mesh: no buffer a session asks for counts as larger (see rpc-limits.ts). */
+  offeredBytes?: number;
 }
 
 export interface RewriteCounters {

@@ -1,13 +1,18 @@
 /**
- * The worker end's client-to-server direction: the RPC parser decides what passes through
- * untouched and what is collected, `rewriteRequest` decides what a collected command becomes. A
- * broken stream (an absurd size) is an error, which closes that one connection.
+ * The worker end's client-to-server direction: the session's limits decide whether a command may
+ * pass at the size it declares (`rpc-limits.ts`), the RPC parser what passes through untouched and
+ * what is collected, `rewriteRequest` what a collected command becomes. A command over its limit
+ * is an error, which closes that one connection before any of the command reaches rpc-server.
  */
+import { LLAMA_SOURCE } from "../llama/pin.ts";
+import { protocolMajor, SessionLimits } from "./rpc-limits.ts";
 import { RpcRequestParser, type Piece } from "./rpc-parser.ts";
 import { captures, rewriteRequest, type RewriteCounters, type RewriteOptions } from "./rpc-rewrites.ts";
 
-/** A tensor larger than this in one SET_TENSOR is no model anyone runs. */
-export const MAX_RPC_PAYLOAD = 64 * 2 ** 30;
+/** The major version the limits follow: our rpc-server's answer to HELLO, else the pinned build's. */
+function majorOf(opts: RewriteOptions): number {
+  return protocolMajor(opts.rpcProtocol?.() ?? LLAMA_SOURCE.rpcProtocol) ?? -1;
+}
 
 /**
  * The parser and the rewrites over one connection. `push` answers synchronously unless a collected
@@ -20,9 +25,14 @@ export class RpcRequestRewriter {
   constructor(
     private readonly opts: RewriteOptions,
     private readonly counters: RewriteCounters,
-    maxPayload = MAX_RPC_PAYLOAD,
   ) {
-    this.parser = new RpcRequestParser({ maxPayload, capture: captures(opts) });
+    const limits = new SessionLimits(majorOf(opts), opts.forkRegisterPeer, opts.offeredBytes);
+    this.parser = new RpcRequestParser({
+      check: (cmd, size) => limits.check(cmd, size),
+      capture: captures(opts),
+      observes: (cmd) => limits.observes(cmd),
+      observed: (cmd, payload) => limits.observed(cmd, payload),
+    });
   }
 
   push(chunk: Uint8Array): Uint8Array[] | Promise<Uint8Array[]> {
@@ -49,8 +59,8 @@ export class RpcRequestRewriter {
 }
 
 /** The same as a Web Streams TransformStream, for stream pipelines. */
-export function rpcRequestTransform(opts: RewriteOptions, counters: RewriteCounters, maxPayload = MAX_RPC_PAYLOAD): TransformStream<Uint8Array, Uint8Array> {
-  const rewriter = new RpcRequestRewriter(opts, counters, maxPayload);
+export function rpcRequestTransform(opts: RewriteOptions, counters: RewriteCounters): TransformStream<Uint8Array, Uint8Array> {
+  const rewriter = new RpcRequestRewriter(opts, counters);
   return new TransformStream<Uint8Array, Uint8Array>({
     async transform(chunk, controller) {
       for (const piece of await rewriter.push(chunk)) controller.enqueue(piece);

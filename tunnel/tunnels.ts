@@ -2,7 +2,7 @@
  * The RPC tunnels of this node. Host side: for each peer a TCP port on 127.0.0.1; every connection
  * to it becomes one QUIC stream to that peer. Worker side: each such stream from a peer becomes a
  * TCP connection to this node's own `rpc-server`, with the request direction going through the
- * RPC transform (rewrites, zero-transfer). Counted per peer and direction.
+ * RPC transform (size limits per session, rewrites, zero-transfer). Counted per peer and direction.
  */
 import { createConnection, createServer, type Server, type Socket } from "node:net";
 import type { Log } from "../log.ts";

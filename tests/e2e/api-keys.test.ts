@@ -1,7 +1,7 @@
 /** API keys through a real client: 401 without, 200 with; /health open; peers forward without keys. */
 import { afterAll, afterEach, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { killAllChildren, spawnChild } from "../helpers/children.ts";
@@ -58,4 +58,33 @@ test("listening beyond loopback without a key is refused before anything starts"
   expect(child.output()).toContain("refusing to serve the API on 0.0.0.0 without an --api-key");
   expect(child.output()).not.toContain("listening");
   rmSync(state, { recursive: true, force: true });
+});
+
+/** Pids of `pid`'s children, from /proc. */
+function childrenOf(pid: number): number[] {
+  return readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .filter((d) => {
+      try {
+        return Number(readFileSync(`/proc/${d}/stat`, "utf8").split(") ")[1]!.split(" ")[1]) === pid;
+      } catch {
+        return false; // gone meanwhile
+      }
+    })
+    .map(Number);
+}
+
+test("keys from the environment reach no child: llama-server and rpc-server run without MESH_API_KEY", async () => {
+  const tiny = await testModel("tiny", "q8_0");
+  const node = await startMeshNode([...SMALL_LLAMA, "--model", tiny], { env: { MESH_API_KEY: "sk-env-secret-1" } });
+  nodes.push(node);
+  const ai = client(node, "sk-env-secret-1");
+  await ai.chat.completions.create({ model: "tiny-q8_0", messages: [{ role: "user", content: "hi" }], max_tokens: 1 });
+  const kids = childrenOf(node.child.proc.pid);
+  const names = kids.map((k) => readFileSync(`/proc/${k}/comm`, "utf8").trim());
+  expect(names.some((n) => n.startsWith("llama-server"))).toBe(true);
+  expect(names.some((n) => n.includes("rpc-server"))).toBe(true);
+  for (const k of kids) expect(readFileSync(`/proc/${k}/environ`, "utf8")).not.toContain("sk-env-secret-1");
+  // The node itself still has its key in effect.
+  expect((await fetch(`${node.url}/v1/models`)).status).toBe(401);
 });

@@ -1,9 +1,11 @@
 /** The `mesh` command line and node lifecycle, run as a real process. */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { decodeJoinToken } from "../../mesh/join-token.ts";
 import { spawnChild, killAllChildren } from "../helpers/children.ts";
+import { startMeshNode } from "../helpers/mesh.ts";
 import { meshCommand, startNode } from "../helpers/node.ts";
 
 afterAll(killAllChildren);
@@ -80,6 +82,37 @@ describe("a node", () => {
     expect(none.out).toContain(`no node answering at ${node.url}`);
   });
 
+  test("the join token stays in the state dir: mesh token and mesh status read it there; the log only says where it is", async () => {
+    const node = await startMeshNode();
+    const other = mkdtempSync(join(tmpdir(), "mesh-test-state-"));
+    try {
+      const file = join(node.stateDir, "join-token");
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      expect(decodeJoinToken(node.token).addr.nodeId).toBe(node.nodeId);
+      expect(node.child.output()).not.toContain(node.token);
+      expect(node.child.output()).toContain(`join token in ${file}; \`mesh token\` prints it`);
+
+      const token = await runMesh(["token", "--state-dir", node.stateDir]);
+      expect(token).toEqual({ code: 0, out: `${node.token}\n` });
+      const status = await runMesh(["status", "--port", String(node.port), "--state-dir", node.stateDir]);
+      expect(status.code).toBe(0);
+      expect(status.out).toContain(`token    ${node.token}`);
+      const json = await runMesh(["status", "--json", "--port", String(node.port), "--state-dir", node.stateDir]);
+      expect(JSON.parse(json.out)).toMatchObject({ nodeId: node.nodeId, token: node.token });
+
+      // A state dir that is not this node's shows no token; `mesh token` says what to do.
+      const elsewhere = await runMesh(["status", "--port", String(node.port), "--state-dir", other]);
+      expect(elsewhere.out).toContain("token    - (`mesh token`");
+      expect(elsewhere.out).not.toContain(node.token);
+      const none = await runMesh(["token", "--state-dir", other]);
+      expect(none.code).toBe(1);
+      expect(none.out).toContain(`mesh: no join token in ${other}: start the node first`);
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+      await node.stop();
+    }
+  });
+
   test("settings from a flag, MESH_* and config.toml: mesh status --json shows each with its source", async () => {
     const node = await startNode(["--max-loaded-models", "2"], {
       env: { MESH_MAX_LOADED_MODELS: "5", MESH_IDLE_UNLOAD: "7m" },
@@ -96,7 +129,7 @@ describe("a node", () => {
 
   test("--log-format json: every line the node writes parses as one JSON object", async () => {
     const node = await startNode(["--log-format", "json"]);
-    await node.child.waitForOutput(/Join token/);
+    await node.child.waitForOutput(/mesh endpoint up/);
     expect(await node.stop()).toBe(0);
     const lines = node.child.output().trim().split("\n");
     expect(lines.length).toBeGreaterThan(3);

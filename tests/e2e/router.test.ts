@@ -77,7 +77,7 @@ test("GET /v1/models lists every model with type and status", async () => {
   expect(one.id).toBe("chat");
 });
 
-describe("errors are OpenAI-shaped and say what to do", () => {
+describe("errors are OpenAI-shaped (Lemonade-shaped on management routes) and say what to do", () => {
   const error = async (res: Response) => ((await res.json()) as { error: { message: string; type: string; code: string } }).error;
 
   test("400 for malformed JSON and a missing model", async () => {
@@ -92,7 +92,7 @@ describe("errors are OpenAI-shaped and say what to do", () => {
   test("404 for an unknown model, naming the known ones (also through the openai client)", async () => {
     const res = await post(n, "/v1/chat/completions", { model: "gpt-9", messages: [] });
     expect(res.status).toBe(404);
-    expect(await error(res)).toMatchObject({ type: "not_found_error", code: "model_not_found", message: expect.stringContaining("known: chat, embed, other, rank") });
+    expect(await error(res)).toMatchObject({ type: "not_found_error", code: "model_not_found", message: expect.stringContaining(": chat, embed, other, rank") });
     const thrown = await ai.chat.completions.create({ model: "gpt-9", messages: [{ role: "user", content: "x" }] }).catch((e: unknown) => e);
     expect(thrown).toBeInstanceOf(OpenAI.NotFoundError);
   });
@@ -131,21 +131,30 @@ describe("errors are OpenAI-shaped and say what to do", () => {
     }
   });
 
+  /** Management errors are Lemonade's `{status: "error", message}`, OpenAI's `error` beside them. */
+  const lemonade = async (res: Response) => {
+    const body = (await res.json()) as { status: string; message: string; error: { message: string; code: string } };
+    expect(body.status).toBe("error");
+    expect(body.error.message).toBe(body.message);
+    return body;
+  };
+
   test("400 for llamacpp_args that clash with the pool's flags, and for an unknown backend", async () => {
     const clash = await post(n, "/api/v1/load", { model_name: "other", llamacpp_args: "--port 8080" });
     expect(clash.status).toBe(400);
-    expect((await error(clash)).message).toContain("llamacpp_args may not contain --port");
+    expect((await lemonade(clash)).message).toContain("llamacpp_args may not contain --port");
     const backend = await post(n, "/api/v1/load", { model_name: "other", llamacpp_backend: "cuda" });
     expect(backend.status).toBe(400);
-    expect((await error(backend)).message).toContain('"cuda" is not available on this node; available: cpu');
+    expect((await lemonade(backend)).message).toContain('"cuda" is not available on this node; available: cpu');
   });
 
   test("404 for unloading a model that is not loaded; 400 for a bad load request", async () => {
     const res = await post(n, "/api/v1/unload", { model_name: "other" });
     expect(res.status).toBe(404);
+    expect((await lemonade(res)).message).toContain("other");
     const bad = await post(n, "/api/v1/load", { model_name: 3 });
     expect(bad.status).toBe(400);
-    expect((await error(bad)).message).toContain("model_name");
+    expect((await lemonade(bad)).message).toContain("model_name");
   });
 
   test("404 for an unknown route", async () => {
@@ -158,7 +167,7 @@ describe("errors are OpenAI-shaped and say what to do", () => {
 test("/api/v1/health reports the loaded servers the way Lemonade does", async () => {
   const res = await fetch(`${n.url}/api/v1/health`);
   const h = (await res.json()) as Record<string, unknown> & { all_models_loaded: Record<string, unknown>[] };
-  expect(h).toMatchObject({ status: "ok", max_models: { llm: 1, embedding: 1, reranking: 1, audio: 1, image: 1 } });
+  expect(h).toMatchObject({ status: "ok", max_models: { llm: 1, embedding: 1, reranking: 1, audio: 1, image: 1 }, pinned_models: { llm: 0, embedding: 0 } });
   expect(typeof h.model_loaded).toBe("string");
   for (const s of h.all_models_loaded) {
     expect(Object.keys(s)).toEqual(expect.arrayContaining(["model_name", "checkpoint", "last_use", "type", "device", "recipe", "pinned", "is_busy", "backend_url", "pid"]));

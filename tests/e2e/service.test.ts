@@ -1,10 +1,11 @@
 /**
  * `mesh service install|uninstall` as a real process, with HOME in a temporary folder and the unit
  * redirected (MESH_SYSTEMD_DIR, or XDG_CONFIG_HOME for --user) so nothing on this machine changes.
- * Where systemctl should run, a stand-in on PATH records what it was asked. No node is started.
+ * Where systemctl should run, a stand-in on PATH records what it was asked. No node is started
+ * (tests/e2e/attack-unit-secrets.test.ts starts one from a unit).
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { meshCommand } from "../helpers/node.ts";
@@ -166,5 +167,88 @@ describe("a user unit in ~/.config/systemd/user, with systemctl", () => {
     expect(install.code).toBe(0);
     expect(install.out).toContain("not started: systemctl is not installed");
     expect(existsSync(userFile(s))).toBe(true);
+  });
+});
+
+describe("secrets go to a 0600 environment file, not into the unit", () => {
+  const userFile = (s: Sandbox) => join(s.home, ".config", "systemd", "user", "mesh.service");
+  const mode = (path: string) => (statSync(path).mode & 0o777).toString(8);
+
+  test("a user unit: the file is written 0600 and named; replaced without secrets it goes; uninstall removes it", () => {
+    const s = sandbox();
+    fakeSystemctl(s, 0);
+    const envFile = join(s.home, ".mesh", "service.env");
+    const install = mesh(s, ["service", "install", "--user", "--api-key", "sk-one", "--api-key", "sk-two"]);
+    expect(install.code).toBe(0);
+    expect(install.out).toContain(`wrote ${envFile} (mode 0600)`);
+    expect(install.out).not.toContain("sk-one");
+    const unit = readFileSync(userFile(s), "utf8");
+    expect(unit).not.toContain("sk-one");
+    expect(unit).toContain(`\nEnvironmentFile=${envFile}\n`);
+    expect(unit).not.toContain("User=");
+    expect(mode(envFile)).toBe("600");
+    expect(readFileSync(envFile, "utf8")).toContain('\nMESH_API_KEY="sk-one,sk-two"\n');
+
+    const plain = mesh(s, ["service", "install", "--user", "--port", "9998"]);
+    expect(plain.code).toBe(0);
+    expect(plain.out).toContain(`removed ${envFile}`);
+    expect(existsSync(envFile)).toBe(false);
+    expect(readFileSync(userFile(s), "utf8")).not.toContain("EnvironmentFile=");
+
+    expect(mesh(s, ["service", "install", "--user", "--api-key=sk-three"]).code).toBe(0);
+    expect(existsSync(envFile)).toBe(true);
+    const uninstall = mesh(s, ["service", "uninstall", "--user"]);
+    expect(uninstall.code).toBe(0);
+    expect(uninstall.out).toContain(`removed ${envFile}`);
+    expect(existsSync(envFile)).toBe(false);
+  });
+
+  test("a key the service could not read back (a comma) is refused, and nothing is written", () => {
+    const s = sandbox();
+    const install = mesh(s, ["service", "install", "--api-key", "sk-a,b"], { MESH_SYSTEMD_DIR: s.home });
+    expect(install.code).toBe(1);
+    expect(install.out).toContain("--api-key: the service reads its values from MESH_API_KEY, a comma-separated list");
+    expect(install.out).not.toContain("sk-a,b");
+    expect(existsSync(join(s.home, "mesh.service"))).toBe(false);
+  });
+
+  test("a service.env mesh did not write is not replaced", () => {
+    const s = sandbox();
+    const state = join(s.home, "state");
+    mkdirSync(state);
+    writeFileSync(join(state, "service.env"), "OTHER=1\n");
+    const install = mesh(s, ["service", "install", "--user", "--api-key", "k", "--state-dir", state], { MESH_SYSTEMD_DIR: s.home });
+    expect(install.code).toBe(1);
+    expect(install.out).toContain(`${join(state, "service.env")} was not written by \`mesh service install\`; refusing to replace it`);
+    expect(readFileSync(join(state, "service.env"), "utf8")).toBe("OTHER=1\n");
+    expect(existsSync(join(s.home, "mesh.service"))).toBe(false);
+  });
+});
+
+describe("the system unit runs as the mesh user", () => {
+  test("with MESH_SYSTEMD_DIR: User=mesh, the system's folders by default, and what install would do as root", () => {
+    const s = sandbox();
+    const units = join(s.home, "units");
+    const install = mesh(s, ["service", "install", "--port", "9999"], { MESH_SYSTEMD_DIR: units, PATH: "/usr/bin:/bin" });
+    expect(install.code).toBe(0);
+    expect(install.out).toContain("the unit runs as the user mesh; MESH_SYSTEMD_DIR is set, so no user was created and nothing chowned");
+    expect(install.out).toContain("`useradd --system --user-group --home-dir /var/lib/mesh --no-create-home --shell /usr/sbin/nologin mesh` creates it");
+    const unit = readFileSync(join(units, "mesh.service"), "utf8");
+    expect(unit).toContain("\nUser=mesh\nGroup=mesh\n");
+    expect(unit).toContain("\n    --state-dir /var/lib/mesh \\\n    --models-dir /var/lib/mesh/models \\\n");
+    expect(unit).toContain("\nEnvironment=XDG_CACHE_HOME=/var/cache\n");
+    expect(unit).toContain("\nReadWritePaths=/var/lib/mesh /var/lib/mesh/models /var/cache/mesh\n");
+    // Only the GPU groups this machine has.
+    const groups = readFileSync("/etc/group", "utf8").split("\n").map((l) => l.split(":")[0]);
+    const expected = ["video", "render"].filter((g) => groups.includes(g));
+    expect(/^SupplementaryGroups=(.*)$/m.exec(unit)?.[1]?.split(" ") ?? []).toEqual(expected);
+  });
+
+  test("a folder that is not the service's own to have is refused", () => {
+    const s = sandbox();
+    const install = mesh(s, ["service", "install", "--models-dir", "/var/lib"], { MESH_SYSTEMD_DIR: s.home });
+    expect(install.code).toBe(1);
+    expect(install.out).toContain("--models-dir /var/lib: the system unit gives this folder to the user mesh, and /var/lib holds other programs' data");
+    expect(existsSync(join(s.home, "mesh.service"))).toBe(false);
   });
 });

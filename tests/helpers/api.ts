@@ -24,8 +24,9 @@ export async function server(node: TestNode, model: string): Promise<LoadedServe
   return waitFor(async () => (await loaded(node)).find((s) => s.model_name === model), { what: `${model} to be loaded` });
 }
 
+/** A JSON POST, as OpenAI and Lemonade clients send it (management routes refuse other types). */
 export function post(node: TestNode, path: string, body: unknown, init: RequestInit = {}): Promise<Response> {
-  return fetch(`${node.url}${path}`, { method: "POST", body: typeof body === "string" ? body : JSON.stringify(body), ...init });
+  return fetch(`${node.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body), ...init });
 }
 
 export const chat = (node: TestNode, model: string, maxTokens = 2) =>

@@ -1,4 +1,6 @@
 /** Mesh nodes for end-to-end tests: start with loopback QUIC and no relay, read token and id, ask status. */
+import { dirname } from "node:path";
+import { readJoinToken } from "../../mesh/join-token-file.ts";
 import type { MeshStatus } from "../../mesh/status.ts";
 import { startNode, type StartNodeOptions, type TestNode } from "./node.ts";
 import { waitFor } from "./wait.ts";
@@ -8,10 +10,16 @@ export interface MeshTestNode extends TestNode {
   nodeId: string;
 }
 
-/** Waits for the node's mesh endpoint: its "Join token:" line. */
+/**
+ * Waits for the node's mesh endpoint (its "mesh endpoint up" line) and reads the join token from
+ * the file the next line names (the state dir it runs with: a test may pass its own --state-dir).
+ */
 export async function meshReady(node: TestNode): Promise<MeshTestNode> {
-  const m = await node.child.waitForOutput(/Join token: (\S+) node=(\S+)/, 60_000);
-  return Object.assign(node, { token: m[1]!, nodeId: m[2]! });
+  const m = await node.child.waitForOutput(/mesh endpoint up node=(\S+)/, 60_000);
+  const file = (await node.child.waitForOutput(/join token in (.+?); `mesh token`/, 10_000))[1]!;
+  const token = readJoinToken(dirname(file));
+  if (!token) throw new Error(`node ${m[1]} is up but wrote no join token in ${file}`);
+  return Object.assign(node, { token, nodeId: m[1]! });
 }
 
 export async function startMeshNode(args: string[] = [], opts: StartNodeOptions = {}): Promise<MeshTestNode> {

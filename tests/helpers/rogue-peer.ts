@@ -5,8 +5,9 @@
 import { randomBytes } from "node:crypto";
 import { authMac, MAC_BYTES, NONCE_BYTES, newNonce } from "../../mesh/auth.ts";
 import type { JoinToken } from "../../mesh/join-token.ts";
+import { HEARTBEAT_MS } from "../../mesh/mesh-node.ts";
 import { PROTOCOL_VERSION, type Announcement } from "../../mesh/messages.ts";
-import { Transport, type PeerConnection } from "../../mesh/transport.ts";
+import { Transport, type PeerConnection, type Stream } from "../../mesh/transport.ts";
 import { encodeFrame, readFrame, StreamKind } from "../../mesh/wire.ts";
 
 export type Junk = "random-bytes" | "oversized-length" | "invalid-json" | "wrong-shape";
@@ -66,8 +67,8 @@ export class RoguePeer {
     return new RoguePeer(transport);
   }
 
-  /** Joins as a proper member (handshake and hello), then sends `junk`; resolves when the node hangs up. */
-  async misbehave(token: JoinToken, junk: Junk): Promise<string> {
+  /** The dialer's side of the handshake and hello, as a node does it; resolves with the node's hello. */
+  private async handshake(token: JoinToken, mine: Announcement) {
     const conn = await this.transport.dial(token.addr);
     const control = await conn.openStream();
     const dialerNonce = newNonce();
@@ -76,8 +77,13 @@ export class RoguePeer {
     await control.recv.readExact(reply);
     const ctx = { secret: token.secret, dialerId: this.transport.nodeId, acceptorId: conn.remoteId, dialerNonce, acceptorNonce: reply.slice(0, NONCE_BYTES) };
     await control.send.writeAll(authMac("dialer", ctx));
-    await control.send.writeAll(encodeFrame({ v: PROTOCOL_VERSION, type: "hello", announcement: fakeAnnouncement(this.transport.nodeId), members: [] }));
-    await readFrame(control.recv);
+    await control.send.writeAll(encodeFrame({ v: PROTOCOL_VERSION, type: "hello", announcement: mine, members: [] }));
+    return { conn, control, hello: await readFrame(control.recv) };
+  }
+
+  /** Joins as a proper member (handshake and hello), then sends `junk`; resolves when the node hangs up. */
+  async misbehave(token: JoinToken, junk: Junk): Promise<string> {
+    const { conn, control } = await this.handshake(token, fakeAnnouncement(this.transport.nodeId));
     await control.send.writeAll(junkBytes(junk));
     return conn.closed;
   }
@@ -90,7 +96,68 @@ export class RoguePeer {
     return conn.closed;
   }
 
+  /**
+   * Joins as a proper member and stays one (heartbeats), keeping up with the node's announcement,
+   * so a test can then misuse what members may use: RPC streams, the direct path.
+   */
+  async member(token: JoinToken): Promise<RogueMembership> {
+    const mine = fakeAnnouncement(this.transport.nodeId);
+    const { conn, control, hello } = await this.handshake(token, mine);
+    return new RogueMembership(conn, control, mine, hello);
+  }
+
   close(): Promise<void> {
     return this.transport.close();
+  }
+}
+
+/** A rogue's membership: proved, kept alive by heartbeats, its connection open to misuse. */
+export class RogueMembership {
+  /** The node's latest announcement (its hello's, then each announce). */
+  announcement: Announcement | undefined;
+  private readonly heartbeat: Timer;
+
+  constructor(
+    readonly conn: PeerConnection,
+    private readonly control: Stream,
+    /** What it announces: change it and the next heartbeat (every HEARTBEAT_MS / 2) carries the change. */
+    readonly mine: Announcement,
+    hello: unknown,
+  ) {
+    this.take(hello);
+    this.heartbeat = setInterval(() => {
+      mine.seq++;
+      void control.send.writeAll(encodeFrame({ v: PROTOCOL_VERSION, type: "announce", announcement: mine })).catch(() => undefined);
+    }, HEARTBEAT_MS / 2);
+    void this.readLoop();
+  }
+
+  private take(raw: unknown): void {
+    const m = raw as { announcement?: Announcement } | null;
+    if (m?.announcement) this.announcement = m.announcement;
+  }
+
+  private async readLoop(): Promise<void> {
+    try {
+      for (;;) {
+        const raw = await readFrame(this.control.recv);
+        if (raw === null) return;
+        this.take(raw);
+      }
+    } catch {
+      // the node hung up
+    }
+  }
+
+  /** A stream of `kind` to the node, its kind byte written. */
+  async openStream(kind: number): Promise<Stream> {
+    const stream = await this.conn.openStream();
+    await stream.send.writeAll(Uint8Array.of(kind));
+    return stream;
+  }
+
+  close(): void {
+    clearInterval(this.heartbeat);
+    this.conn.close(0, "rogue leaves");
   }
 }

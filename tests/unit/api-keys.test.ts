@@ -26,3 +26,12 @@ test("a request from outside loses the forwarded marker; others pass untouched",
   const plain = new Request("http://x/health");
   expect(fromOutside(plain)).toBe(plain);
 });
+
+test("the marker goes even when it is the only header, and a body comes along", async () => {
+  const alone = fromOutside(new Request("http://x/v1/models", { headers: { [FORWARDED_HEADER]: "1" } }));
+  expect([...alone.headers.keys()]).toEqual([]);
+  const post = fromOutside(new Request("http://x/v1/completions", { method: "POST", body: '{"model":"m"}', headers: { [FORWARDED_HEADER]: "1" } }));
+  expect(post.headers.has(FORWARDED_HEADER)).toBe(false);
+  expect(post.method).toBe("POST");
+  expect(await post.text()).toBe('{"model":"m"}');
+});

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { Device } from "../../pool/devices.ts";
-import { idleVictims, planLoad, planNuclear, type LoadPlan, type LoadWant, type ServerView } from "../../pool/eviction.ts";
+import { idleLimitMs, idleVictims, planLoad, planNuclear, type LoadPlan, type LoadWant, type ServerView, sweepPeriodMs } from "../../pool/eviction.ts";
 import { canTransition } from "../../pool/wrapped-server.ts";
 
 /** A server: model name, type, last use, and flags. */
@@ -53,9 +53,29 @@ describe("idleVictims", () => {
     ["idle past the limit", [s("a", 0), s("b", 900)], 1000, 500, ["a"]],
     ["0 means never", [s("a", 0)], 10_000, 0, []],
     ["busy and pinned stay", [s("a", 0, { busy: true }), s("b", 0, { pinned: true })], 10_000, 500, []],
+    ["a server's own limit before the node's", [s("a", 0, { idleMs: 2000 }), s("b", 0)], 1000, 500, ["b"]],
+    ["a server's own short limit", [s("a", 0, { idleMs: 200 }), s("b", 0)], 300, 500, ["a"]],
+    ["its own limit where the node has none", [s("a", 0, { idleMs: 200 }), s("b", 0)], 300, 0, ["a"]],
+    ["negative: never, past the node's limit", [s("a", 0, { idleMs: -1 }), s("b", 0)], 10_000, 500, ["b"]],
+    ["its own limit, still pinned stays", [s("a", 0, { idleMs: 100, pinned: true })], 10_000, 0, []],
   ];
   test.each(cases)("%s", (_, servers, now, idleMs, victims) => expect(idleVictims(servers, now, idleMs)).toEqual(victims));
 });
+
+test.each<[number | undefined, number, number]>([
+  [undefined, 1000, 1000],
+  [undefined, 0, 0],
+  [5000, 1000, 5000],
+  [5000, 0, 5000],
+  [-1, 1000, 0],
+  [-300_000, 0, 0],
+])("idleLimitMs(override %p, node %p) = %p", (override, node, limit) => expect(idleLimitMs(override, node)).toBe(limit));
+
+test.each([
+  [2000, 500],
+  [100, 100],
+  [30 * 60_000, 10_000],
+])("sweepPeriodMs(%p) = %p", (idle, period) => expect(sweepPeriodMs(idle)).toBe(period));
 
 test.each([
   ["starting", "ready", true],

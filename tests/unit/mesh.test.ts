@@ -140,11 +140,10 @@ test("mesh status prints one line per peer", () => {
     version: "0.1.0",
     state: "running",
     nodeId: "abcdef0123456789",
-    token: "mesh1xyz",
     peers: [
       { nodeId: "p1", shortId: "p1", addresses: ["127.0.0.1:1"], rttMs: 2, role: "host", serving: ["qwen"], vramBytes: 2 ** 33, ramBytes: 0, apiPort: 1, meshVersion: "0.1.0", llamaBuild: "x", lastSeenMsAgo: 5, directPort: undefined },
     ],
-  });
+  }, "mesh1xyz");
   expect(text).toContain("token    mesh1xyz");
   expect(text).toContain("peers    1");
   expect(text).toContain("  p1  127.0.0.1:1  rtt 2 ms  host  serving qwen  vram 8.0 GiB");
@@ -156,7 +155,6 @@ test("mesh status prints the catalog, the assignment and a fetch under way", () 
     version: "0.1.0",
     state: "running",
     nodeId: "abcdef0123456789",
-    token: "mesh1xyz",
     peers: [],
     models: {
       assigned: "big",
@@ -165,7 +163,8 @@ test("mesh status prints the catalog, the assignment and a fetch under way", () 
         { name: "big", source: undefined, sizeBytes: 2 ** 30, needBytes: 2 ** 31, nodesOnDisk: ["p1"], nodesServing: ["abcdef0123456789"], capacityBytes: 2 ** 30, host: "abcdef0123456789", servedBy: undefined, split: false, idle: false, status: "needs-capacity" },
       ],
     },
-  });
+  }, undefined);
+  expect(text).toContain("token    - (`mesh token`");
   expect(text).toContain("models   1  assigned big  fetching big 50%");
   expect(text).toContain("  big  needs-capacity  host abcdef0123  group 1  need 2.0 GiB of 1.0 GiB");
 });

@@ -10,7 +10,7 @@ import type { RequestStats } from "../../router/request-stats.ts";
 import type { PeerTunnelCounters } from "../../tunnel/tunnels.ts";
 import { bucketBounds, labelSets, observationsOf, parseScrape, valueOf } from "../helpers/prometheus.ts";
 
-const INFERENCE = new Set(["/v1/chat/completions", "/v1/embeddings", "/v1/reranking"]);
+const INFERENCE = new Set(["/v1/chat/completions", "/v1/embeddings", "/v1/reranking", "/api/chat"]);
 
 test.each([
   ["/v1/chat/completions", "/v1/chat/completions"],
@@ -21,6 +21,8 @@ test.each([
   ["/v1/chat/completions/", "other"],
   ["/v1/nothing-here", "other"],
   ["/v1/chat/completions?x=1", "other"],
+  ["/api/chat", "/api/chat"],
+  ["/api/tags", "other"],
 ])("routeLabel(%p) = %p", (path, label) => expect(routeLabel(path, INFERENCE)).toBe(label));
 
 test.each([
@@ -203,6 +205,38 @@ describe("the request middleware", () => {
     expect(observationsOf(s, "mesh_time_to_first_byte_seconds", { model: "m", route: chat })).toBe(1);
     expect(valueOf(s, "mesh_tokens_total", { model: "m", direction: "in" })).toBe(8);
     expect(valueOf(s, "mesh_tokens_total", { model: "m", direction: "out" })).toBe(8);
+  });
+
+  test("countAs counts a request another route serves in-process once, under that route", async () => {
+    const metrics = new NodeMetrics(fakeSources().sources);
+    const { countAs, observer } = requestMetrics(metrics);
+    const a = new Hono();
+    a.use("/v1/*", countAs("/api/chat"));
+    a.post("/v1/chat/completions", (c) => {
+      observer.named(c, "m");
+      queueMicrotask(() => observer.answered(c, () => stats("m", 1, 2), { firstByteAt: performance.now() }));
+      return sse();
+    });
+    expect((await a.request("/v1/chat/completions", { method: "POST", body: "{}" })).status).toBe(200);
+    await Promise.resolve();
+    const s = parseScrape(await metrics.scrape());
+    expect(valueOf(s, "mesh_requests_total", { model: "m", route: "/api/chat", status: "200" })).toBe(1);
+    expect(valueOf(s, "mesh_requests_total", { route: "/v1/chat/completions" })).toBe(0);
+    expect(observationsOf(s, "mesh_request_duration_seconds", { model: "m", route: "/api/chat" })).toBe(1);
+  });
+
+  test("an answer no middleware saw counts its tokens and times nothing (no NaN)", async () => {
+    const metrics = new NodeMetrics(fakeSources().sources);
+    const { observer } = requestMetrics(metrics);
+    const a = new Hono();
+    a.post("/x", (c) => {
+      observer.answered(c, () => stats("m", 1, 2), { firstByteAt: performance.now() });
+      return c.json({});
+    });
+    expect((await a.request("/x", { method: "POST" })).status).toBe(200);
+    const s = parseScrape(await metrics.scrape());
+    expect(valueOf(s, "mesh_tokens_total", { model: "m", direction: "out" })).toBe(2);
+    expect(observationsOf(s, "mesh_request_duration_seconds")).toBe(0);
   });
 });
 

@@ -29,10 +29,18 @@ describe("parseCli: commands and flags", () => {
     [["--llamacpp-args", "--threads 2 --parallel 1"], node({ llamacppArgs: "--threads 2 --parallel 1" })],
     [["--vram", "8GiB"], node({ vramBytes: 8 * 2 ** 30 })],
     [["--relay", "disabled", "--quic-bind", "127.0.0.1:0"], node({ relay: "disabled", quicBind: { host: "127.0.0.1", port: 0 } })],
+    [["--ollama-listen", "127.0.0.1:11434"], node({ ollamaListen: { host: "127.0.0.1", port: 11434 } })],
+    [["--ollama-listen", "[::1]:0"], node({ ollamaListen: { host: "::1", port: 0 } })],
     [["--api-key", "k1", "--api-key", "k2", "--log-format", "json"], node({ apiKeys: ["k1", "k2"], logFormat: "json" })],
     [["--join", tokenText, "--state-dir", "/s", "--models-dir", "/m", "--llama-dir", "/l"], node({ join: token, stateDir: "/s", modelsDir: "/m", llamaDir: "/l" })],
     [["status"], { kind: "status", config: base, json: false }],
     [["status", "--json", "--port", "1234"], { kind: "status", config: { ...base, port: 1234 }, json: true }],
+    [["token"], { kind: "token", config: base }],
+    [["token", "--state-dir", "/s"], { kind: "token", config: { ...base, stateDir: "/s" } }],
+    [["--cors-origin", "http://localhost:3000", "--cors-origin", "https://App.Example/"], node({ corsOrigins: ["http://localhost:3000", "https://app.example"] })],
+    [["--cors-origin", "app://obsidian.md", "--cors-origin", "chrome-extension://abcdef"], node({ corsOrigins: ["app://obsidian.md", "chrome-extension://abcdef"] })],
+    [["--idle-timeout", "2s", "--max-connections", "20"], node({ idleTimeoutS: 2, maxConnections: 20 })],
+    [["--idle-timeout", "4m15s"], node({ idleTimeoutS: 255 })],
     [["llama"], { kind: "llama", action: "show", config: base }],
     [["llama", "build"], { kind: "llama", action: "build", config: base, source: undefined }],
     [["llama", "build", "--flavor", "vulkan", "--source", "/src/llama.cpp"], { kind: "llama", action: "build", config: { ...base, llamaFlavor: "vulkan" }, source: "/src/llama.cpp" }],
@@ -63,11 +71,24 @@ describe("parseCli: bad command lines name the problem", () => {
     [["--relay", "maybe"], "--relay: expected one of default, disabled"],
     [["--log-format", "xml"], "--log-format: expected one of text, json"],
     [["--quic-bind", "nowhere"], "--quic-bind: expected HOST:PORT"],
+    [["--ollama-listen", "11434"], "--ollama-listen: expected HOST:PORT"],
     [["--model", ""], "--model: expected a value"],
     [["--join", "hello"], '--join: not a mesh join token (it should start with "mesh1")'],
     [["--join", "mesh1!!!"], "--join: not a mesh join token"],
     [["--ctx-size", "-5"], "--ctx-size: expected a whole number >= 0"],
-    [["frobnicate"], 'unknown command "frobnicate"; commands: status, service, llama'],
+    [["frobnicate"], 'unknown command "frobnicate"; commands: status, token, service, llama'],
+    [["token", "extra"], "Unexpected argument 'extra'"],
+    [["token", "--json"], "Unknown option '--json'"],
+    [["--cors-origin", "*"], "--cors-origin: expected an origin like https://app.example"],
+    [["--cors-origin", "null"], "--cors-origin: expected an origin"],
+    [["--cors-origin", "https://app.example/path"], "an origin has no path"],
+    [["--cors-origin", "http://localhost:80"], "no path, query or default port"],
+    [["--cors-origin", "file:///tmp/x.html"], "--cors-origin: expected an origin"],
+    [["--cors-origin", "app://user:pw@obsidian.md"], "--cors-origin: expected an origin"],
+    [["--idle-timeout", "0"], '--idle-timeout: expected whole seconds from 1s to 255s, got "0"'],
+    [["--idle-timeout", "256s"], "--idle-timeout: expected whole seconds from 1s to 255s"],
+    [["--idle-timeout", "1500ms"], "--idle-timeout: expected whole seconds"],
+    [["--max-connections", "0"], "--max-connections: expected a whole number >= 1"],
     [["status", "--user"], "Unknown option '--user'"],
     [["service"], "usage: mesh service install|uninstall"],
     [["llama", "rebuild"], "usage: mesh llama [build"],
@@ -101,7 +122,7 @@ describe("joinDashValues", () => {
 test("--help has one line for every flag and command", () => {
   const help = helpText();
   for (const f of NODE_FLAGS) expect(help).toMatch(new RegExp(f.boolean ? `^  --${f.name} +\\S.*$` : `^  --${f.name} \\S+ +\\S.*$`, "m"));
-  for (const word of ["mesh status", "mesh service install|uninstall", "mesh llama", "--json", "--user", "--version", "--help"]) {
+  for (const word of ["mesh status", "mesh token", "mesh service install|uninstall", "mesh llama", "--json", "--user", "--version", "--help"]) {
     expect(help).toContain(word);
   }
 });
@@ -123,6 +144,10 @@ describe("settings: flags > MESH_* env > config.toml in the state dir > defaults
     ["flags over env", ["--port", "9600", "--api-key", "kc"], { MESH_PORT: "9500", MESH_API_KEY: "k1" }, { port: 9400 }, { port: 9600, apiKeys: ["kc"] }, { port: "flag", "api-key": "flag" }],
     ["a list from the flags replaces the env's, not adds to it", ["--model", "x"], { MESH_MODEL: "y,z" }, undefined, { models: ["x"] }, { model: "flag" }],
     ["booleans from env", [], { MESH_INSECURE: "yes" }, undefined, { insecure: true }, { insecure: "env" }],
+    ["the Ollama listener from env", [], { MESH_OLLAMA_LISTEN: "127.0.0.1:11434" }, undefined, { ollamaListen: { host: "127.0.0.1", port: 11434 } }, { "ollama-listen": "env" }],
+    ["the Ollama listener from the file", [], {}, { "ollama-listen": "127.0.0.1:11435" }, { ollamaListen: { host: "127.0.0.1", port: 11435 } }, { "ollama-listen": "file" }],
+    ["CORS origins from env", [], { MESH_CORS_ORIGIN: "http://localhost:3000, https://app.example" }, undefined, { corsOrigins: ["http://localhost:3000", "https://app.example"] }, { "cors-origin": "env" }],
+    ["CORS origins from the file", [], {}, { "cors-origin": ["https://app.example"], "idle-timeout": "45s", "max-connections": 64 }, { corsOrigins: ["https://app.example"], idleTimeoutS: 45, maxConnections: 64 }, { "cors-origin": "file", "idle-timeout": "file", "max-connections": "file" }],
     ["an empty variable counts as unset", [], { MESH_PORT: "" }, { port: 9400 }, { port: 9400 }, { port: "file" }],
   ])("%s", (_, argv, env, file, expected, sources) => {
     const c = config(argv, env, file);

@@ -2,106 +2,25 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { RecvSide, SendSide, Stream } from "../../mesh/transport.ts";
+import type { SendSide, Stream } from "../../mesh/transport.ts";
 import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, readFrame } from "../../mesh/wire.ts";
 import { ModelStore } from "../../models/model-store.ts";
 import { FileHasher, type TransferProgress } from "../../models/model-transfer.ts";
-import { fetchModelFromPeer, serveModelStream, type ModelLookup } from "../../models/peer-transfer.ts";
+import { answerDeadlineMs, fetchModelFromPeer, serveModelStream, TRANSFER_DEADLINES, type ModelLookup } from "../../models/peer-transfer.ts";
+import { drained, streamPair } from "../helpers/stream-pair.ts";
 import { partsIn, sha256, tempDirs } from "../helpers/transfer.ts";
+import { withDeadline } from "../helpers/wait.ts";
 
 const dirs = tempDirs("mesh-transfer-");
 afterAll(dirs.remove);
 const freshDir = dirs.fresh;
 
 
-// ---------- an in-memory bi-stream with QUIC's finish/reset/stop semantics ----------
-
-/** One direction: what the writer sent and the reader has not taken yet. */
-class Pipe {
-  chunks: Uint8Array[] = [];
-  finished = false;
-  resetCode: number | undefined;
-  stopCode: number | undefined;
-  private waiter: (() => void) | undefined;
-  wake() {
-    const w = this.waiter;
-    this.waiter = undefined;
-    w?.();
-  }
-  wait() {
-    return new Promise<void>((r) => (this.waiter = r));
-  }
-}
-
-function sendSide(p: Pipe): SendSide {
-  return {
-    async writeAll(bytes) {
-      if (p.stopCode !== undefined) throw new Error(`stopped by peer with code ${p.stopCode}`);
-      if (p.finished || p.resetCode !== undefined) throw new Error("write after finish or reset");
-      p.chunks.push(bytes.slice());
-      p.wake();
-    },
-    async finish() {
-      if (p.resetCode !== undefined) throw new Error("finish after reset");
-      p.finished = true;
-      p.wake();
-    },
-    async reset(code) {
-      if (p.finished && p.chunks.length === 0) return;
-      // A reset drops whatever the reader has not taken yet.
-      p.resetCode = code;
-      p.chunks = [];
-      p.wake();
-    },
-  };
-}
-
-function recvSide(p: Pipe): RecvSide {
-  const read = async (buf: Uint8Array): Promise<number | null> => {
-    for (;;) {
-      if (p.resetCode !== undefined) throw new Error(`reset by peer with code ${p.resetCode}`);
-      if (p.stopCode !== undefined) throw new Error("read after stop");
-      const head = p.chunks[0];
-      if (head) {
-        const n = Math.min(buf.length, head.length);
-        buf.set(head.subarray(0, n));
-        if (n === head.length) p.chunks.shift();
-        else p.chunks[0] = head.subarray(n);
-        return n;
-      }
-      if (p.finished) return null;
-      await p.wait();
-    }
-  };
-  return {
-    read,
-    async readExact(buf) {
-      for (let off = 0; off < buf.length; ) {
-        const n = await read(buf.subarray(off));
-        if (n === null) throw new Error("stream ended early");
-        off += n;
-      }
-    },
-    async stop(code) {
-      if (p.finished && p.chunks.length === 0) return;
-      p.stopCode = code;
-      p.chunks = [];
-      p.wake();
-    },
-  };
-}
-
-function streamPair(): [Stream, Stream] {
-  const ab = new Pipe();
-  const ba = new Pipe();
-  return [
-    { send: sendSide(ab), recv: recvSide(ba) },
-    { send: sendSide(ba), recv: recvSide(ab) },
-  ];
-}
-
-/** What the serving side writes, altered on the way: cut after `at` bytes, or one byte flipped there. */
-type Fault = { kind: "reset" | "finish" | "flip"; at: number };
+/**
+ * What the serving side writes, altered on the way: cut after `at` bytes, one byte flipped there,
+ * or stalled there (nothing more is sent, the stream stays open).
+ */
+type Fault = { kind: "reset" | "finish" | "flip" | "stall"; at: number };
 function faulty(stream: Stream, fault: Fault): Stream {
   let sent = 0;
   let cut = false;
@@ -109,6 +28,7 @@ function faulty(stream: Stream, fault: Fault): Stream {
     async writeAll(bytes) {
       if (cut) {
         if (fault.kind === "finish") return;
+        if (fault.kind === "stall") return new Promise<void>(() => undefined);
         throw new Error("cut");
       }
       const start = sent;
@@ -122,6 +42,9 @@ function faulty(stream: Stream, fault: Fault): Stream {
       await stream.send.writeAll(bytes.subarray(0, Math.max(0, fault.at - start)));
       cut = true;
       if (fault.kind === "finish") return stream.send.finish();
+      if (fault.kind === "stall") return new Promise<void>(() => undefined);
+      // The receiver got what was sent before the cut (a reset drops only what it had not read).
+      await drained(stream.send);
       await stream.send.reset(7);
       throw new Error("cut");
     },
@@ -324,4 +247,78 @@ describe("fetchModelFromPeer / serveModelStream", () => {
     await expect(fetchModelFromPeer({ model: "tiny", open: async () => client, destDir: dest })).rejects.toThrow('names "../../evil.gguf", which is not a file of that model');
     await rogue;
   });
+});
+
+// ---------- deadlines: a peer that goes quiet is given up on (issue 12, hole 10) ----------
+
+describe("a silent or stalling peer is given up on within the deadlines", () => {
+  const src = freshDir("deadline-sender");
+  const data = randomBytes(1_500_000);
+  const path = join(src, "quiet.gguf");
+  const lookup: ModelLookup = (model) => (model === "quiet" ? { files: [path] } : undefined);
+  beforeAll(() => writeFileSync(path, data));
+  const fast = { requestMs: 300, answerMs: 300, hashMsPerByte: 0, maxAnswerMs: 300, idleMs: 300 };
+  /** Bounds the whole attempt: without deadlines in the fetcher it would hang here. */
+  const attempt = (p: Promise<unknown>) => withDeadline(p.then(() => "done", (err: Error) => err.message), 10_000, "the fetch to give up");
+
+  test("a member that never answers the manifest request", async () => {
+    const t0 = performance.now();
+    const [client] = streamPair();
+    const why = await attempt(fetchModelFromPeer({ model: "quiet", open: async () => client, destDir: freshDir("silent"), deadlines: fast }));
+    expect(why).toBe('the peer did not send its answer to the manifest request for "quiet" within 300 ms; gave up on it');
+    expect(performance.now() - t0).toBeLessThan(5_000);
+  });
+
+  test("a member that answers the manifest, then never sends the file", async () => {
+    const good = servingPeer(lookup);
+    let opened = 0;
+    const open = async () => (++opened === 1 ? good.open() : streamPair()[0]);
+    const why = await attempt(fetchModelFromPeer({ model: "quiet", open, destDir: freshDir("no-file"), deadlines: fast }));
+    expect(why).toBe('the peer did not send its answer to the file request for "quiet" within 300 ms; gave up on it');
+  });
+
+  test("a member that drips its answer a byte at a time is held to the whole answer's deadline", async () => {
+    const [client, server] = streamPair();
+    let dripping = true;
+    const drip = (async () => {
+      await readFrame(server.recv);
+      const frame = encodeFrame({ files: [{ name: "quiet.gguf", size: data.length, sha256: sha256(data) }] });
+      for (let i = 0; i < frame.length && dripping; i++) {
+        await server.send.writeAll(frame.subarray(i, i + 1));
+        await Bun.sleep(50);
+      }
+    })();
+    const why = await attempt(fetchModelFromPeer({ model: "quiet", open: async () => client, destDir: freshDir("drip"), deadlines: { ...fast, idleMs: 10_000 } }));
+    dripping = false;
+    await drip.catch(() => undefined);
+    expect(why).toContain("did not send its answer to the manifest request");
+  });
+
+  test("a member that stops mid-file: the part is kept and the next peer resumes from it", async () => {
+    const dest = freshDir("stall");
+    const stalling = servingPeer(lookup, () => ({ kind: "stall", at: 700_000 }));
+    const why = await attempt(fetchModelFromPeer({ model: "quiet", open: stalling.open, destDir: dest, deadlines: fast }));
+    expect(why).toContain("the transfer of quiet.gguf broke (the peer sent nothing for 300 ms; gave up on it)");
+    expect(why).toContain("the partial file is kept");
+    const part = statSync(join(dest, ".partial", "quiet.gguf.part")).size;
+    expect(part).toBeGreaterThan(0);
+    const next = servingPeer(lookup);
+    const [got] = await fetchModelFromPeer({ model: "quiet", open: next.open, destDir: dest, deadlines: fast });
+    expect(next.requests[1]).toEqual({ op: "file", model: "quiet", name: "quiet.gguf", offset: part });
+    expect(sha256(readFileSync(got!))).toBe(sha256(data));
+  });
+
+  test("a member that opens a MODEL stream and never sends its request: the serving side gives up", async () => {
+    const [client, server] = streamPair();
+    const served = serveModelStream(server, lookup, new FileHasher(), { requestMs: 300 });
+    expect(await withDeadline(served.then(() => "served"), 10_000, "the server to give up")).toBe("served");
+    expect(await readFrame(client.recv)).toEqual({ error: "bad model request: the peer did not send its request within 300 ms; gave up on it" });
+  });
+
+  test.each([
+    ["nothing to hash", 0, 30_000],
+    ["a 1 GiB file at 50 MiB/s", 2 ** 30, 30_000 + 20_480],
+    ["a size not known: the longest wait", undefined, 15 * 60_000],
+    ["a huge file: capped", 2 ** 45, 15 * 60_000],
+  ] as const)("the wait for an answer: %s", (_, bytes, ms) => expect(answerDeadlineMs(bytes, TRANSFER_DEADLINES)).toBe(ms));
 });

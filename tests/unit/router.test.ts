@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { modelOfBody } from "../../router/openai.ts";
-import { endedCleanly } from "../../router/proxy.ts";
 import { figuresOf, figuresOfSse, toStats } from "../../router/request-stats.ts";
+import { sseEndedCleanly } from "../../router/sse-events.ts";
 
 describe("modelOfBody", () => {
   test.each([
@@ -14,19 +14,18 @@ describe("modelOfBody", () => {
     ['{"model":7}', { error: 'request body needs a "model"' }],
   ])("%p", (body, expected) => {
     const got = modelOfBody(body);
-    if ("model" in expected) expect(got).toEqual(expected);
+    if ("model" in expected) expect(got).toMatchObject(expected);
     else expect("error" in got && got.error).toStartWith(expected.error);
   });
 });
 
-const enc = (s: string) => new TextEncoder().encode(s);
 test.each([
   ['data: {"a":1}\n\ndata: [DONE]\n\n', true],
   ["event: response.completed\ndata: {}\n\n", true],
   ["event: message_stop\ndata: {}\n\n", true],
   ['data: {"choices":[]}\n\n', false],
   ["", false],
-])("endedCleanly(%p) = %p", (text, ok) => expect(endedCleanly(enc(text))).toBe(ok));
+])("sseEndedCleanly(%p) = %p", (text, ok) => expect(sseEndedCleanly(text)).toBe(ok));
 
 describe("request stats", () => {
   test("from a JSON body: timings and usage", () => {

@@ -5,24 +5,10 @@ import { RpcRequestParser, type Piece } from "../../tunnel/rpc-parser.ts";
 import { fnv1a64, readSetTensorHash, RPC_TENSOR_BYTES, RpcCmd, SET_TENSOR_HASH_BYTES } from "../../tunnel/rpc-protocol.ts";
 import { registerPeerEndpoint, rewriteRequest, withRegisterPeerEndpoint } from "../../tunnel/rpc-rewrites.ts";
 import { rpcRequestTransform } from "../../tunnel/rpc-transform.ts";
+import { SessionLimits } from "../../tunnel/rpc-limits.ts";
+import { concat, frame, rng, splitRandomly } from "../helpers/rpc-frames.ts";
 import { cacheVictims } from "../../tunnel/zero-transfer.ts";
 import { tensorByteSize } from "../../models/ggml-types.ts";
-
-/** A deterministic generator, so a failing split can be replayed. */
-function rng(seed: number) {
-  return () => {
-    seed = (seed * 1103515245 + 12345) >>> 0;
-    return seed / 4294967296;
-  };
-}
-
-function frame(cmd: number, payload: Uint8Array): Uint8Array {
-  const out = new Uint8Array(9 + payload.length);
-  out[0] = cmd;
-  new DataView(out.buffer).setBigUint64(1, BigInt(payload.length), true);
-  out.set(payload, 9);
-  return out;
-}
 
 function tensorPayload(name: string, extra: number): Uint8Array {
   const p = new Uint8Array(RPC_TENSOR_BYTES + extra);
@@ -30,16 +16,6 @@ function tensorPayload(name: string, extra: number): Uint8Array {
   p.set(new TextEncoder().encode(name), 228);
   return p;
 }
-
-const concat = (parts: Uint8Array[]) => {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-};
 
 /** One of every command, with payload sizes from 0 to 200 KB. */
 function craftedStream(r: () => number): { bytes: Uint8Array; frames: { cmd: number; size: number }[] } {
@@ -63,15 +39,8 @@ function craftedStream(r: () => number): { bytes: Uint8Array; frames: { cmd: num
   return { bytes: concat(frames), frames: meta };
 }
 
-function splitRandomly(bytes: Uint8Array, r: () => number): Uint8Array[] {
-  const chunks: Uint8Array[] = [];
-  for (let at = 0; at < bytes.length; ) {
-    const n = 1 + Math.floor(r() ** 3 * 70_000);
-    chunks.push(bytes.slice(at, at + n));
-    at += n;
-  }
-  return chunks;
-}
+/** A check that lets any size up to `max` through (the chunking tests use random sizes per command). */
+const upTo = (max: number) => (cmd: number, size: bigint) => (size > BigInt(max) ? `RPC command ${cmd} declares ${size} bytes, over the ${max} byte limit` : undefined);
 
 function run(parser: RpcRequestParser, chunks: Uint8Array[]): Piece[] {
   return chunks.flatMap((c) => parser.push(c));
@@ -81,7 +50,7 @@ describe("RpcRequestParser over random chunk splits", () => {
   test.each(Array.from({ length: 40 }, (_, i) => i + 1))("seed %d: passes every byte through in order", (seed) => {
     const r = rng(seed);
     const { bytes } = craftedStream(r);
-    const parser = new RpcRequestParser({ maxPayload: 1 << 30, capture: () => false });
+    const parser = new RpcRequestParser({ check: upTo(1 << 30), capture: () => false });
     const out = run(parser, splitRandomly(bytes, r));
     expect(out.every((p) => p.kind === "bytes")).toBe(true);
     expect(Buffer.compare(concat(out.map((p) => (p as { bytes: Uint8Array }).bytes)), bytes)).toBe(0);
@@ -93,7 +62,7 @@ describe("RpcRequestParser over random chunk splits", () => {
     const r = rng(seed);
     const { bytes, frames } = craftedStream(r);
     const wanted = new Set<number>([RpcCmd.HELLO, RpcCmd.SET_TENSOR_HASH, RpcCmd.CMD_17]);
-    const parser = new RpcRequestParser({ maxPayload: 1 << 30, capture: (cmd) => wanted.has(cmd) });
+    const parser = new RpcRequestParser({ check: upTo(1 << 30), capture: (cmd) => wanted.has(cmd) });
     const out = run(parser, splitRandomly(bytes, r));
     const collected = out.filter((p) => p.kind === "frame") as Extract<Piece, { kind: "frame" }>[];
     expect(collected.map((f) => f.cmd)).toEqual(frames.filter((f) => wanted.has(f.cmd)).map((f) => f.cmd));
@@ -108,7 +77,7 @@ describe("RpcRequestParser over random chunk splits", () => {
   test("a truncated stream stops mid-command, not at a boundary", () => {
     const { bytes } = craftedStream(rng(7));
     for (const cut of [1, 5, 9, 100, bytes.length - 1]) {
-      const parser = new RpcRequestParser({ maxPayload: 1 << 30, capture: () => false });
+      const parser = new RpcRequestParser({ check: upTo(1 << 30), capture: () => false });
       parser.push(bytes.subarray(0, cut));
       expect(parser.atBoundary()).toBe(false);
     }
@@ -119,7 +88,7 @@ describe("RpcRequestParser over random chunk splits", () => {
     [2n ** 40n, "over the"],
     [BigInt(1 << 20) + 1n, "over the"],
   ])("an absurd size (%p) is an error, and nothing after it passes", (size, message) => {
-    const parser = new RpcRequestParser({ maxPayload: 1 << 20, capture: () => false });
+    const parser = new RpcRequestParser({ check: upTo(1 << 20), capture: () => false });
     const header = new Uint8Array(9);
     header[0] = RpcCmd.SET_TENSOR;
     new DataView(header.buffer).setBigUint64(1, size, true);
@@ -177,7 +146,7 @@ describe("rewrites", () => {
   test("an absurd size errors the transform", async () => {
     const header = new Uint8Array(9);
     new DataView(header.buffer).setBigUint64(1, 2n ** 62n, true);
-    await expect(collect([header], { forkRegisterPeer: false })).rejects.toThrow("over the");
+    await expect(collect([header], { forkRegisterPeer: false })).rejects.toThrow("ALLOC_BUFFER declares 4611686018427387904 payload bytes");
   });
 });
 
@@ -224,10 +193,18 @@ describe("zero-transfer helpers", () => {
 
 describe("a recorded session (llama-server loading tiny onto an rpc-server, then one completion)", () => {
   const recording = new Uint8Array(readFileSync(join(import.meta.dir, "..", "fixtures", "rpc-tiny-session.bin")));
-  test.each([1, 2, 3, 4, 5])("seed %d: every command parses and every byte passes through", (seed) => {
+  test.each([1, 2, 3, 4, 5])("seed %d: every command parses, passes protocol 7's limits, and every byte passes through", (seed) => {
     const seen = new Map<number, number>();
+    const limits = new SessionLimits(7, false);
+    const refusals: string[] = [];
     const parser = new RpcRequestParser({
-      maxPayload: 1 << 30,
+      check: (cmd, size) => {
+        const refused = limits.check(cmd, size);
+        if (refused) refusals.push(refused);
+        return refused;
+      },
+      observes: (cmd) => limits.observes(cmd),
+      observed: (cmd, payload) => limits.observed(cmd, payload),
       capture: (cmd) => {
         seen.set(cmd, (seen.get(cmd) ?? 0) + 1);
         return cmd === RpcCmd.HELLO;
@@ -235,6 +212,7 @@ describe("a recorded session (llama-server loading tiny onto an rpc-server, then
     });
     const out = run(parser, splitRandomly(recording, rng(seed)));
     const rebuilt = concat(out.map((p) => (p.kind === "bytes" ? p.bytes : p.kind === "frame" ? concat([p.header, p.payload]) : new Uint8Array())));
+    expect(refusals).toEqual([]);
     expect(Buffer.compare(rebuilt, recording)).toBe(0);
     expect(parser.atBoundary()).toBe(true);
     expect(seen.get(RpcCmd.HELLO)).toBeGreaterThanOrEqual(2);

@@ -12,10 +12,14 @@ describe("splitArgs", () => {
   test.each(["-t 1 | rm -rf /", "-t 1; reboot", "a > b"])("shell syntax %p is refused", (text) => {
     expect(() => splitArgs(text)).toThrow("plain arguments");
   });
+  test("$NAME stays as written: no shell runs, so nothing expands it to an empty word", () => {
+    expect(splitArgs('--system-prompt "$HOME" -t $N')).toEqual(["--system-prompt", "$HOME", "-t", "$N"]);
+  });
 });
 
 describe("checkUserArgs", () => {
-  const managed = ["--port 1", "--host=0.0.0.0", "-m x.gguf", "--rpc h:1", "-c 100", "--embeddings", "--alias x", "-hf a/b"];
+  // llama.cpp reads `_` as `-` in long flags, so `--model_url` is `--model-url`.
+  const managed = ["--port 1", "--host=0.0.0.0", "-m x.gguf", "--rpc h:1", "-c 100", "--embeddings", "--alias x", "-hf a/b", "--model_url u", "--api_key k"];
   test.each(managed)("%p is managed by the pool", (args) => {
     expect(() => checkUserArgs(args.split(" "))).toThrow("llamacpp_args may not contain");
   });

@@ -1,9 +1,15 @@
-/** The systemd unit `mesh service install` writes: quoting, flags, system vs user, and systemd's own reading of it. */
+/**
+ * The systemd unit `mesh service install` writes: quoting, flags, system vs user, secrets kept out of
+ * it (in the environment file, by systemd's rules), and systemd's own
+ * reading of all of it.
+ */
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { buildUnit, isMeshUnit, quoteExecWord, quoteSetting, serviceArgs, UNIT_MARKER, unitDir, type UnitInput } from "../../service/unit.ts";
+import { buildUnit, isMeshUnit, quoteExecWord, quoteSetting, serviceArgs, serviceSecrets, UNIT_MARKER, unitDir, type UnitInput } from "../../service/unit.ts";
+import { ENV_FILE_MARKER, envFileOfUnit, envFileSetting, envFileText, isMeshEnvFile, quoteEnvValue } from "../../service/env-file.ts";
+import { execStartArgv, parseEnvFile, unitEnvironment } from "../helpers/systemd-unit.ts";
 
 const base: UnitInput = {
   command: ["/usr/local/bin/mesh"],
@@ -71,6 +77,8 @@ describe("serviceArgs: the node's flags as the service runs them", () => {
     ["a model file becomes absolute, a model name does not", ["--model", "my model.gguf", "--model", "tiny", "--model", "/m/a.gguf"], ["--model", "/srv/work/my model.gguf", "--model", "tiny", "--model", "/m/a.gguf", ...dirs, "--log-format", "json"]],
     ["--llama-dir becomes absolute", ["--llama-dir", "llama/bin"], ["--llama-dir", "/srv/work/llama/bin", ...dirs, "--log-format", "json"]],
     ["dash values and booleans pass", ["--max-loaded-models", "-1", "--insecure", "--port", "9999"], ["--max-loaded-models", "-1", "--insecure", "--port", "9999", ...dirs, "--log-format", "json"]],
+    ["secret flags are left out, in both forms", ["--api-key", "k1", "--port", "1", "--api-key=k2", "--join", "mesh1x", "--join=mesh1y"], ["--port", "1", ...dirs, "--log-format", "json"]],
+    ["a value that reads like a secret flag is a value", ["--llamacpp-args", "--api-key", "--model", "--join"], ["--llamacpp-args", "--api-key", "--model", "--join", ...dirs, "--log-format", "json"]],
   ];
   test.each(cases)("%s", (_name, nodeArgs, expected) => {
     expect(serviceArgs({ ...base, nodeArgs }).flat()).toEqual(expected);
@@ -140,12 +148,12 @@ describe("buildUnit", () => {
   });
 
   test("tricky flags are quoted on their own continued lines", () => {
-    const text = unit({ command: ["/opt/bun", "/opt/my mesh/main.ts"], nodeArgs: ["--model", "my model.gguf", "--api-key", `a$b%c"d\\e'f`, "--llamacpp-args", "--threads 4"] });
+    const text = unit({ command: ["/opt/bun", "/opt/my mesh/main.ts"], nodeArgs: ["--model", "my model.gguf", "--model", `a$b%c"d\\e'f`, "--llamacpp-args", "--threads 4"] });
     expect(text).toContain(
       [
         'ExecStart=/opt/bun "/opt/my mesh/main.ts" \\',
         '    --model "/srv/work/my model.gguf" \\',
-        `    --api-key "a$$b%%c\\"d\\\\e'f" \\`,
+        `    --model "a$$b%%c\\"d\\\\e'f" \\`,
         '    --llamacpp-args "--threads 4" \\',
         "    --state-dir /var/lib/mesh/state \\",
         "    --models-dir /var/lib/mesh/models \\",
@@ -184,6 +192,163 @@ describe("unitDir", () => {
   test.each(cases)("%s", (_name, user, env, dir) => expect(unitDir(user, env, "/home/u")).toBe(dir));
 });
 
+describe("serviceSecrets: the secret flags as the variables the node reads", () => {
+  const cases: [name: string, nodeArgs: string[], env: Record<string, string>][] = [
+    ["none", ["--port", "1", "--model", "m"], {}],
+    ["keys joined by commas, in order, both forms", ["--api-key", "sk-1", "--port", "1", "--api-key=sk-2"], { MESH_API_KEY: "sk-1,sk-2" }],
+    ["keys with quotes, $, %, #, ; and inner spaces pass as they are", ["--api-key", `a"b$c%d#e;f g'h\\i`], { MESH_API_KEY: `a"b$c%d#e;f g'h\\i` }],
+    ["the join token", ["--join", "mesh1abc"], { MESH_JOIN: "mesh1abc" }],
+    ["the last --join wins, as on the command line", ["--join=mesh1a", "--join", "mesh1b"], { MESH_JOIN: "mesh1b" }],
+    ["both", ["--join", "mesh1t", "--api-key", "k"], { MESH_JOIN: "mesh1t", MESH_API_KEY: "k" }],
+    ["a value that reads like --api-key is not one", ["--llamacpp-args", "--api-key"], {}],
+  ];
+  test.each(cases)("%s", (_name, nodeArgs, env) => expect(serviceSecrets(nodeArgs)).toEqual(env));
+
+  const refused: [name: string, key: string][] = [
+    ["a comma", "sk-9f3a,b"],
+    ["a leading space", " sk-9f3a"],
+    ["a trailing tab", "sk-9f3a\t"],
+  ];
+  test.each(refused)("a key with %s is refused, without echoing it", (_name, key) => {
+    const err = (() => {
+      try {
+        serviceSecrets(["--api-key", "fine", "--api-key", key]);
+      } catch (e) {
+        return e as Error;
+      }
+    })();
+    expect(err?.message).toContain("--api-key: the service reads its values from MESH_API_KEY, a comma-separated list");
+    expect(err?.message).not.toContain("sk-9f3a");
+  });
+});
+
+describe("the environment file, by systemd's rules for EnvironmentFile=", () => {
+  /** Values and how they are written; each must read back as itself. */
+  const cases: [value: string, written: string][] = [
+    ["sk-secret-123", '"sk-secret-123"'],
+    ["", '""'],
+    ['a"b', '"a\\"b"'],
+    ["a\\b", '"a\\\\b"'],
+    ["a`b", '"a\\`b"'],
+    ["$HOME ${HOME} $", '"\\$HOME \\${HOME} \\$"'],
+    ["it's", `"it's"`],
+    ["#not a comment", '"#not a comment"'],
+    [";nor this", '";nor this"'],
+    ["  spaces kept  ", '"  spaces kept  "'],
+    ["%h %% (no specifiers here)", '"%h %% (no specifiers here)"'],
+    ["a,b", '"a,b"'],
+    ["two\nlines", '"two\nlines"'],
+    ["ends in a backslash\\", '"ends in a backslash\\\\"'],
+    ["backslash then newline\\\n", '"backslash then newline\\\\\n"'],
+    ["\\n is not a newline", '"\\\\n is not a newline"'],
+    ["tab\there", '"tab\there"'],
+    ["ünïcode ✓", '"ünïcode ✓"'],
+  ];
+  test.each(cases)("%p is written %p and read back as itself", (value, written) => {
+    expect(quoteEnvValue(value)).toBe(written);
+    expect(parseEnvFile(envFileText({ MESH_API_KEY: value }))).toEqual({ MESH_API_KEY: value });
+  });
+
+  // systemd's environment.d generator reads such files with the same parser as EnvironmentFile=,
+  // then expands $VARIABLES (which EnvironmentFile= does not) and drops empty ones: values without
+  // either are checked against it too.
+  const GENERATOR = "/usr/lib/systemd/user-environment-generators/30-systemd-environment-d-generator";
+  /** The variables systemd's parser reads from `text` (named MESH_* or single letters). */
+  function systemdReads(text: string): Record<string, string> {
+    const dir = tempDir();
+    mkdirSync(join(dir, "environment.d"));
+    writeFileSync(join(dir, "environment.d", "50-mesh.conf"), text);
+    const r = Bun.spawnSync([GENERATOR], { env: { XDG_CONFIG_HOME: dir, HOME: dir }, stdout: "pipe", stderr: "pipe" });
+    expect(r.exitCode).toBe(0);
+    // It prints KEY=VALUE, the value double-quoted with C escapes where it needs quoting.
+    const read: Record<string, string> = {};
+    for (const line of r.stdout.toString().split("\n")) {
+      const m = /^(MESH_\w+|[A-Z])=(.*)$/.exec(line);
+      if (!m) continue;
+      const q = /^"(.*)"$/.exec(m[2]!);
+      read[m[1]!] = q ? q[1]!.replace(/\\(.)/g, (_, c: string) => ({ n: "\n", t: "\t", r: "\r" })[c] ?? c) : m[2]!;
+    }
+    return read;
+  }
+
+  test("the test reader follows systemd's rules for what mesh does not write too", () => {
+    const text = ["# c \\", "X=continued comment", "  A = plain  value  ", "B='single ''joined'", 'C="x\\qy"', "D=un\\ quoted\\", "E", "; c"].join("\n");
+    const expected = { A: "plain  value", B: "single joined", C: "x\\qy", D: "un quotedE" };
+    expect(parseEnvFile(text)).toEqual(expected);
+    if (existsSync(GENERATOR)) expect(systemdReads(text)).toEqual(expected);
+  });
+
+  test("the file: marker first, one line per variable; NUL and bad names refused", () => {
+    const text = envFileText({ MESH_JOIN: "mesh1t", MESH_API_KEY: "k1,k2" });
+    expect(text).toBe(`${ENV_FILE_MARKER}\n# \`mesh service uninstall\` removes it; \`mesh service install\` rewrites it.\nMESH_JOIN="mesh1t"\nMESH_API_KEY="k1,k2"\n`);
+    expect(isMeshEnvFile(text)).toBe(true);
+    expect(isMeshEnvFile("MESH_API_KEY=x\n")).toBe(false);
+    expect(() => quoteEnvValue("a\0b")).toThrow("NUL");
+    expect(() => envFileText({ "BAD NAME": "x" })).toThrow("not an environment variable name");
+  });
+
+  const paths: [path: string, setting: string | undefined][] = [
+    ["/var/lib/mesh/service.env", "/var/lib/mesh/service.env"],
+    ["/srv/my state/service.env", "/srv/my state/service.env"],
+    ["/srv/100%/service.env", "/srv/100%%/service.env"],
+    ['/srv/a"b/service.env', '/srv/a"b/service.env'],
+    ["/srv/a*b/service.env", undefined],
+    ["/srv/a?b/service.env", undefined],
+    ["/srv/a[b/service.env", undefined],
+    ["/srv/a\\b/service.env", undefined],
+    ["/srv/a\nb/service.env", undefined],
+    ["/srv/trailing /service.env ", undefined],
+    ["relative/service.env", undefined],
+  ];
+  test.each(paths)("EnvironmentFile=%p -> %p", (path, setting) => {
+    if (setting === undefined) expect(() => envFileSetting(path)).toThrow();
+    else {
+      expect(envFileSetting(path)).toBe(setting);
+      expect(envFileOfUnit(`[Service]\nEnvironmentFile=${setting}\n`)).toBe(path);
+    }
+  });
+
+  test.skipIf(!existsSync(GENERATOR))("systemd's own parser reads every value back as itself", () => {
+    const vars = Object.fromEntries(cases.map(([v]) => v).filter((v) => v && !v.includes("$")).map((v, i) => [`MESH_T${i}`, v]));
+    expect(systemdReads(envFileText(vars))).toEqual(vars);
+  });
+});
+
+describe("buildUnit: secrets and the account", () => {
+  test("a system unit as mesh: no secret in it, EnvironmentFile=, User=, Group=, SupplementaryGroups=", () => {
+    const text = unit({ ...AS_MESH, nodeArgs: ["--api-key", "sk-secret-123", "--join", "mesh1token", "--port", "1"] });
+    expect(text).not.toContain("sk-secret-123");
+    expect(text).not.toContain("mesh1token");
+    expect(execStartArgv(text)).toEqual(["/usr/local/bin/mesh", "--port", "1", "--state-dir", base.stateDir, "--models-dir", base.modelsDir, "--log-format", "json"]);
+    const expected: [string, string[]][] = [
+      ["EnvironmentFile", ["/var/lib/mesh/state/service.env"]],
+      ["User", ["mesh"]],
+      ["Group", ["mesh"]],
+      ["SupplementaryGroups", ["video render"]],
+    ];
+    for (const [key, values] of expected) expect([key, directive(text, key)]).toEqual([key, values]);
+  });
+
+  test("no GPU group here: no SupplementaryGroups=; no secrets: no EnvironmentFile=; a user unit: no User=", () => {
+    expect(directive(unit({ runAs: { user: "mesh", group: "mesh", supplementaryGroups: [] } }), "SupplementaryGroups")).toEqual([]);
+    expect(directive(unit({}), "EnvironmentFile")).toEqual([]);
+    const user = unit({ user: true, envFile: "/home/u/.mesh/service.env" });
+    expect(directive(user, "EnvironmentFile")).toEqual(["/home/u/.mesh/service.env"]);
+    for (const key of ["User", "Group", "SupplementaryGroups"]) expect([key, directive(user, key)]).toEqual([key, []]);
+  });
+
+  test("the environment file's path: % doubled, a glob character refused", () => {
+    expect(directive(unit({ envFile: "/srv/100%/service.env" }), "EnvironmentFile")).toEqual(["/srv/100%%/service.env"]);
+    expect(() => unit({ envFile: "/srv/[x]/service.env" })).toThrow("EnvironmentFile= cannot name");
+  });
+
+  test("the test reader gets ExecStart and Environment back as mesh meant them", () => {
+    const text = unit({ nodeArgs: ["--model", `a$b%c"d\\e'f`], llamaDirEnv: "/opt/100% llama" });
+    expect(execStartArgv(text).slice(1, 3)).toEqual(["--model", `a$b%c"d\\e'f`]);
+    expect(unitEnvironment(text)).toEqual({ XDG_CACHE_HOME: "/root/.cache", MESH_LLAMA_DIR: "/opt/100% llama" });
+  });
+});
+
 // systemd's own tools read the units back. They run where Debian's systemd package is installed,
 // with no running manager needed.
 const ANALYZE = "/usr/bin/systemd-analyze";
@@ -209,7 +374,8 @@ function writeUnit(over: Partial<UnitInput>): { dir: string; file: string } {
   return { dir, file };
 }
 
-const TRICKY = ["--model", "my model.gguf", "--api-key", `a$b%c"d\\e'f`, "--api-key", "$HOME ${HOME} %h %%", "--api-key", ";", "--api-key", "", "--llamacpp-args", "--threads 4 --ctx-size 8"];
+const TRICKY = ["--model", "my model.gguf", "--model", `a$b%c"d\\e'f`, "--model", "$HOME ${HOME} %h %%", "--model", ";", "--model", "", "--api-key", "sk-left-out", "--llamacpp-args", "--threads 4 --ctx-size 8"];
+const AS_MESH: Partial<UnitInput> = { envFile: "/var/lib/mesh/state/service.env", runAs: { user: "mesh", group: "mesh", supplementaryGroups: ["video", "render"] } };
 
 describe.skipIf(!existsSync(ANALYZE))("systemd-analyze verify", () => {
   const verify = (file: string, user: boolean) => {
@@ -224,8 +390,11 @@ describe.skipIf(!existsSync(ANALYZE))("systemd-analyze verify", () => {
   const cases: [name: string, over: Partial<UnitInput>][] = [
     ["system", {}],
     ["system, tricky flags and paths", { nodeArgs: TRICKY, stateDir: "/srv/my state", modelsDir: "/home/u/100% models", llamaDirEnv: "/opt/llama dir", docs: "file:///opt/my%20mesh/README.md" }],
+    ["system, as mesh, with the secrets' file", { ...AS_MESH, nodeArgs: TRICKY }],
+    ["system, the secrets' file in a tricky state dir", { ...AS_MESH, stateDir: "/srv/my 100% state", envFile: "/srv/my 100% state/service.env" }],
     ["user", { user: true, stateDir: "/home/u/.mesh", modelsDir: "/home/u/.models", cacheHome: "/home/u/.cache" }],
     ["user, tricky flags", { user: true, nodeArgs: TRICKY }],
+    ["user, with the secrets' file", { user: true, envFile: "/home/u/.mesh/service.env" }],
   ];
   test.each(cases)("%s: exit 0, no warning about the unit", (_name, over) => {
     const { file } = writeUnit(over);

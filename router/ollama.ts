@@ -1,0 +1,248 @@
+/**
+ * Ollama's API (`/api/version`, `/api/tags`, `/api/ps`, `/api/show`, `/api/chat`, `/api/generate`,
+ * `/api/embed`, `/api/embeddings`) as a thin adapter over the `/v1` routes: each inference request
+ * is translated (`ollama-mapping.ts`) into the OpenAI request it means and served by the same code
+ * as `/v1` (model lookup, loading, routing to the peer that hosts the model, proxying), and the
+ * answer is translated back: SSE to NDJSON, JSON to Ollama's JSON. Members of the mesh forward only
+ * `/v1` routes, so a request crosses the mesh in OpenAI's words. Errors are Ollama's
+ * `{"error": "..."}` with the status `/v1` gave.
+ */
+import { Hono, type Context, type MiddlewareHandler } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { statSync } from "node:fs";
+import type { ModelInfo } from "../models/model-store.ts";
+import { PoolError } from "../pool/errors.ts";
+import { linkModelAs, ModelCopyError } from "../models/model-copy.ts";
+import { inProcessV1, type InProcessV1 } from "./in-process.ts";
+import { keepAliveIdleMs, keepAliveMs, mapChat, mapEmbed, mapGenerate, modelName, ollamaError, StreamTranslator, wholeAnswer, type AnswerKind, type JsonObject, type Mapped } from "./ollama-mapping.ts";
+import { psEntry, remoteTagsEntry, showAnswer, tagsEntry } from "./ollama-models.ts";
+import { findModel, type Serving } from "./serving.ts";
+
+/** Serves one OpenAI request (`path` under `/v1`) the way `/v1` does, for the Ollama route `route`. */
+export type OpenAiCall = (route: string, path: string, body: JsonObject, signal: AbortSignal) => Promise<Response>;
+
+/**
+ * Calls the `/v1` routes in-process, as a request of their own: the same lookup, routing and
+ * proxying, and errors in their OpenAI shape with the status they carry. Each is counted once in
+ * the request metrics, under the Ollama route it serves (`countAs`), with the model it names.
+ */
+export function openAiCall(v1: Hono, countAs: (route: string) => MiddlewareHandler): OpenAiCall {
+  // One per Ollama route (a handful): the middleware knows its label.
+  const byRoute = new Map<string, InProcessV1>();
+  return (route, path, body, signal) => {
+    let inner = byRoute.get(route);
+    if (!inner) byRoute.set(route, (inner = inProcessV1(v1, countAs(route))));
+    return inner(new Request(`http://mesh.local/v1${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal }));
+  };
+}
+
+/** Routes of Ollama's that manage model files, which this node does not do (yet): a clear error each. */
+const OLLAMA_ERRORS = {
+  pull: "pulling models comes with the Hugging Face issue; put GGUF files in --models-dir",
+  delete: "deleting models is not supported over the Ollama API; remove the GGUF file from --models-dir",
+  create: "creating models is not supported; put GGUF files in --models-dir",
+  push: "pushing models is not supported",
+} as const;
+
+const ollamaFail = (c: Context, status: ContentfulStatusCode, error: string) => c.json({ error }, status);
+
+function mtimeOf(path: string): number {
+  try {
+    return statSync(path).mtimeMs;
+  } catch {
+    return 0;
+  }
+}
+
+async function jsonBody(c: Context): Promise<unknown> {
+  try {
+    return JSON.parse(await c.req.text()) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A request's `keep_alive`, applied once its answer is complete (here; a peer's model is the
+ * peer's): 0 unloads the model now, a duration becomes its idle unload, a negative one keeps it
+ * loaded, and none gives it the node's `--idle-unload` again (Ollama's default applies per request).
+ */
+function afterAnswer(serving: Serving, model: string, keepAlive: unknown): void {
+  const server = serving.pool.server(model);
+  // The operator's pin outranks a client's keep_alive.
+  if (!server || server.pinned) return;
+  const ms = keepAliveIdleMs(keepAliveMs(keepAlive));
+  if (ms === 0) {
+    serving.pool.unload(model).catch(() => undefined);
+    return;
+  }
+  serving.pool.setIdleUnload(model, ms);
+}
+
+async function errorOf(c: Context, res: Response): Promise<Response> {
+  const body = (await res.json().catch(() => undefined)) as unknown;
+  return ollamaFail(c, res.status as ContentfulStatusCode, ollamaError(body, `request failed with status ${res.status}`).error as string);
+}
+
+async function answer(c: Context, serving: Serving, call: OpenAiCall, kind: AnswerKind, mapped: Mapped, keepAlive: unknown): Promise<Response> {
+  if (!mapped.ok) return ollamaFail(c, 400, mapped.error);
+  const started = performance.now();
+  const res = await call(c.req.path, mapped.path, mapped.body, c.req.raw.signal);
+  if (!res.ok) return errorOf(c, res);
+  const isSse = (res.headers.get("content-type") ?? "").includes("text/event-stream");
+  if (!mapped.stream || !isSse || !res.body) {
+    const whole = wholeAnswer(kind, mapped.model, await res.json(), performance.now() - started, new Date());
+    afterAnswer(serving, mapped.model, keepAlive);
+    if (!mapped.stream) return c.json(whole);
+    return new Response(`${JSON.stringify(whole)}\n`, { headers: { "content-type": "application/x-ndjson" } });
+  }
+  const translator = new StreamTranslator(kind, mapped.model);
+  const decoder = new TextDecoder();
+  const encoder = new TextEncoder();
+  const reader = res.body.getReader();
+  const stream = new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        // Until there is a line to give: a pull that enqueues nothing is not called again.
+        for (;;) {
+          const { done, value } = await reader.read().catch(() => ({ done: true as const, value: undefined }));
+          if (done) {
+            controller.enqueue(encoder.encode(translator.close(new Date(), performance.now() - started)));
+            controller.close();
+            afterAnswer(serving, mapped.model, keepAlive);
+            return;
+          }
+          const lines = translator.push(decoder.decode(value, { stream: true }), new Date());
+          if (lines.length) return controller.enqueue(encoder.encode(lines.join("")));
+        }
+      },
+      cancel() {
+        void reader.cancel().catch(() => undefined);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+  return new Response(stream, { headers: { "content-type": "application/x-ndjson" } });
+}
+
+/** The model a show/tags request names: on this node, or only elsewhere in the mesh. */
+async function describe(serving: Serving, name: string): Promise<{ local: ModelInfo } | { remote: true } | undefined> {
+  const local = await serving.store.find(name);
+  if (local) return { local };
+  if (serving.routing?.catalog().some((m) => m.name === name)) return { remote: true };
+  return undefined;
+}
+
+export function ollamaRoutes(serving: Serving, call: OpenAiCall): Hono {
+  const api = new Hono();
+
+  // Ours is the mesh's version, which Ollama clients only display.
+  api.get("/version", (c) => c.json({ version: serving.version }));
+
+  api.get("/tags", async (c) => {
+    const models = await serving.store.refresh();
+    const local = new Set(models.map((m) => m.name));
+    const remote = (serving.routing?.catalog() ?? []).filter((m) => !local.has(m.name)).map(remoteTagsEntry);
+    return c.json({ models: [...models.map((m) => tagsEntry(m, mtimeOf(m.path))), ...remote] });
+  });
+
+  api.get("/ps", async (c) => {
+    const models = [];
+    for (const s of serving.pool.loaded()) {
+      const m = await serving.store.find(s.model);
+      if (m && s.state === "ready") models.push(psEntry(m, mtimeOf(m.path), s.lastUse, serving.pool.idleUnloadMsOf(s.model)));
+    }
+    return c.json({ models });
+  });
+
+  api.post("/show", async (c) => {
+    const body = await jsonBody(c);
+    const raw = typeof body === "object" && body !== null ? ((body as { model?: unknown; name?: unknown }).model ?? (body as { name?: unknown }).name) : undefined;
+    if (typeof raw !== "string" || raw === "") return ollamaFail(c, 400, '"model" is required');
+    const name = modelName(raw);
+    const found = await describe(serving, name);
+    if (!found) return ollamaFail(c, 404, `model '${raw}' not found`);
+    if ("remote" in found) return c.json({ details: { format: "gguf" }, model_info: {}, capabilities: ["completion"], modelfile: "", parameters: "", template: "", license: "" });
+    return c.json(showAnswer(found.local, mtimeOf(found.local.path)));
+  });
+
+  // A second name for a model on this node's disk: its files hard-linked under the new name.
+  api.post("/copy", async (c) => {
+    const body = await jsonBody(c);
+    const { source, destination } = (typeof body === "object" && body !== null ? body : {}) as { source?: unknown; destination?: unknown };
+    if (typeof source !== "string" || source === "" || typeof destination !== "string" || destination === "") return ollamaFail(c, 400, '"source" and "destination" are required');
+    const from = await serving.store.find(modelName(source));
+    if (!from) return ollamaFail(c, 404, `model '${source}' not found on this node`);
+    // A name the node or the mesh already knows would be shadowed by the new file, not replaced.
+    const dest = modelName(destination);
+    if ((await serving.store.find(dest)) || serving.routing?.catalog().some((m) => m.name === dest)) {
+      return ollamaFail(c, 409, `a model named '${destination}' already exists in the mesh; choose another name`);
+    }
+    try {
+      linkModelAs(from, dest, serving.store.modelsDir);
+    } catch (err) {
+      if (err instanceof ModelCopyError) return ollamaFail(c, err.status, err.message);
+      throw err;
+    }
+    await serving.store.refresh();
+    return c.body(null, 200);
+  });
+
+  api.post("/chat", async (c) => {
+    const body = await jsonBody(c);
+    return answer(c, serving, call, "chat", mapChat(body), keepAliveOf(body));
+  });
+
+  api.post("/generate", async (c) => {
+    const body = await jsonBody(c);
+    const mapped = mapGenerate(body);
+    // Ollama loads a model for a generate request with no prompt (and unloads it with keep_alive 0).
+    if (mapped.ok && typeof (body as { prompt?: unknown }).prompt !== "string") return preload(c, serving, mapped.model, keepAliveOf(body));
+    return answer(c, serving, call, "generate", mapped, keepAliveOf(body));
+  });
+
+  for (const [route, legacy] of [["/embed", false], ["/embeddings", true]] as const) {
+    api.post(route, async (c) => {
+      const body = await jsonBody(c);
+      const mapped = mapEmbed(body, legacy);
+      if (!mapped.ok) return ollamaFail(c, 400, mapped.error);
+      const started = performance.now();
+      const res = await call(c.req.path, mapped.path, mapped.body, c.req.raw.signal);
+      if (!res.ok) return errorOf(c, res);
+      const data = ((await res.json()) as { data?: { embedding: number[] }[]; usage?: { prompt_tokens?: number } }) ?? {};
+      const vectors = (data.data ?? []).map((d) => d.embedding);
+      afterAnswer(serving, mapped.model, keepAliveOf(body));
+      if (legacy) return c.json({ embedding: vectors[0] ?? [] });
+      const ns = Math.round((performance.now() - started) * 1e6);
+      return c.json({ model: mapped.model, embeddings: vectors, total_duration: ns, load_duration: 0, prompt_eval_count: data.usage?.prompt_tokens ?? 0 });
+    });
+  }
+
+  for (const [route, message] of Object.entries(OLLAMA_ERRORS)) {
+    // The client sends DELETE for /api/delete; Ollama also answers 501-like failures with its error shape.
+    api.on(["POST", "DELETE"], `/${route}`, (c) => ollamaFail(c, 501, message));
+  }
+  // Ollama's shape for what the pool throws (unknown model: 404), with the status it carries.
+  api.onError((err, c) => (err instanceof PoolError ? ollamaFail(c, err.status, err.message) : ollamaFail(c, 500, err.message)));
+  return api;
+}
+
+function keepAliveOf(body: unknown): unknown {
+  return typeof body === "object" && body !== null ? (body as { keep_alive?: unknown }).keep_alive : undefined;
+}
+
+/** `/api/generate` without a prompt: load (or, with keep_alive 0, unload) the model and say done. */
+async function preload(c: Context, serving: Serving, model: string, keepAlive: unknown): Promise<Response> {
+  const done = { model, created_at: new Date().toISOString(), response: "", done: true, done_reason: keepAliveMs(keepAlive) === 0 ? "unload" : "load" };
+  if (keepAliveMs(keepAlive) === 0) {
+    const server = serving.pool.server(model);
+    // The operator's pin outranks a client's keep_alive.
+    if (server && !server.pinned) await serving.pool.unload(model).catch(() => undefined);
+    return c.json(done);
+  }
+  // Another node's model is loaded by its host; here there is nothing to do.
+  if (serving.routing?.catalog().some((m) => m.name === model) && !(await serving.store.find(model))) return c.json(done);
+  await serving.pool.load(await findModel(serving, model));
+  afterAnswer(serving, model, keepAlive);
+  return c.json(done);
+}

@@ -1,0 +1,63 @@
+/**
+ * The Anthropic SDK against a node (its base URL is the node's root; it sends `x-api-key` and
+ * `anthropic-version`): `messages.countTokens`, `messages.create` plain and streamed, on the node
+ * that serves the model and on one that forwards to it.
+ */
+import Anthropic from "@anthropic-ai/sdk";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { loaded } from "../helpers/api.ts";
+import { killAllChildren } from "../helpers/children.ts";
+import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
+import { testModel } from "../helpers/models.ts";
+import { SMALL_LLAMA } from "../helpers/node.ts";
+import { waitFor } from "../helpers/wait.ts";
+
+const MODEL = "tiny-q8_0";
+/** Sent as `x-api-key`; the nodes need none (the key rules have their own tests). */
+const KEY = "unused";
+const nodes: MeshTestNode[] = [];
+let host: MeshTestNode;
+let entry: MeshTestNode;
+
+beforeAll(async () => {
+  host = await startMeshNode([...SMALL_LLAMA, "--model", await testModel("tiny", "q8_0")]);
+  nodes.push(host);
+  entry = await startMeshNode([...SMALL_LLAMA, "--join", host.token]);
+  nodes.push(entry);
+  await waitForFullMesh([host, entry]);
+  await waitFor(async () => (await loaded(host)).some((s) => s.model_name === MODEL && s.state === "ready"), { what: "the host to serve the model", timeoutMs: 60_000 });
+  await waitFor(async () => (await meshStatus(entry)).peers.some((p) => p.serving.includes(MODEL)), { what: "the entry to see the model" });
+}, 120_000);
+afterAll(async () => {
+  await Promise.all(nodes.map((n) => n.stop()));
+  await killAllChildren();
+});
+
+const client = (node: MeshTestNode) => new Anthropic({ baseURL: node.url, apiKey: KEY, maxRetries: 0 });
+const messages: Anthropic.MessageParam[] = [{ role: "user", content: "hello there" }];
+
+describe.each([
+  ["the serving node", () => host],
+  ["a node that forwards", () => entry],
+])("through %s", (_, node) => {
+  test("messages.countTokens", async () => {
+    const counted = await client(node()).messages.countTokens({ model: MODEL, messages });
+    expect(counted.input_tokens).toBeGreaterThan(0);
+  });
+
+  test("messages.create", async () => {
+    const msg = await client(node()).messages.create({ model: MODEL, max_tokens: 4, messages });
+    expect(msg.type).toBe("message");
+    expect(msg.role).toBe("assistant");
+    expect(msg.usage.output_tokens).toBeGreaterThan(0);
+  });
+
+  test("messages.create streamed, to message_stop", async () => {
+    const stream = await client(node()).messages.create({ model: MODEL, max_tokens: 4, messages, stream: true });
+    const types: string[] = [];
+    for await (const event of stream) types.push(event.type);
+    expect(types[0]).toBe("message_start");
+    expect(types).toContain("content_block_delta");
+    expect(types.at(-1)).toBe("message_stop");
+  });
+});

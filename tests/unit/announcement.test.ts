@@ -1,0 +1,162 @@
+/**
+ * Announcement limits are the same on sender and receiver (issue 12, hole 9): the sender trims to
+ * what the schema accepts and to what fits a control message, with one log line per change, and
+ * the catalog built from announcements is worked out once per change, not per request.
+ */
+import { describe, expect, test } from "bun:test";
+import { AnnouncementSource, describeLeftOut, fitAnnouncement, fitModels, type AnnouncementContent, type ModelLists } from "../../mesh/announcement.ts";
+import { ANNOUNCEMENT_LIMITS as L, AnnouncementSchema, ControlMessageSchema, PROTOCOL_VERSION } from "../../mesh/messages.ts";
+import { encodeFrame, MAX_CONTROL_MESSAGE } from "../../mesh/wire.ts";
+import type { ModelInfo, ModelStore } from "../../models/model-store.ts";
+import { MeshModels, type MeshModelsOptions } from "../../node/mesh-models.ts";
+import type { Log } from "../../log.ts";
+import { fakeAnnouncement } from "../helpers/rogue-peer.ts";
+
+const disk = (n: number, over: (i: number) => Partial<ModelLists["modelsOnDisk"][number]> = () => ({})) =>
+  Array.from({ length: n }, (_, i) => ({ name: `model-${String(i).padStart(5, "0")}`, size: 1e9 + i, need: 2e9 + i, ...over(i) }));
+const seeds = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `seed-${i}`, source: `https://huggingface.co/org/repo-${i}/resolve/main/seed-${i}.gguf` }));
+const longSource = (i: number) => ({ source: `https://huggingface.co/org/${"r".repeat(200)}-${i}/resolve/main/file.gguf` });
+const bytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
+
+function content(over: Partial<AnnouncementContent> = {}): AnnouncementContent {
+  const { instance: _i, seq: _s, ...rest } = fakeAnnouncement("n".repeat(64));
+  return { ...rest, addresses: ["127.0.0.1:4433", "[::1]:4434"], ...over };
+}
+
+describe("fitModels: the sender trims to what peers accept", () => {
+  const none = new Set<string>();
+  test("lists within every limit pass unchanged", () => {
+    const lists = { modelsOnDisk: disk(10), seeds: seeds(3) };
+    expect(fitModels(lists, none, L.modelBytes)).toEqual({ lists, left: { invalid: [], modelsOnDisk: 0, seeds: 0 } });
+  });
+  test("more seeds than the limit: cut to it", () => {
+    const { lists, left } = fitModels({ modelsOnDisk: [], seeds: seeds(L.seeds + 44) }, none, Number.POSITIVE_INFINITY);
+    expect(lists.seeds).toHaveLength(L.seeds);
+    expect(left.seeds).toBe(44);
+  });
+  test("more models than the limit: cut to it", () => {
+    const { lists, left } = fitModels({ modelsOnDisk: disk(L.modelsOnDisk + 4), seeds: [] }, none, Number.POSITIVE_INFINITY);
+    expect(lists.modelsOnDisk).toHaveLength(L.modelsOnDisk);
+    expect(left.modelsOnDisk).toBe(4);
+  });
+  test("over the byte budget: seeds go first, then models, and what stays fits", () => {
+    const all = { modelsOnDisk: disk(1_000, longSource), seeds: seeds(100) };
+    const { lists, left } = fitModels(all, none, L.modelBytes);
+    expect(lists.seeds).toEqual([]);
+    expect(left.seeds).toBe(100);
+    expect(left.modelsOnDisk).toBeGreaterThan(0);
+    expect(bytes(lists)).toBeLessThanOrEqual(L.modelBytes);
+    // What stays is a prefix, in the order given.
+    expect(lists.modelsOnDisk).toEqual(all.modelsOnDisk.slice(0, lists.modelsOnDisk.length));
+  });
+  test("the models this node serves or is assigned stay, whatever their place", () => {
+    const all = disk(1_000, longSource);
+    const keep = new Set([all[999]!.name, all[500]!.name]);
+    const { lists } = fitModels({ modelsOnDisk: all, seeds: [] }, keep, L.modelBytes);
+    expect(lists.modelsOnDisk.map((m) => m.name)).toContain(all[999]!.name);
+    expect(lists.modelsOnDisk.map((m) => m.name)).toContain(all[500]!.name);
+  });
+  test("entries peers would refuse are left out and named", () => {
+    const bad = [
+      { name: "n".repeat(L.name + 1), size: 1, need: 1 },
+      { name: "no-url", size: 1, need: 1, source: "not a url" },
+      { name: "long-url", size: 1, need: 1, source: `https://example.com/${"x".repeat(L.source)}` },
+      { name: "negative", size: -1, need: 1 },
+    ];
+    const { lists, left } = fitModels({ modelsOnDisk: [...disk(2), ...bad], seeds: [{ name: "seed-no-url", source: "ftp:/x y" }] }, none, L.modelBytes);
+    expect(lists.modelsOnDisk.map((m) => m.name)).toEqual(["model-00000", "model-00001"]);
+    expect(left.invalid).toEqual(["n".repeat(80), "no-url", "long-url", "negative", "seed-no-url"]);
+  });
+  test("the log line says what was left out and the limits", () => {
+    expect(describeLeftOut({ invalid: [], modelsOnDisk: 0, seeds: 0 }, { modelsOnDisk: 3, seeds: 0 })).toBeUndefined();
+    expect(describeLeftOut({ invalid: ["x"], modelsOnDisk: 200, seeds: 10 }, { modelsOnDisk: 1_000, seeds: 300 })).toBe(
+      `the announcement leaves out 200 of 1000 models on disk; 10 of 300 registry seeds; 1 peers would refuse (a name over ${L.name} characters, or a source that is not a URL of at most ${L.source}): x. ` +
+        `It carries at most ${L.modelsOnDisk} models, ${L.seeds} seeds and 128 KiB of them; peers do not see the rest`,
+    );
+  });
+});
+
+describe("what the sender sends, the receiver accepts", () => {
+  test.each([
+    ["more seeds than the receiver's old limit of 256", content({ seeds: seeds(300) })],
+    ["4,096 models with long sources", content({ modelsOnDisk: disk(4_096, longSource) })],
+    ["5,000 models with short names", content({ modelsOnDisk: disk(5_000) })],
+    ["a name too long and a source that is no URL", content({ modelsOnDisk: [...disk(3), { name: "x".repeat(300), size: 1, need: 1 }], seeds: [{ name: "s", source: "nope" }] })],
+    ["too many served, idle and recent models", content({ serving: disk(300).map((m) => m.name), idle: disk(300).map((m) => m.name), lastRequest: Object.fromEntries(disk(300).map((m) => [m.name, 1])) })],
+  ])("%s: trimmed, accepted, and a hello with it fits a control message", (_, raw) => {
+    const { announcement } = new AnnouncementSource(() => raw).current();
+    const parsed = AnnouncementSchema.safeParse(announcement);
+    expect(parsed.success ? "accepted" : parsed.error.issues[0]?.message).toBe("accepted");
+    expect(bytes(announcement)).toBeLessThanOrEqual(L.bytes + 200);
+    // A hello carries the announcement and up to a few hundred members.
+    const members = Array.from({ length: 300 }, (_, i) => ({ nodeId: `${i}`.padStart(64, "f"), addresses: ["127.0.0.1:65535", "[::1]:65535"] }));
+    const hello = { v: PROTOCOL_VERSION, type: "hello", announcement, members };
+    expect(() => encodeFrame(hello)).not.toThrow();
+    expect(ControlMessageSchema.safeParse(hello).success).toBe(true);
+  });
+
+  test("the served and assigned models survive the trim", () => {
+    const models = disk(4_096, longSource);
+    const fitted = fitAnnouncement(content({ modelsOnDisk: models, serving: [models[4_000]!.name], assigned: models[4_095]!.name }));
+    expect(fitted.modelsOnDisk.map((m) => m.name)).toEqual(expect.arrayContaining([models[4_000]!.name, models[4_095]!.name]));
+  });
+
+  test("the byte budget leaves room under the control message cap", () => {
+    expect(L.bytes).toBeLessThan(MAX_CONTROL_MESSAGE);
+    expect(L.modelBytes).toBeLessThan(L.bytes);
+  });
+});
+
+describe("MeshModels: trims with one log line per change, and works the catalog out once per change", () => {
+  function setup(count: number) {
+    const warnings: string[] = [];
+    const log = { info: () => undefined, warn: (msg: string) => void warnings.push(msg), error: () => undefined, debug: () => undefined } as unknown as Log;
+    const info = (name: string): ModelInfo =>
+      ({ name, path: `/m/${name}.gguf`, files: [], mmproj: undefined, sizeBytes: 1e9, ctxSize: 512, source: longSource(0).source, facts: undefined, problem: undefined }) as unknown as ModelInfo;
+    let list: ModelInfo[] = Array.from({ length: count }, (_, i) => info(`model-${String(i).padStart(5, "0")}`));
+    const store = { list: () => list } as unknown as ModelStore;
+    const options = {
+      store,
+      pool: { loaded: () => [], server: () => undefined, isLoading: () => false },
+      mesh: () => undefined,
+      explicit: [],
+      vramBytes: 8e9,
+      ownRpcEndpoint: () => undefined,
+      tunnelEndpoint: async () => "",
+      rpcProtocol: () => "3.0.0",
+      defaultCtxSize: 512,
+      fetcher: { progress: undefined, enabled: true, cancel: () => undefined },
+      log,
+    } as unknown as MeshModelsOptions;
+    const models = new MeshModels(options);
+    return { models, warnings, rescan: (n: number) => (list = Array.from({ length: n }, (_, i) => info(`model-${String(i).padStart(5, "0")}`))) };
+  }
+
+  test("a node with more models than fit says so once per change of its models, not per announcement", () => {
+    const { models, warnings, rescan } = setup(2_000);
+    for (let i = 0; i < 5; i++) models.announced();
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain("models on disk");
+    expect(bytes(models.announced().modelsOnDisk)).toBeLessThanOrEqual(L.modelBytes);
+    rescan(2_000);
+    models.announced();
+    expect(warnings).toHaveLength(1);
+    rescan(2_500);
+    models.announced();
+    expect(warnings).toHaveLength(2);
+    rescan(10);
+    expect(models.announced().modelsOnDisk).toHaveLength(10);
+    expect(warnings).toHaveLength(2);
+  });
+
+  test("the catalog is the same object until a change is heard of", () => {
+    const { models } = setup(50);
+    const first = models.catalog();
+    expect(first).toHaveLength(50);
+    expect(models.catalog()).toBe(first);
+    models.reconcile();
+    const second = models.catalog();
+    expect(second).not.toBe(first);
+    expect(second).toEqual(first);
+  });
+});
