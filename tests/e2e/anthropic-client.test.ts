@@ -35,6 +35,9 @@ afterAll(async () => {
 
 const client = (node: MeshTestNode) => new Anthropic({ baseURL: node.url, apiKey: KEY, maxRetries: 0 });
 const messages: Anthropic.MessageParam[] = [{ role: "user", content: "hello there" }];
+// Greedy: random weights sampled at temperature 1 now and then pick the end-of-turn token first,
+// and an answer with no text has no content_block_delta. Greedy gives the same tokens every run.
+const GREEDY = { temperature: 0, top_k: 1 } as const;
 
 describe.each([
   ["the serving node", () => host],
@@ -46,14 +49,14 @@ describe.each([
   });
 
   test("messages.create", async () => {
-    const msg = await client(node()).messages.create({ model: MODEL, max_tokens: 4, messages });
+    const msg = await client(node()).messages.create({ model: MODEL, max_tokens: 4, messages, ...GREEDY });
     expect(msg.type).toBe("message");
     expect(msg.role).toBe("assistant");
     expect(msg.usage.output_tokens).toBeGreaterThan(0);
   });
 
   test("messages.create streamed, to message_stop", async () => {
-    const stream = await client(node()).messages.create({ model: MODEL, max_tokens: 4, messages, stream: true });
+    const stream = await client(node()).messages.create({ model: MODEL, max_tokens: 4, messages, stream: true, ...GREEDY });
     const types: string[] = [];
     for await (const event of stream) types.push(event.type);
     expect(types[0]).toBe("message_start");
