@@ -24,6 +24,7 @@ export function rowBytes(type: GgmlType, n: number): number {
 }
 
 export type MetadataValue =
+  | { type: "u16"; value: number }
   | { type: "u32"; value: number }
   | { type: "i32"; value: number }
   | { type: "f32"; value: number }
@@ -47,7 +48,7 @@ export function tensorBytes(t: Pick<TensorSpec, "dims" | "type">): number {
   return rowBytes(t.type, row) * rest.reduce((a, b) => a * b, 1);
 }
 
-const KV_TYPE = { u32: 4, i32: 5, f32: 6, bool: 7, string: 8, array: 9, u64: 10 } as const;
+const KV_TYPE = { u16: 2, u32: 4, i32: 5, f32: 6, bool: 7, string: 8, array: 9, u64: 10 } as const;
 
 const align = (n: number) => Math.ceil(n / GGUF_ALIGNMENT) * GGUF_ALIGNMENT;
 
@@ -66,6 +67,11 @@ class ByteWriter {
     next.set(this.buf.subarray(0, this.length));
     this.buf = next;
     this.view = new DataView(next.buffer);
+  }
+  u16(v: number): void {
+    this.reserve(2);
+    this.view.setUint16(this.length, v, true);
+    this.length += 2;
   }
   u32(v: number): void {
     this.reserve(4);
@@ -111,6 +117,9 @@ class ByteWriter {
 
 function writeValue(w: ByteWriter, v: MetadataValue): void {
   switch (v.type) {
+    case "u16":
+      w.u32(KV_TYPE.u16);
+      return w.u16(v.value);
     case "u32":
       w.u32(KV_TYPE.u32);
       return w.u32(v.value);

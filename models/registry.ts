@@ -21,6 +21,10 @@ const RegistryEntry = z.object({
   llamacpp_args: z.string().optional(),
   /** Where the file can be downloaded from (e.g. a Hugging Face resolve URL). */
   source: z.string().url().optional(),
+  /** The reference it was pulled by (`org/repo/file.gguf`, a URL): what other nodes pull it by. */
+  ref: z.string().min(1).max(2048).optional(),
+  /** Its files were downloaded by `mesh pull`, so `mesh rm` may remove them. */
+  pulled: z.boolean().optional(),
 });
 
 export const Registry = z.record(z.string().min(1), RegistryEntry);
