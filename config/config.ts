@@ -66,6 +66,10 @@ export interface Config {
   /** Where each setting (by flag name) came from: flag, env, file or default. */
   settingSources: Record<string, SettingSource>;
   logFormat: (typeof LOG_FORMATS)[number];
+  /** List and serve the models other tools keep (Ollama, LM Studio, Hugging Face cache, llama.cpp cache), in place. */
+  scanModelStores: "on" | "off";
+  /** More folders of GGUF models served in place (MESH_MODEL_STORES, `:`-separated). */
+  modelStores: string[];
 }
 
 export function defaultConfig(home: string = homedir()): Config {
@@ -101,5 +105,7 @@ export function defaultConfig(home: string = homedir()): Config {
     maxConnections: 512,
     settingSources: {},
     logFormat: "text",
+    scanModelStores: "on",
+    modelStores: [],
   };
 }

@@ -21,6 +21,7 @@ import {
 } from "./values.ts";
 import { FLAVORS } from "../llama/flavor.ts";
 import { LLAMA_RELEASE } from "../llama/pin.ts";
+import { parseStoreList } from "../models/stores/stores.ts";
 
 export interface FlagSpec {
   name: string;
@@ -84,4 +85,6 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("idle-timeout", "<duration>", "idleTimeoutS", parseIdleTimeout, "close a connection that moves no bytes this long, e.g. a stalled upload (default 30s; at most 255s)"),
   flag("max-connections", "<n>", "maxConnections", parsePositive, "requests in flight at once; more are answered 503 (default 512)"),
   flag("log-format", "<format>", "logFormat", parseChoice(LOG_FORMATS), "text (default) or json, one object per line"),
+  flag("scan-model-stores", "<on|off>", "scanModelStores", parseChoice(["on", "off"] as const), "serve the GGUFs Ollama, LM Studio, the Hugging Face cache and llama.cpp's cache hold, in place (default on)"),
+  flag("model-stores", "<dirs>", "modelStores", parseStoreList, "more folders of GGUF models to serve in place, separated by ':' (env MESH_MODEL_STORES)"),
 ];

@@ -1,6 +1,7 @@
 /**
  * The facts mesh needs from a GGUF header, read with @huggingface/gguf (about 40 ms a file): what
- * the model is (architecture, pooling, whether it is a vision projector) and how big its context is.
+ * the model is (architecture, pooling, whether it is a vision projector), how big its context is,
+ * and how its weights are quantized (`general.file_type`, named as llama.cpp names it).
  */
 import { gguf } from "@huggingface/gguf";
 
@@ -16,6 +17,62 @@ export interface GgufFacts {
   headCount: number | undefined;
   headCountKv: number | undefined;
   name: string | undefined;
+  /** `general.file_type`: llama.cpp's `llama_ftype` (see `quantName`). */
+  fileType: number | undefined;
+}
+
+/**
+ * llama.cpp's `llama_ftype` (include/llama.h) as data: the value `general.file_type` holds -> the
+ * quant name users know from file names and `llama-quantize`. Retired values stay: old files carry them.
+ */
+const FILE_TYPES: Readonly<Record<number, string>> = {
+  0: "F32",
+  1: "F16",
+  2: "Q4_0",
+  3: "Q4_1",
+  4: "Q4_1_SOME_F16",
+  5: "Q4_2",
+  6: "Q4_3",
+  7: "Q8_0",
+  8: "Q5_0",
+  9: "Q5_1",
+  10: "Q2_K",
+  11: "Q3_K_S",
+  12: "Q3_K_M",
+  13: "Q3_K_L",
+  14: "Q4_K_S",
+  15: "Q4_K_M",
+  16: "Q5_K_S",
+  17: "Q5_K_M",
+  18: "Q6_K",
+  19: "IQ2_XXS",
+  20: "IQ2_XS",
+  21: "Q2_K_S",
+  22: "IQ3_XS",
+  23: "IQ3_XXS",
+  24: "IQ1_S",
+  25: "IQ4_NL",
+  26: "IQ3_S",
+  27: "IQ3_M",
+  28: "IQ2_S",
+  29: "IQ2_M",
+  30: "IQ4_XS",
+  31: "IQ1_M",
+  32: "BF16",
+  33: "Q4_0_4_4",
+  34: "Q4_0_4_8",
+  35: "Q4_0_8_8",
+  36: "TQ1_0",
+  37: "TQ2_0",
+  38: "MXFP4_MOE",
+  39: "NVFP4",
+  40: "Q1_0",
+  41: "Q2_0",
+};
+
+/** Pure: the quant name of a `general.file_type` value; undefined when absent or unknown to this table. */
+export function quantName(fileType: number | undefined): string | undefined {
+  return fileType === undefined || !Object.hasOwn(FILE_TYPES, fileType) ? undefined : FILE_TYPES[fileType];
 }
 
 const num = (v: unknown): number | undefined => (typeof v === "number" ? v : typeof v === "bigint" ? Number(v) : undefined);
@@ -35,6 +92,7 @@ export function factsFromMetadata(md: Record<string, unknown>): GgufFacts {
     headCount: num(key("attention.head_count")),
     headCountKv: num(key("attention.head_count_kv")) ?? num(key("attention.head_count")),
     name: str(md["general.name"]),
+    fileType: num(md["general.file_type"]),
   };
 }
 

@@ -1,15 +1,26 @@
 /**
- * The models this node can serve: GGUF files under the models dir, the registry beside them, and
- * files named with `--model PATH`. Rescanned on demand (a readdir and a stat per file); GGUF
- * headers are read once per file version.
+ * The models this node can serve: GGUF files under the models dir, the registry beside them, files
+ * named with `--model PATH`, and the models other tools' stores hold (Ollama, LM Studio, the
+ * Hugging Face cache, llama.cpp's cache, MESH_MODEL_STORES folders), used where they lie and named
+ * by the rule in stores/stores.ts. Rescanned on demand (a readdir and a stat per file; a store only
+ * when a folder it read has changed); GGUF headers are read once per file version.
  */
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { basename, isAbsolute, join, relative, resolve } from "node:path";
 import { Device, recipeDevices, type DeviceMask, type Recipe } from "../pool/devices.ts";
-import { readGgufFacts, type GgufFacts } from "./gguf-info.ts";
+import { quantName, readGgufFacts, type GgufFacts } from "./gguf-info.ts";
 import { groupModelFiles } from "./model-files.ts";
 import { modelTypeOf, type ModelType } from "./model-type.ts";
 import { readRegistry, REGISTRY_FILE, type RegistryEntry } from "./registry.ts";
+import { StoreScanner } from "./stores/scan.ts";
+import { storeModelName, type StoreRoot } from "./stores/stores.ts";
+
+/**
+ * Where a model's files lie: "models-dir" (mesh's own, under --models-dir or in its models.json),
+ * "path" (a `--model PATH`), another tool's store, or "extra" (a MESH_MODEL_STORES folder). Only
+ * "models-dir" files are mesh's to remove.
+ */
+export type ModelStoreKind = "models-dir" | "path" | "ollama" | "lm-studio" | "huggingface" | "llama.cpp" | "extra";
 
 export interface ModelInfo {
   name: string;
@@ -29,6 +40,11 @@ export interface ModelInfo {
   facts: GgufFacts | undefined;
   /** Why it cannot load as it is (missing shards), if so. */
   problem: string | undefined;
+  store: ModelStoreKind;
+  /** The reference it was pulled by (models.json `ref`), if mesh pulled it. */
+  ref: string | undefined;
+  /** From the GGUF's `general.file_type`: "Q4_K_M", "Q8_0", "F16"...; undefined when unknown. */
+  quant: string | undefined;
 }
 
 export interface ModelStoreOptions {
@@ -36,6 +52,8 @@ export interface ModelStoreOptions {
   /** `--model` values that are paths to files outside the scan. */
   extraFiles: string[];
   hasGpu: boolean;
+  /** Other tools' stores to serve from, in naming order (`modelStoreRoots`); none by default. */
+  stores?: readonly StoreRoot[];
 }
 
 const MAX_DEPTH = 4;
@@ -66,6 +84,7 @@ function fileSize(path: string): number {
 export class ModelStore {
   private factsCache = new Map<string, { key: string; facts: GgufFacts | undefined }>();
   private models: ModelInfo[] = [];
+  private readonly scanner = new StoreScanner();
 
   constructor(private readonly opts: ModelStoreOptions) {}
 
@@ -91,6 +110,7 @@ export class ModelStore {
     mmproj: string | undefined,
     entry: Partial<RegistryEntry>,
     problem: string | undefined,
+    store: ModelStoreKind,
   ): Promise<ModelInfo> {
     const facts = await this.facts(path);
     const labels = entry.labels ?? [];
@@ -110,6 +130,9 @@ export class ModelStore {
       source: entry.source,
       facts,
       problem,
+      store,
+      ref: entry.ref,
+      quant: quantName(facts?.fileType),
     };
   }
 
@@ -127,7 +150,7 @@ export class ModelStore {
       const reg = byPath.get(path);
       const problem = group.missingShards.length ? `split model is missing shard(s) ${group.missingShards.join(", ")}` : undefined;
       const mmproj = reg?.entry.mmproj ? abs(reg.entry.mmproj) : group.mmproj && abs(group.mmproj);
-      const info = await this.describe(reg?.name ?? group.name, path, group.files.map(abs), mmproj, reg?.entry ?? {}, problem);
+      const info = await this.describe(reg?.name ?? group.name, path, group.files.map(abs), mmproj, reg?.entry ?? {}, problem, "models-dir");
       out.set(info.name, info);
       claimed.add(path);
     }
@@ -135,24 +158,56 @@ export class ModelStore {
     for (const [name, e] of Object.entries(registry)) {
       const path = resolve(abs(e.file));
       if (claimed.has(path) || out.has(name)) continue;
-      out.set(name, await this.describe(name, path, [path], e.mmproj && abs(e.mmproj), e, undefined));
+      out.set(name, await this.describe(name, path, [path], e.mmproj && abs(e.mmproj), e, undefined, "models-dir"));
       claimed.add(path);
     }
     for (const file of this.opts.extraFiles) {
       const path = resolve(file);
       if (claimed.has(path)) continue;
       const name = basename(path).replace(/\.gguf$/i, "");
-      if (!out.has(name)) out.set(name, await this.describe(name, path, [path], undefined, {}, undefined));
+      if (!out.has(name)) out.set(name, await this.describe(name, path, [path], undefined, {}, undefined, "path"));
     }
+    await this.addStores(out);
     this.models = [...out.values()].sort((a, b) => a.name.localeCompare(b.name));
     return this.models;
   }
 
-  /** The model of that name, rescanning first when it is not known yet (a file just copied in). */
+  /** The stores' models after mesh's own, named by the rule in stores/stores.ts. */
+  private async addStores(out: Map<string, ModelInfo>): Promise<void> {
+    const roots = this.opts.stores ?? [];
+    if (roots.length === 0) return;
+    const real = (p: string) => {
+      try {
+        return realpathSync(p);
+      } catch {
+        return p;
+      }
+    };
+    // Which root listed each real file first (-1: mesh's own), so a file is listed once.
+    const listedBy = new Map<string, number>();
+    for (const m of out.values()) listedBy.set(real(m.path), -1);
+    for (const [index, root] of roots.entries()) {
+      for (const m of this.scanner.scan(root)) {
+        const file = real(m.path);
+        const by = listedBy.get(file);
+        if (by !== undefined && by !== index) continue;
+        listedBy.set(file, index);
+        const name = storeModelName(m.name, root.kind, out);
+        if (name === undefined) continue;
+        const problem = m.missingShards.length ? `split model is missing shard(s) ${m.missingShards.join(", ")}` : undefined;
+        out.set(name, await this.describe(name, m.path, m.files, m.mmproj, {}, problem, root.kind));
+      }
+    }
+  }
+
+  /**
+   * The model of that name, rescanning first when it is not known yet (a file just copied in).
+   * `x:latest` is `x` when there is no `x:latest` (our names carry no tag, as in the Ollama API).
+   */
   async find(name: string): Promise<ModelInfo | undefined> {
-    const known = this.models.find((m) => m.name === name);
-    if (known) return known;
-    return (await this.refresh()).find((m) => m.name === name);
+    const pick = (list: readonly ModelInfo[]) =>
+      list.find((m) => m.name === name) ?? (name.endsWith(":latest") ? list.find((m) => m.name === name.slice(0, -":latest".length)) : undefined);
+    return pick(this.models) ?? pick(await this.refresh());
   }
 
   list(): readonly ModelInfo[] {

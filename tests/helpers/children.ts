@@ -41,8 +41,13 @@ async function pump(stream: ReadableStream<Uint8Array>, onText: (t: string) => v
   for await (const chunk of stream) onText(decoder.decode(chunk, { stream: true }));
 }
 
+/** An environment without the variables a test unset (given as undefined): an empty value is not the same to every program. */
+function definedOnly(env: Record<string, string | undefined>): Record<string, string> {
+  return Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined));
+}
+
 export function spawnChild(name: string, argv: string[], opts: { env?: Record<string, string | undefined>; cwd?: string } = {}): Child {
-  const proc = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: { ...process.env, ...opts.env }, cwd: opts.cwd, detached: true });
+  const proc = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: definedOnly({ ...process.env, ...opts.env }), cwd: opts.cwd, detached: true });
   live.add(proc);
   groups.add(proc.pid);
   void proc.exited.then(() => live.delete(proc));

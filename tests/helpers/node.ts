@@ -28,7 +28,7 @@ export function meshCommand(): string[] {
 }
 
 export interface StartNodeOptions {
-  env?: Record<string, string>;
+  env?: Record<string, string | undefined>;
   name?: string;
   /** argv of the mesh CLI, instead of `meshCommand()`. */
   command?: string[];
@@ -56,7 +56,9 @@ export async function startNode(args: string[] = [], opts: StartNodeOptions = {}
     "--relay", "disabled",
     ...args,
   ];
-  const child = spawnChild(opts.name ?? "mesh", argv, { env: { MESH_LLAMA_DIR: devLlamaDir(), ...opts.env }, cwd: opts.cwd });
+  // The developer's own Ollama, LM Studio and Hugging Face models stay out of tests that did not ask for them.
+  const env = { MESH_LLAMA_DIR: devLlamaDir(), MESH_SCAN_MODEL_STORES: "off", ...opts.env };
+  const child = spawnChild(opts.name ?? "mesh", argv, { env, cwd: opts.cwd });
   const cleanup = () => {
     rmSync(stateDir, { recursive: true, force: true });
     rmSync(modelsDir, { recursive: true, force: true });

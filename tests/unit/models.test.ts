@@ -67,7 +67,7 @@ test("GGUF facts come from the architecture's own keys", () => {
     "llama.block_count": 4n,
     "bert.pooling_type": 2,
   });
-  expect(facts).toEqual({ architecture: "llama", fileKind: undefined, poolingType: 1, contextLength: 2048, blockCount: 4, embeddingLength: undefined, headCount: undefined, headCountKv: undefined, name: "x" });
+  expect(facts).toEqual({ architecture: "llama", fileKind: undefined, poolingType: 1, contextLength: 2048, blockCount: 4, embeddingLength: undefined, headCount: undefined, headCountKv: undefined, name: "x", fileType: undefined });
 });
 
 describe("registry", () => {
