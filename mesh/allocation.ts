@@ -4,7 +4,7 @@
  *    bring it over the need);
  * 2. a model nobody serves that fits on this node and is on its disk;
  * 3. a served model whose split would gain capacity (it runs over several nodes), on its disk;
- * 4. rules 2 and 3 again for models it must download first (someone has the file, or a source);
+ * 4. rules 2 and 3 again for models it must download first (someone has the file, or a source or reference);
  * 5. the largest model's group.
  * Ties: on disk, then larger, then name. Models unloaded for idleness are skipped until asked for;
  * a node started with `--model` chooses among those only.
@@ -24,7 +24,7 @@ export function allocate(
   only?: readonly string[],
 ): Assignment | undefined {
   const onDisk = (m: CatalogModel) => self.modelsOnDisk.some((d) => d.name === m.name);
-  const fetchable = (m: CatalogModel) => onDisk(m) || m.nodesOnDisk.length > 0 || m.source !== undefined;
+  const fetchable = (m: CatalogModel) => onDisk(m) || m.nodesOnDisk.length > 0 || m.source !== undefined || m.ref !== undefined;
   const byPreference = (a: CatalogModel, b: CatalogModel) =>
     Number(onDisk(b)) - Number(onDisk(a)) || b.sizeBytes - a.sizeBytes || byCodePoint(a.name, b.name);
   const first = (rule: Assignment["rule"], candidates: CatalogModel[], order = byPreference): Assignment | undefined => {

@@ -6,10 +6,12 @@
  * Peers refuse an announcement over the limits of `messages.ts` (and drop its sender as junk), so
  * the sender trims to the same limits first (`fitModels`, `fitAnnouncement`): entries the schema
  * would refuse are left out, lists are cut to their counts, and models past the byte budget go,
- * seeds first, never the ones this node serves or is assigned while others can go instead.
+ * seeds first, never the ones this node serves or is assigned while others can go instead. A
+ * model's reference (`announcedRef`) that peers would drop is left off, the model kept.
  */
 import { randomUUID } from "node:crypto";
-import { ANNOUNCEMENT_LIMITS as L, ModelOnDiskSchema, SeedSchema, type Announcement } from "./messages.ts";
+import { exactRef, parseModelRef, type ModelRef } from "../models/model-ref.ts";
+import { ANNOUNCEMENT_LIMITS as L, isModelRef, ModelOnDiskSchema, SeedSchema, type Announcement } from "./messages.ts";
 
 export type AnnouncementContent = Omit<Announcement, "seq" | "instance">;
 export type ModelLists = Pick<Announcement, "modelsOnDisk" | "seeds">;
@@ -25,6 +27,35 @@ export interface LeftOut {
 const jsonBytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
 
 /**
+ * The reference to announce for a model named by `text` (pure), or undefined when it is none peers
+ * could use: its exact form (`org/repo:Q8_0`, `org/repo/file.gguf`, a URL), so that nodes whose
+ * catalogs of well-known ids differ, or that were given another spelling, all read the same one.
+ */
+export function announcedRef(text: string): string | undefined {
+  let ref: ModelRef | undefined;
+  try {
+    ref = parseModelRef(text);
+  } catch {
+    return undefined;
+  }
+  if (!ref) return undefined;
+  const exact = exactRef(ref);
+  return refFits(exact) ? exact : undefined;
+}
+
+/** Whether peers keep this reference: within the limit, and one they can read. */
+const refFits = (ref: string) => ref.length <= L.ref && isModelRef(ref);
+
+/** The entry without a reference peers would drop; a seed left with neither a reference nor a source names nothing to get. */
+function withUsableRef<T extends { ref?: string | undefined }>(entry: T): T {
+  if (entry.ref === undefined || refFits(entry.ref)) return entry;
+  const { ref: _dropped, ...rest } = entry;
+  return rest as T;
+}
+const seedOk = (e: ModelLists["seeds"][number]) => SeedSchema.safeParse(e).success && (e.source !== undefined || e.ref !== undefined);
+const modelOk = (e: ModelLists["modelsOnDisk"][number]) => ModelOnDiskSchema.safeParse(e).success;
+
+/**
  * The models on disk and seeds cut to what peers accept within `budgetBytes` of JSON (pure): models
  * named in `keep` are the last to be cut, and what stays keeps the order given.
  */
@@ -32,8 +63,8 @@ export function fitModels(lists: ModelLists, keep: ReadonlySet<string>, budgetBy
   const invalid: string[] = [];
   const valid = <T extends { name: string }>(entries: readonly T[], ok: (e: T) => boolean) =>
     entries.filter((e) => ok(e) || (invalid.push(e.name.slice(0, 80)), false));
-  const models = valid(lists.modelsOnDisk, (e) => ModelOnDiskSchema.safeParse(e).success);
-  const seeds = valid(lists.seeds, (e) => SeedSchema.safeParse(e).success);
+  const models = valid(lists.modelsOnDisk.map(withUsableRef), modelOk);
+  const seeds = valid(lists.seeds.map(withUsableRef), seedOk);
   // Kept ones first, so cutting from the end takes the others.
   const byKeep = [...models.filter((m) => keep.has(m.name)), ...models.filter((m) => !keep.has(m.name))].slice(0, L.modelsOnDisk);
   const seedsIn = seeds.slice(0, L.seeds);
@@ -91,13 +122,13 @@ export function fitAnnouncement(content: AnnouncementContent): AnnouncementConte
 const checked = new WeakSet<object>();
 
 function listsValid(c: ModelLists): boolean {
-  const valid = (list: readonly unknown[], ok: (e: unknown) => boolean) => {
+  const valid = <T extends { ref?: string | undefined }>(list: readonly T[], ok: (e: T) => boolean) => {
     if (checked.has(list)) return true;
-    if (!list.every(ok)) return false;
+    if (!list.every((e) => ok(e) && (e.ref === undefined || refFits(e.ref)))) return false;
     checked.add(list);
     return true;
   };
-  return valid(c.modelsOnDisk, (e) => ModelOnDiskSchema.safeParse(e).success) && valid(c.seeds, (e) => SeedSchema.safeParse(e).success);
+  return valid(c.modelsOnDisk, modelOk) && valid(c.seeds, seedOk);
 }
 
 function withinCounts(c: AnnouncementContent): boolean {

@@ -1,7 +1,8 @@
 /**
  * The mesh's catalog of models, derived by every node from the same announcements (pure), with no
  * central authority: for each model its size and memory need, the nodes that have it on disk, the
- * nodes assigned to serve it (its group), the group's elected host, and its status.
+ * nodes assigned to serve it (its group), the group's elected host, its status, and which member
+ * downloads it when no node has it yet.
  */
 import { elect, type Candidate } from "./election.ts";
 
@@ -12,6 +13,8 @@ export interface NodeModel {
   needBytes: number;
   /** Where to download it when nobody has it (e.g. a Hugging Face resolve URL). */
   source?: string;
+  /** The reference it is pulled by (`org/repo:Q4_K_M`, a URL), when it came from one. */
+  ref?: string;
 }
 
 /** What the catalog needs to know about one node (ours included), from its announcement. */
@@ -34,6 +37,8 @@ export interface NodeView {
   seeds?: NodeModel[];
   /** Its RPC protocol version: only nodes of the host's major version can be in its split. */
   rpcProtocol?: string;
+  /** The model whose files it is getting now (its announced fetch progress). */
+  fetching?: string;
 }
 
 export type ModelStatus = "unloaded" | "loading" | "ready" | "needs-capacity";
@@ -41,6 +46,10 @@ export type ModelStatus = "unloaded" | "loading" | "ready" | "needs-capacity";
 export interface CatalogModel {
   name: string;
   source: string | undefined;
+  /** The reference it is pulled by, as some node announced it. */
+  ref?: string;
+  /** The member that downloads it for the group when no node has its files (see `puller`). */
+  puller?: string;
   sizeBytes: number;
   needBytes: number;
   nodesOnDisk: string[];
@@ -85,6 +94,21 @@ export function splitCandidates(nodes: readonly NodeView[], model: string): Cand
   return candidates.filter((c) => major(nodes.find((n) => n.nodeId === c.nodeId)?.rpcProtocol) === major(host.rpcProtocol));
 }
 
+/**
+ * Which member of a model's group downloads it from its reference or source when no node has its
+ * files (pure; every node works out the same one): the others wait and copy it from that member
+ * over the mesh, so the mesh downloads it once. Only members that fetch models take part. One that
+ * announces it is fetching the model keeps the job, so a bigger newcomer does not start a second
+ * download; otherwise (and among several fetching) the one election ranks first: most memory, then
+ * the larger id, which is the node likely to host it and so needs the file first. A puller that
+ * leaves, or gives up (it leaves the group), is no longer a member, and the next one takes over.
+ */
+export function puller(group: readonly NodeView[], model: string): string | undefined {
+  const members = group.filter((n) => n.assigned === model && n.fetches !== false);
+  const fetching = members.filter((n) => n.fetching === model);
+  return elect((fetching.length ? fetching : members).map((n) => ({ nodeId: n.nodeId, vramBytes: n.vramBytes })));
+}
+
 /** Who has, serves and idles each model: one pass over every view, so the catalog costs what the views hold. */
 function indexViews(nodes: readonly NodeView[]) {
   const onDisk = new Map<string, string[]>();
@@ -114,17 +138,24 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
   // Nodes may see a model's need differently (their own --ctx-size): every node takes the largest,
   // so all of them plan alike.
   const models = new Map<string, NodeModel>();
-  const merge = (m: NodeModel) => {
+  // Nodes may name a model by different references. Every node takes the same one, whatever order
+  // it hears them in: one a node with the files gives (the exact files the mesh has), the least first.
+  const refFromDisk = new Set<string>();
+  const merge = (m: NodeModel, onDisk = false) => {
     const known = models.get(m.name);
+    const outranks = m.ref !== undefined && (known?.ref === undefined || (onDisk && !refFromDisk.has(m.name)) || (onDisk === refFromDisk.has(m.name) && m.ref < known.ref));
+    const ref = outranks ? m.ref : known?.ref;
+    if (outranks && onDisk) refFromDisk.add(m.name);
     models.set(m.name, {
       name: m.name,
       sizeBytes: Math.max(known?.sizeBytes ?? 0, m.sizeBytes),
       needBytes: Math.max(known?.needBytes ?? 0, m.needBytes),
       ...((known?.source ?? m.source) ? { source: known?.source ?? m.source } : {}),
+      ...(ref !== undefined ? { ref } : {}),
     });
   };
   for (const n of nodes) for (const m of n.seeds ?? []) merge(m);
-  for (const n of nodes) for (const m of n.modelsOnDisk) merge(m);
+  for (const n of nodes) for (const m of n.modelsOnDisk) merge(m, true);
   for (const n of nodes) if (n.assigned && !models.has(n.assigned)) merge({ name: n.assigned, sizeBytes: 0, needBytes: 0 });
   const index = indexViews(nodes);
 
@@ -148,12 +179,17 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
           : capacityBytes < m.needBytes
             ? "needs-capacity"
             : "loading";
+      const nodesOnDisk = [...(index.onDisk.get(m.name) ?? [])].sort(byCodePoint);
+      // Only a model nobody has needs pulling from the world, and only one it can be pulled from.
+      const pulledBy = nodesOnDisk.length === 0 && (m.ref !== undefined || m.source !== undefined) ? puller(group, m.name) : undefined;
       return {
         name: m.name,
         source: m.source,
+        ...(m.ref !== undefined ? { ref: m.ref } : {}),
+        ...(pulledBy !== undefined ? { puller: pulledBy } : {}),
         sizeBytes: m.sizeBytes,
         needBytes: m.needBytes,
-        nodesOnDisk: [...(index.onDisk.get(m.name) ?? [])].sort(byCodePoint),
+        nodesOnDisk,
         nodesServing: group.map((n) => n.nodeId).sort(byCodePoint),
         capacityBytes,
         host,

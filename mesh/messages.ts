@@ -3,6 +3,7 @@
  * dropped, a message of the wrong shape is refused. Every message carries the protocol version.
  */
 import { z } from "zod";
+import { parseModelRef } from "../models/model-ref.ts";
 
 export const PROTOCOL_VERSION = 1;
 
@@ -12,9 +13,10 @@ export const PROTOCOL_VERSION = 1;
  * and no member can make every peer's catalog huge.
  */
 export const ANNOUNCEMENT_LIMITS = {
-  /** Characters of a model name, and of a source URL. */
+  /** Characters of a model name, of a source URL, and of a model reference (which may be a URL). */
   name: 256,
   source: 2048,
+  ref: 2048,
   modelsOnDisk: 4096,
   seeds: 256,
   serving: 256,
@@ -30,8 +32,15 @@ const L = ANNOUNCEMENT_LIMITS;
 
 const ModelName = z.string().max(L.name);
 const Source = z.string().url().max(L.source);
-export const ModelOnDiskSchema = z.object({ name: ModelName, size: z.number().nonnegative(), need: z.number().nonnegative(), source: Source.optional() });
-export const SeedSchema = z.object({ name: ModelName, source: Source });
+/**
+ * A reference a model is pulled by. What a reference may look like grows from version to version
+ * (a catalog id one node knows and another does not), so one this node cannot read, or one over
+ * the limit, is dropped on its own: the model it names stays, and so does the peer.
+ */
+const Ref = z.string().max(L.ref).refine(isModelRef).optional().catch(undefined);
+export const ModelOnDiskSchema = z.object({ name: ModelName, size: z.number().nonnegative(), need: z.number().nonnegative(), source: Source.optional(), ref: Ref });
+/** A model this node can name but has no file of: by a source URL (its registry) or a reference (`--model REF`). */
+export const SeedSchema = z.object({ name: ModelName, source: Source.optional(), ref: Ref });
 
 export const MemberAddrSchema = z.object({
   nodeId: z.string().min(1).max(128),
@@ -95,3 +104,12 @@ export const ControlMessageSchema = z.discriminatedUnion("type", [
 ]);
 
 export type ControlMessage = z.infer<typeof ControlMessageSchema>;
+
+/** Whether `text` is a model reference this node can pull (`parseModelRef` reads it as one). */
+export function isModelRef(text: string): boolean {
+  try {
+    return parseModelRef(text) !== undefined;
+  } catch {
+    return false;
+  }
+}

@@ -7,7 +7,7 @@
  */
 import { existsSync } from "node:fs";
 import { allocate, type Assignment } from "../mesh/allocation.ts";
-import { describeLeftOut, fitModels } from "../mesh/announcement.ts";
+import { announcedRef, describeLeftOut, fitModels } from "../mesh/announcement.ts";
 import { catalog, splitCandidates, type CatalogModel, type NodeModel, type NodeView } from "../mesh/catalog.ts";
 import { splitPlan, type SplitPlan } from "../mesh/election.ts";
 import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
@@ -32,6 +32,8 @@ export interface MeshModelsOptions {
   mesh: () => MeshNode | undefined;
   /** Models named with `--model`: this node chooses among these only. */
   explicit: string[];
+  /** Models named by a reference with `--model REF`, name → reference: announced, so any member can pull them. */
+  refs: ReadonlyMap<string, string>;
   vramBytes: number;
   /** The host's own compute is its rpc-server (no GPU): it joins the split as the last device. */
   ownRpcEndpoint: () => string | undefined;
@@ -103,9 +105,21 @@ export class MeshModels {
     const list = this.o.store.list();
     const keepKey = keep.join("\n");
     if (this.diskCache?.list !== list || this.diskCache.keep !== keepKey) {
+      const ref = (name: string, own: string | undefined) => {
+        const r = own ?? this.o.refs.get(name);
+        const announced = r === undefined ? undefined : announcedRef(r);
+        return announced ? { ref: announced } : {};
+      };
+      const onDisk = list.filter(hasFiles);
+      const seeds = list.filter((m) => !hasFiles(m) && (m.source || m.ref));
+      const named = new Set([...onDisk, ...seeds].map((m) => m.name));
       const all = {
-        modelsOnDisk: list.filter(hasFiles).map((m) => ({ name: m.name, size: m.sizeBytes, need: this.needOf(m), ...(m.source ? { source: m.source } : {}) })),
-        seeds: list.filter((m) => !hasFiles(m) && m.source).map((m) => ({ name: m.name, source: m.source! })),
+        modelsOnDisk: onDisk.map((m) => ({ name: m.name, size: m.sizeBytes, need: this.needOf(m), ...(m.source ? { source: m.source } : {}), ...ref(m.name, m.ref) })),
+        seeds: [
+          ...seeds.map((m) => ({ name: m.name, ...(m.source ? { source: m.source } : {}), ...ref(m.name, m.ref) })),
+          // Named by a reference at start and not here yet: the mesh learns where to get it.
+          ...[...this.o.refs.keys()].filter((name) => !named.has(name)).map((name) => ({ name, ...ref(name, undefined) })),
+        ],
       };
       const { lists, left } = fitModels(all, new Set(keep), ANNOUNCEMENT_LIMITS.modelBytes);
       const leftOut = describeLeftOut(left, { modelsOnDisk: all.modelsOnDisk.length, seeds: all.seeds.length });
@@ -144,6 +158,7 @@ export class MeshModels {
       own.hosting,
       own.idle,
       own.fetches,
+      own.fetching?.model,
       own.rpcProtocol,
       // Not their seq: a peer may bump it without a change, as often as it likes.
       peers.map((p) => p.id),
@@ -160,14 +175,18 @@ export class MeshModels {
     const view = (nodeId: string, vramBytes: number, a: ModelFields): NodeView => ({
       nodeId,
       vramBytes,
-      modelsOnDisk: a.modelsOnDisk.map((m): NodeModel => ({ name: m.name, sizeBytes: m.size, needBytes: m.need, ...(m.source ? { source: m.source } : {}) })),
+      modelsOnDisk: a.modelsOnDisk.map((m): NodeModel => ({ name: m.name, sizeBytes: m.size, needBytes: m.need, ...(m.source ? { source: m.source } : {}), ...(m.ref ? { ref: m.ref } : {}) })),
       assigned: a.assigned,
       ready: a.serving,
       hosting: a.hosting,
       idle: a.idle,
       fetches: a.fetches,
       rpcProtocol: a.rpcProtocol,
-      seeds: a.seeds.map((x): NodeModel => ({ name: x.name, sizeBytes: 0, needBytes: 0, source: x.source })),
+      ...(a.fetching ? { fetching: a.fetching.model } : {}),
+      // A seed left with nothing to get it from (its reference dropped as unreadable) names nothing.
+      seeds: a.seeds
+        .filter((x) => x.source || x.ref)
+        .map((x): NodeModel => ({ name: x.name, sizeBytes: 0, needBytes: 0, ...(x.source ? { source: x.source } : {}), ...(x.ref ? { ref: x.ref } : {}) })),
     });
     return [
       view(mesh?.nodeId ?? "", this.o.vramBytes, own),
@@ -277,6 +296,8 @@ export class MeshModels {
     this.changes++;
     const mesh = this.o.mesh();
     if (!mesh || this.stopped) return;
+    // A fetch waiting for a member to pull its model looks again.
+    this.o.fetcher.changed();
     const { views, catalog: models } = this.current();
 
     const mine = this.assigned;
@@ -320,10 +341,11 @@ export class MeshModels {
 
   private take(choice: Assignment): void {
     this.o.log.info("assigned a model", { model: choice.model, rule: choice.rule, download: choice.download });
+    // Assigned first: who pulls a model nobody has is worked out among the group, this node included.
+    this.setAssigned(choice.model);
     if (choice.download) {
       this.o.fetcher.fetch(choice.model, () => this.catalog().find((m) => m.name === choice.model), (why) => this.giveUp(choice.model, why));
     } else this.o.fetcher.cancel();
-    this.setAssigned(choice.model);
   }
 
   /** In a group, but neither its host nor one of its workers. */

@@ -1,27 +1,41 @@
 /**
- * Gets the files of a model this node was assigned and does not have: from a peer that has them
- * (over the mesh, verified and resumable), else from the model's source URL. One fetch at a time;
- * failures are retried with a growing pause (a partial file is resumed), progress is logged and
- * announced so every node's status shows it.
+ * Gets the files of a model this node was assigned and does not have. From a peer that has them
+ * (over the mesh, verified and resumable) whenever one does; when none does, one member of the
+ * model's group (the catalog's `puller`) downloads it from its reference or source and the others
+ * wait, looking again on every change to the catalog, then copy it from that member: the mesh
+ * downloads a model once. One fetch at a time; failures are retried with a growing pause (a
+ * partial file is resumed), progress is logged and announced (announced progress is also what
+ * keeps the puller's job while it pulls).
  *
- * The source this node's own registry gives (the operator's) may be any http(s) URL. One that only
- * a peer announced is held to the peer rule (https, public addresses, pinned) and capped in size
- * by what the mesh announced and the free space here; a source the rule refuses is given up at once.
+ * What this node's operator named (its registry's source or reference, `--model REF`) may be any
+ * http(s) URL or Hugging Face reference. What only a peer announced is data from another machine:
+ * a Hugging Face reference is pulled from this node's own Hub endpoint (`fromPeer`), and a URL, as
+ * a reference or a source, is held to the peer rule (https, public addresses, pinned) and capped
+ * in size by what the mesh announced and the free space here; one the rule refuses is given up at once.
  */
 import { mkdirSync } from "node:fs";
 import { statfs } from "node:fs/promises";
+import { basename, join, relative } from "node:path";
 import type { CatalogModel } from "../mesh/catalog.ts";
 import type { Stream } from "../mesh/transport.ts";
 import type { Log } from "../log.ts";
 import { PEER_SOURCE_RULE, peerSizeLimit } from "../models/download-rules.ts";
+import type { HubConfig } from "../models/hf-hub.ts";
+import { parseModelRef } from "../models/model-ref.ts";
 import { FileHasher, sleep, TransferError, TransferRefused, type TransferProgress } from "../models/model-transfer.ts";
 import { fetchModelFromPeer } from "../models/peer-transfer.ts";
+import { PullError, type PullErrorCode } from "../models/pull-error.ts";
+import { pullModel, PULLS_DIR, writeRegistryEntry, type PullProgress } from "../models/pull.ts";
 import { downloadFromUrl } from "../models/url-download.ts";
 import { progressReporter } from "../progress.ts";
 
 const MAX_PAUSE_MS = 30_000;
 /** Failures no retry can fix (a hash that never matches, a refusal) before the node gives up on the model. */
 const GIVE_UP_AFTER = 3;
+/** A wait for the puller looks again at least this often, should a change go unheard. */
+const RECHECK_MS = 30_000;
+/** What a pull says the same way every time: trying again cannot help. */
+const FINAL_PULL_ERRORS = new Set<PullErrorCode>(["bad_reference", "not_found", "gated", "quant_not_found", "no_space", "name_taken"]);
 
 async function freeBytes(dir: string): Promise<number> {
   const fs = await statfs(dir);
@@ -32,8 +46,74 @@ export interface FetchProgress {
   model: string;
   bytes: number;
   total: number;
-  /** A peer's node id, or the source URL. */
+  /** A peer's node id, or the reference or source URL. */
   from: string;
+}
+
+/** How this node gets a model's files next (see `fetchPlan`). */
+export type FetchPlan =
+  | { kind: "peer"; peer: string }
+  /** `pullModel` by a reference: the operator's, or (fromPeer) a Hugging Face one a peer announced. */
+  | { kind: "pull"; ref: string; fromPeer: boolean }
+  /** One file from a URL: the operator's source, or (fromPeer) a URL a peer announced as reference or source. */
+  | { kind: "url"; url: string; fromPeer: boolean }
+  | { kind: "wait"; why: string };
+
+/** What this node's own operator says about a model (its registry, `--model REF`): trusted as such. */
+export interface OwnOrigin {
+  ref: string | undefined;
+  source: string | undefined;
+}
+
+/**
+ * How to get the model's files on this try (pure): from a peer that has them (taking them in turn
+ * over tries); else, when the catalog makes this node the puller (or names none while this node's
+ * operator said where to get it), from the operator's reference or source first, else the one the
+ * mesh announced; else wait for the member that pulls it. A node still joining its mesh (it has
+ * heard from no member yet) pulls nothing: a member may have the model, or be pulling it already.
+ */
+export function fetchPlan(entry: CatalogModel | undefined, self: string | undefined, own: OwnOrigin, attempt: number, joining = false): FetchPlan {
+  const peers = entry?.nodesOnDisk.filter((id) => id !== self) ?? [];
+  if (peers.length) return { kind: "peer", peer: peers[attempt % peers.length]! };
+  if (joining) return { kind: "wait", why: "joining the mesh first: a member may have it, or be downloading it" };
+  const puller = entry?.puller;
+  const mine = puller !== undefined ? puller === self : own.ref !== undefined || own.source !== undefined;
+  if (!mine) return { kind: "wait", why: puller ? `node ${puller.slice(0, 10)} downloads it for the mesh; it is copied from there` : "no member has it and none knows where to get it" };
+  if (own.ref !== undefined) return { kind: "pull", ref: own.ref, fromPeer: false };
+  if (own.source !== undefined) return { kind: "url", url: own.source, fromPeer: false };
+  const ref = entry?.ref === undefined ? undefined : refKind(entry.ref);
+  if (ref === "hf") return { kind: "pull", ref: entry!.ref!, fromPeer: true };
+  if (ref === "url") return { kind: "url", url: entry!.ref!, fromPeer: true };
+  if (entry?.source !== undefined) return { kind: "url", url: entry.source, fromPeer: true };
+  return { kind: "wait", why: "no member has it and none knows where to get it" };
+}
+
+/** A URL reference names the very file to get; the rest go through the Hub. */
+function refKind(ref: string): "hf" | "url" | undefined {
+  try {
+    return parseModelRef(ref)?.kind;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Files copied from a peer arrive under the model's name (`arrivalName`), which the models-dir
+ * scan alone would read by the file (`org/repo:Q8_0` arriving as `org/repo:Q8_0.gguf` would be
+ * `repo:Q8_0`): models.json says which model they are, that mesh fetched them, and the Hub
+ * reference the mesh knows it by. A URL a peer announced is not written down: models.json is the
+ * operator's word, and that URL would then be fetched without the peer rule.
+ */
+async function recordCopy(modelsDir: string, model: string, files: readonly string[], ref: string | undefined): Promise<void> {
+  const hubRef = ref !== undefined && refKind(ref) === "hf" ? ref : undefined;
+  if (hubRef === undefined && !model.includes("/")) return;
+  const projector = `mmproj-${basename(model)}.gguf`;
+  const first = files.find((f) => basename(f) !== projector);
+  const mmproj = files.find((f) => basename(f) === projector);
+  if (first === undefined) return;
+  mkdirSync(join(modelsDir, PULLS_DIR), { recursive: true });
+  const rel = (p: string) => relative(modelsDir, p);
+  await writeRegistryEntry(modelsDir, model, { file: rel(first), ...(mmproj ? { mmproj: rel(mmproj) } : {}), ...(hubRef ? { ref: hubRef } : {}), pulled: true });
 }
 
 export interface ModelFetcherOptions {
@@ -44,6 +124,12 @@ export interface ModelFetcherOptions {
   openStream: (peerId: string) => Promise<Stream | undefined>;
   /** The source URL this node's own registry gives the model: the operator's word, trusted as such. */
   ownSource: (model: string) => string | undefined;
+  /** The reference this node's operator named the model by (`--model REF`, its registry): trusted as such. */
+  ownRef: (model: string) => string | undefined;
+  /** This node's own Hugging Face endpoint and token: every Hub reference, a peer's too, is pulled from there. */
+  hub: HubConfig;
+  /** Started to join a mesh and has heard from no member yet (for a while at most): it pulls nothing. */
+  joining: () => boolean;
   log: Log;
   /** Progress moved (announce it). */
   onProgress: () => void;
@@ -51,10 +137,19 @@ export interface ModelFetcherOptions {
   onDone: (model: string) => Promise<void>;
 }
 
+interface Attempt {
+  model: string;
+  plan: FetchPlan;
+  entry: () => CatalogModel | undefined;
+  abort: AbortController;
+}
+
 export class ModelFetcher {
   progress: FetchProgress | undefined;
   readonly hasher = new FileHasher();
   private abort: AbortController | undefined;
+  private attempt: Attempt | undefined;
+  private wake: (() => void) | undefined;
 
   constructor(private readonly o: ModelFetcherOptions) {}
 
@@ -86,53 +181,120 @@ export class ModelFetcher {
     this.progress = undefined;
   }
 
+  /**
+   * The catalog changed: a fetch waiting for the puller looks again, and a download this node
+   * started stops when the model is no longer its to pull (a peer has it now, or another member
+   * that was pulling it too keeps the job).
+   */
+  changed(): void {
+    this.wake?.();
+    const a = this.attempt;
+    if (!a || a.plan.kind === "peer" || a.abort.signal.aborted) return;
+    const now = this.plan(a.model, a.entry, 0);
+    if (now.kind === "peer" || now.kind === "wait") a.abort.abort();
+  }
+
+  private plan(model: string, entry: () => CatalogModel | undefined, attempt: number): FetchPlan {
+    return fetchPlan(entry(), this.o.selfId(), { ref: this.o.ownRef(model), source: this.o.ownSource(model) }, attempt, this.o.joining());
+  }
+
   private async run(model: string, entry: () => CatalogModel | undefined, signal: AbortSignal, giveUp: (why: string) => void): Promise<void> {
     const started = performance.now();
     let lasting = 0;
-    for (let attempt = 0; !signal.aborted; attempt++) {
-      const m = entry();
-      const self = this.o.selfId();
-      const peer = m?.nodesOnDisk.filter((id) => id !== self)[attempt % Math.max(1, m.nodesOnDisk.length)];
-      const own = this.o.ownSource(model);
-      const from = peer ?? own ?? m?.source;
-      try {
-        if (!from) throw new Error("no peer has it and it has no source URL");
-        mkdirSync(this.o.modelsDir, { recursive: true });
-        this.o.log.info("fetching model", { model, from: peer ? `node ${peer.slice(0, 10)}` : from, attempt: attempt + 1 });
-        // Log lines, not a bar: the node's own log shares the terminal.
-        const lines = progressReporter(`fetching ${model}`, this.o.log, false);
-        const onProgress = (p: TransferProgress) => {
-          if (signal.aborted) return;
-          this.progress = { model, bytes: p.bytes, total: p.total, from };
+    let waitingFor: string | undefined;
+    for (let failures = 0; !signal.aborted; ) {
+      const plan = this.plan(model, entry, failures);
+      if (plan.kind === "wait") {
+        // No longer fetching: the claim to pull it goes with the announced progress.
+        if (this.progress) {
+          this.progress = undefined;
           this.o.onProgress();
-          lines.update(p.bytes, p.total);
-        };
-        if (peer) {
-          const open = async () => {
-            const stream = await this.o.openStream(peer);
-            if (!stream) throw new Error(`node ${peer.slice(0, 10)} is not connected`);
-            return stream;
-          };
-          // The size tells how long the peer may take to hash the file before it answers.
-          await fetchModelFromPeer({ model, open, destDir: this.o.modelsDir, onProgress, signal, hasher: this.hasher, expectedBytes: m?.sizeBytes });
-        } else {
-          const peerRules = own === undefined ? { rule: PEER_SOURCE_RULE, limit: peerSizeLimit(m?.sizeBytes ?? 0, await freeBytes(this.o.modelsDir)) } : {};
-          const got = await downloadFromUrl({ url: from, model, destDir: this.o.modelsDir, onProgress, signal, ...peerRules });
-          if (!got.verified) this.o.log.warn("the source gave no hash to check the download against", { model, url: from });
         }
-        lines.done();
+        if (waitingFor !== plan.why) this.o.log.info("waiting for the model", { model, why: plan.why });
+        waitingFor = plan.why;
+        await this.nextChange(signal);
+        continue;
+      }
+      waitingFor = undefined;
+      const attempt: Attempt = { model, plan, entry, abort: new AbortController() };
+      const stop = () => attempt.abort.abort();
+      signal.addEventListener("abort", stop, { once: true });
+      this.attempt = attempt;
+      try {
+        await this.get(model, plan, entry(), failures, attempt.abort.signal);
         this.o.log.info("model fetched", { model, ms: Math.round(performance.now() - started) });
         await this.o.onDone(model);
         return;
       } catch (err) {
         if (signal.aborted) return;
+        // The job went elsewhere (a peer has the files now, another member pulls): decide again at once.
+        if (attempt.abort.signal.aborted) {
+          this.o.log.info("no longer this node's to download; the model comes from the mesh", { model });
+          continue;
+        }
         // A refusal by rule (a source a peer may not name, a file in the way) says the same next time.
-        if (err instanceof TransferRefused || (err instanceof TransferError && ++lasting >= GIVE_UP_AFTER)) return giveUp((err as Error).message);
-        const pause = Math.min(MAX_PAUSE_MS, 1_000 * 2 ** attempt);
-        const level = err instanceof TransferError ? "error" : "warn";
-        this.o.log[level]("could not fetch the model; trying again", { model, error: (err as Error).message, retryInMs: pause });
+        const final = err instanceof TransferRefused || (err instanceof PullError && FINAL_PULL_ERRORS.has(err.code));
+        const lastingError = err instanceof TransferError || (err instanceof PullError && err.code === "hash_mismatch");
+        if (final || (lastingError && ++lasting >= GIVE_UP_AFTER)) return giveUp((err as Error).message);
+        const pause = Math.min(MAX_PAUSE_MS, 1_000 * 2 ** failures++);
+        this.o.log[lastingError ? "error" : "warn"]("could not fetch the model; trying again", { model, error: (err as Error).message, retryInMs: pause });
         await sleep(pause, signal).catch(() => undefined);
+      } finally {
+        signal.removeEventListener("abort", stop);
+        if (this.attempt === attempt) this.attempt = undefined;
       }
     }
+  }
+
+  /** One try by `plan`. */
+  private async get(model: string, plan: Exclude<FetchPlan, { kind: "wait" }>, m: CatalogModel | undefined, failures: number, signal: AbortSignal): Promise<void> {
+    mkdirSync(this.o.modelsDir, { recursive: true });
+    const from = plan.kind === "peer" ? plan.peer : plan.kind === "pull" ? plan.ref : plan.url;
+    this.o.log.info("fetching model", { model, from: plan.kind === "peer" ? `node ${plan.peer.slice(0, 10)}` : from, attempt: failures + 1 });
+    // Log lines, not a bar: the node's own log shares the terminal.
+    const lines = progressReporter(`fetching ${model}`, this.o.log, false);
+    const report = (bytes: number, total: number) => {
+      if (signal.aborted) return;
+      this.progress = { model, bytes, total, from };
+      this.o.onProgress();
+      lines.update(bytes, total);
+    };
+    // Said before the first byte: announced progress is the puller's claim, so a member joining now waits.
+    if (!this.progress || this.progress.model !== model) report(0, m?.sizeBytes ?? 0);
+    const onProgress = (p: TransferProgress) => report(p.bytes, p.total);
+    if (plan.kind === "peer") {
+      const open = async () => {
+        const stream = await this.o.openStream(plan.peer);
+        if (!stream) throw new Error(`node ${plan.peer.slice(0, 10)} is not connected`);
+        return stream;
+      };
+      // The size tells how long the peer may take to hash the file before it answers.
+      const files = await fetchModelFromPeer({ model, open, destDir: this.o.modelsDir, onProgress, signal, hasher: this.hasher, expectedBytes: m?.sizeBytes });
+      await recordCopy(this.o.modelsDir, model, files, m?.ref);
+    } else if (plan.kind === "pull") {
+      const onPull = (p: PullProgress) => report(p.allBytes, p.allTotal);
+      const got = await pullModel({ ref: plan.ref, name: model, modelsDir: this.o.modelsDir, hub: this.o.hub, onProgress: onPull, signal, log: this.o.log, fromPeer: plan.fromPeer });
+      if (got.alreadyHad) this.o.log.info("the model was already pulled here", { model, path: got.path });
+    } else {
+      const peerRules = plan.fromPeer ? { rule: PEER_SOURCE_RULE, limit: peerSizeLimit(m?.sizeBytes ?? 0, await freeBytes(this.o.modelsDir)) } : {};
+      const got = await downloadFromUrl({ url: plan.url, model, destDir: this.o.modelsDir, onProgress, signal, ...peerRules });
+      if (!got.verified) this.o.log.warn("the source gave no hash to check the download against", { model, url: plan.url });
+    }
+    lines.done();
+  }
+
+  /** Resolves on the next change to the catalog (`changed`), on abort, or after RECHECK_MS. */
+  private nextChange(signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", done);
+        if (this.wake === done) this.wake = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, RECHECK_MS);
+      signal.addEventListener("abort", done, { once: true });
+      this.wake = done;
+    });
   }
 }

@@ -4,7 +4,7 @@
  * the catalog built from announcements is worked out once per change, not per request.
  */
 import { describe, expect, test } from "bun:test";
-import { AnnouncementSource, describeLeftOut, fitAnnouncement, fitModels, type AnnouncementContent, type ModelLists } from "../../mesh/announcement.ts";
+import { announcedRef, AnnouncementSource, describeLeftOut, fitAnnouncement, fitModels, type AnnouncementContent, type ModelLists } from "../../mesh/announcement.ts";
 import { ANNOUNCEMENT_LIMITS as L, AnnouncementSchema, ControlMessageSchema, PROTOCOL_VERSION } from "../../mesh/messages.ts";
 import { encodeFrame, MAX_CONTROL_MESSAGE } from "../../mesh/wire.ts";
 import type { ModelInfo, ModelStore } from "../../models/model-store.ts";
@@ -120,12 +120,13 @@ describe("MeshModels: trims with one log line per change, and works the catalog 
       pool: { loaded: () => [], server: () => undefined, isLoading: () => false },
       mesh: () => undefined,
       explicit: [],
+      refs: new Map(),
       vramBytes: 8e9,
       ownRpcEndpoint: () => undefined,
       tunnelEndpoint: async () => "",
       rpcProtocol: () => "3.0.0",
       defaultCtxSize: 512,
-      fetcher: { progress: undefined, enabled: true, cancel: () => undefined },
+      fetcher: { progress: undefined, enabled: true, cancel: () => undefined, changed: () => undefined },
       log,
     } as unknown as MeshModelsOptions;
     const models = new MeshModels(options);
@@ -158,5 +159,65 @@ describe("MeshModels: trims with one log line per change, and works the catalog 
     const second = models.catalog();
     expect(second).not.toBe(first);
     expect(second).toEqual(first);
+  });
+});
+
+describe("model references in announcements", () => {
+  test.each([
+    ["org/repo:Q8_0", "org/repo:Q8_0"],
+    ["  hf.co/org/repo:Q8_0 ", "org/repo:Q8_0"],
+    ["huggingface.co/org/repo/sub/file-Q8_0.gguf", "org/repo/sub/file-Q8_0.gguf"],
+    ["https://huggingface.co/org/repo/resolve/main/file.gguf", "org/repo/file.gguf"],
+    ["https://huggingface.co/org/repo/resolve/v2/file.gguf", "https://huggingface.co/org/repo/resolve/v2/file.gguf"],
+    ["https://example.com/models/tiny.gguf", "https://example.com/models/tiny.gguf"],
+    ["org/repo", "org/repo"],
+    // A well-known id goes out as the repository it stands for: a peer whose catalog lacks it can still pull it.
+    ["qwen2.5-0.5b-instruct", "bartowski/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M"],
+    ["a-plain-local-name", undefined],
+    ["org/repo:Q8:0", undefined],
+    ["ftp://example.com/x.gguf", undefined],
+  ])("announcedRef(%p) = %p", (text, expected) => expect(announcedRef(text)).toBe(expected as string | undefined));
+  test("a reference over the length limit is not announced", () => expect(announcedRef(`https://example.com/${"x".repeat(L.ref)}.gguf`)).toBeUndefined());
+
+  const model = { name: "org/repo:Q8_0", size: 1, need: 2 };
+  test("a reference peers can read travels with the model on disk and with a seed", () => {
+    const raw = content({ modelsOnDisk: [{ ...model, ref: "org/repo:Q8_0" }], seeds: [{ name: "later", ref: "org/later:Q4_K_M" }] });
+    const parsed = AnnouncementSchema.parse(new AnnouncementSource(() => raw).current().announcement);
+    expect(parsed.modelsOnDisk).toEqual([{ ...model, ref: "org/repo:Q8_0" }]);
+    expect(parsed.seeds).toEqual([{ name: "later", ref: "org/later:Q4_K_M" }]);
+  });
+
+  test.each([
+    ["over the length limit", `https://example.com/${"x".repeat(L.ref)}.gguf`],
+    ["unreadable", "org/repo:Q8:0"],
+    ["not a reference at all", "just-a-name"],
+    ["a scheme no pull speaks", "file:///etc/passwd.gguf"],
+    ["not a string", 42],
+  ])("a junk reference from a peer (%s) is dropped; the model and the announcement stay", (_, junk) => {
+    const announcement = { ...fakeAnnouncement("p".repeat(64)), modelsOnDisk: [{ ...model, ref: junk }], seeds: [{ name: "s", source: "https://example.com/s.gguf", ref: junk }] };
+    const parsed = AnnouncementSchema.safeParse(announcement);
+    expect(parsed.success).toBe(true);
+    expect(parsed.data!.modelsOnDisk).toEqual([{ ...model, ref: undefined }]);
+    expect(parsed.data!.modelsOnDisk[0]!.ref).toBeUndefined();
+    expect(parsed.data!.seeds).toEqual([{ name: "s", source: "https://example.com/s.gguf", ref: undefined }]);
+    // And the whole control message with it.
+    expect(ControlMessageSchema.safeParse({ v: PROTOCOL_VERSION, type: "announce", announcement }).success).toBe(true);
+  });
+
+  test("the sender leaves off a reference peers would drop, and a seed left with nothing to get it from", () => {
+    const lists = {
+      modelsOnDisk: [{ ...model, ref: "org/repo:Q8:0" }],
+      seeds: [
+        { name: "by-ref", ref: "org/repo:Q8:0" },
+        { name: "by-source", source: "https://example.com/s.gguf", ref: "org/repo:Q8:0" },
+      ],
+    };
+    const { lists: out, left } = fitModels(lists, new Set(), L.modelBytes);
+    expect(out).toEqual({ modelsOnDisk: [model], seeds: [{ name: "by-source", source: "https://example.com/s.gguf" }] });
+    expect(left.invalid).toEqual(["by-ref"]);
+    // fitAnnouncement (the last guard) does the same.
+    const fitted = fitAnnouncement(content(lists));
+    expect(fitted.modelsOnDisk).toEqual([model]);
+    expect(fitted.seeds.map((x) => x.name)).toEqual(["by-source"]);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { allocate, type Assignment } from "../../mesh/allocation.ts";
-import { catalog, splitCandidates, type NodeModel, type NodeView } from "../../mesh/catalog.ts";
+import { catalog, puller, splitCandidates, type NodeModel, type NodeView } from "../../mesh/catalog.ts";
 import { kvCacheBytes, modelNeedBytes } from "../../models/model-need.ts";
 import { elect, splitPlan } from "../../mesh/election.ts";
 
@@ -253,5 +253,70 @@ describe("allocate", () => {
     const list = catalog(nodes);
     expect(list.find((m) => m.name === "big")).toMatchObject({ nodesServing: ["n1", "n2", "n4"], status: "loading" });
     expect(list.find((m) => m.name === "small")).toMatchObject({ nodesServing: ["n3"] });
+  });
+});
+
+describe("puller: one member downloads a model nobody has, the others copy it from that member", () => {
+  const m = "org/repo:Q8_0";
+  const member = (id: string, vramGb: number, over: Partial<NodeView> = {}) => node(id, vramGb, { assigned: m, ...over });
+  test.each<[string, NodeView[], string | undefined]>([
+    ["nobody assigned: nobody pulls", [node("a", 8), node("b", 8, { assigned: "other" })], undefined],
+    ["one member: it pulls", [member("a", 8), node("z", 64)], "a"],
+    ["the most memory pulls (it will host, so it needs the file first)", [member("a", 8), member("b", 24), member("c", 16)], "b"],
+    ["equal memory: the larger id", [member("a", 8), member("c", 8), member("b", 8)], "c"],
+    ["a member that does not fetch never pulls", [member("a", 8), member("z", 64, { fetches: false })], "a"],
+    ["...even when nobody else could", [member("z", 64, { fetches: false })], undefined],
+    ["a member already pulling keeps the job when a bigger one joins", [member("a", 8, { fetching: m }), member("b", 64)], "a"],
+    ["fetching another model is no claim", [member("a", 8, { fetching: "other" }), member("b", 64)], "b"],
+    ["two pulling at once (they raced): election among them, the other stops", [member("a", 8, { fetching: m }), member("b", 16, { fetching: m }), member("c", 64)], "b"],
+    ["a node pulling while not in the group (it left it) holds no claim", [node("a", 8, { fetching: m }), member("b", 16)], "b"],
+  ])("%s", (_, nodes, expected) => expect(puller(nodes, m)).toBe(expected));
+
+  test("the job passes on: the puller leaves (gone from the views) or gives up (leaves the group)", () => {
+    const a = member("a", 64, { fetching: m });
+    const b = member("b", 16);
+    const c = member("c", 8);
+    expect(puller([a, b, c], m)).toBe("a");
+    expect(puller([b, c], m)).toBe("b");
+    expect(puller([{ ...a, assigned: undefined, fetching: undefined }, b, c], m)).toBe("b");
+    // While the next one pulls, the old one coming back does not take the job back.
+    expect(puller([{ ...a, fetching: undefined }, { ...b, fetching: m }, c], m)).toBe("b");
+  });
+
+  test("the catalog names the puller only for a model nobody has, with a reference or source to pull from", () => {
+    const seeded = (over: Partial<NodeModel>) => node("seeder", 0, { seeds: [{ name: m, sizeBytes: 0, needBytes: 0, ...over }] });
+    const group = [member("a", 8), member("b", 16)];
+    expect(catalog([...group, seeded({ ref: "org/repo:Q8_0" })])[0]).toMatchObject({ name: m, ref: "org/repo:Q8_0", puller: "b" });
+    expect(catalog([...group, seeded({ source: "https://example.invalid/m.gguf" })])[0]).toMatchObject({ puller: "b" });
+    expect(catalog([...group, seeded({})])[0]!.puller).toBeUndefined();
+    // Someone has it: the others copy it from there, nobody pulls.
+    const has = member("c", 4, { modelsOnDisk: [model(m, 1)] });
+    const [entry] = catalog([...group, has, seeded({ ref: "org/repo:Q8_0" })]);
+    expect(entry).toMatchObject({ nodesOnDisk: ["c"], ref: "org/repo:Q8_0" });
+    expect(entry!.puller).toBeUndefined();
+  });
+
+  test("every node works out the same puller and reference, whatever order it hears the announcements in", () => {
+    const nodes = [
+      member("a", 8, { seeds: [{ name: m, sizeBytes: 0, needBytes: 0, ref: "org/repo:Q8_0" }] }),
+      member("b", 16, { seeds: [{ name: m, sizeBytes: 0, needBytes: 0, ref: "hf.co/org/repo:Q8_0" }] }),
+      member("c", 16, { fetching: m }),
+    ];
+    const orders = [nodes, [...nodes].reverse(), [nodes[1]!, nodes[2]!, nodes[0]!]];
+    const seen = orders.map((o) => catalog(o)[0]);
+    for (const s of seen) expect(s).toMatchObject({ ref: "hf.co/org/repo:Q8_0", puller: "c" });
+  });
+
+  test("the reference of a node with the files beats a seed's: the exact files the mesh has", () => {
+    const seed = (id: string, ref: string) => member(id, 8, { seeds: [{ name: m, sizeBytes: 0, needBytes: 0, ref }] });
+    const has = (id: string, ref: string) => member(id, 8, { modelsOnDisk: [model(m, 1, { ref })] });
+    const nodes = [seed("a", "aaa/first:Q8_0"), has("b", "org/repo/z.gguf"), has("c", "org/repo/y.gguf"), seed("d", "aaa/zero:Q8_0")];
+    for (const order of [nodes, [...nodes].reverse()]) expect(catalog(order)[0]!.ref).toBe("org/repo/y.gguf");
+  });
+
+  test("a model known only by a reference is assignable: the node downloads it", () => {
+    const me = node("me", 24);
+    const seeder = node("s", 0, { seeds: [{ name: m, sizeBytes: 0, needBytes: 0, ref: "org/repo:Q8_0" }] });
+    expect(allocate(me, catalog([me, seeder]), [m])).toEqual({ model: m, rule: 4, download: true });
   });
 });
