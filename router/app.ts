@@ -100,10 +100,10 @@ export function createApp(serving: Serving, opts: AppOptions): Hono<AppEnv> {
   // llama-server's own model routes (`/tokenize`...) at the root, where its clients call them.
   app.route("/", llamaRoutes(serving, observer, opts.keepAliveMs));
   // Ollama's routes are `/api/<name>`, beside `/api/v1` and `/api/status`; they are served by `v1`.
-  app.route("/api", ollamaRoutes(serving, openAiCall(v1, countAs)));
+  app.route("/api", ollamaRoutes(serving, openAiCall(v1, countAs), opts.keepAliveMs));
   // Lemonade's base URL serves the OpenAI routes too; what is not one of them is management.
   app.use("/api/v1/*", openAiUnderApi<AppEnv>(openAiRoutes(serving, observer, opts.keepAliveMs), count));
-  app.route("/api/v1", managementRoutes(serving, { backends: opts.backends, devices: opts.devices ?? [] }));
+  app.route("/api/v1", managementRoutes(serving, { backends: opts.backends, devices: opts.devices ?? [], keepAliveMs: opts.keepAliveMs }));
   // A known path with the wrong method: 405 with `Allow`; an unknown path: 404.
   app.notFound(noRoute);
   app.onError((err, c) => respondToError(c, err));

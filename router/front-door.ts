@@ -3,15 +3,17 @@
  * beyond it), a Host it must name, the mesh's forwarded marker removed, and the connection's idle
  * timeout lifted while the handler works. Requests peers forward reach the app by the mesh, not through here.
  *
- * Bun's `idleTimeout` counts a connection idle whenever no byte moves, whatever the handler is
- * doing. Measured with Bun 1.4.5 and `idleTimeout: 2`: a stalled body (Content-Length 1000, 3
- * bytes sent) was closed after 3 s (good); but a handler sleeping 5 s and an SSE stream quiet
- * for 5 s were reset at 4 s too, and `server.timeout(req, 0)` let both finish. A non-streamed
- * completion may work for minutes with no byte moving, so once the request has been read whole
- * (`bodyRead`) its timeout is lifted, and put back as soon as the answer's head goes (measured: a
- * keep-alive connection whose request lifted it stayed open idle for good unless it was put back).
- * An SSE stream then lives on its keep-alives (`keepAliveMs`, under half the idle timeout), so a
- * client that stops reading one is cut after the idle timeout instead of holding its model's slot.
+ * Bun's `idleTimeout` counts a connection idle whenever none of the client's bytes arrive,
+ * whatever the handler is doing and whatever it writes. Measured with Bun 1.4.5 and
+ * `idleTimeout: 2`: a stalled body (Content-Length 1000, 3 bytes sent) was closed after 3 s
+ * (good); but a handler sleeping 5 s was reset at 4 s, and so was a streamed answer writing every
+ * 200 ms; `server.timeout(req, 0)` let both finish. So once the request has been read whole
+ * (`bodyRead`) its timeout is lifted, and put back when the answer is done: with its head for a
+ * whole answer (measured: a keep-alive connection whose request lifted it stayed open idle for good
+ * unless it was put back), at its end for a streamed one (SSE, NDJSON: a generation or a pull's
+ * progress may go on for many minutes). A streamed answer that its client stops reading is cut by
+ * our own watch instead (`watchReader`), after as long as the idle timeout, so it cannot hold its
+ * model's slot for good.
  */
 import type { Hono } from "hono";
 import { fromOutside } from "./api-keys.ts";
@@ -82,12 +84,76 @@ export function frontDoor(app: Hono<AppEnv>, opts: FrontDoorOptions): (req: Requ
         setTimeout(0);
       },
     };
+    let res: Response;
     try {
-      return await app.fetch(fromOutside(req), { connection: hooks });
-    } finally {
+      res = await app.fetch(fromOutside(req), { connection: hooks });
+    } catch (err) {
       if (lifted) setTimeout(opts.idleTimeoutS);
+      throw err;
     }
+    if (!lifted) return res;
+    if (!res.body || !isStreamed(res)) {
+      setTimeout(opts.idleTimeoutS);
+      return res;
+    }
+    const body = watchReader(res.body, opts.idleTimeoutS * 1000, () => setTimeout(opts.idleTimeoutS));
+    return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
   };
+}
+
+/** Answers that go on as long as their work does: a generation's SSE, a pull's NDJSON or SSE. */
+function isStreamed(res: Response): boolean {
+  const type = res.headers.get("content-type") ?? "";
+  return type.includes("text/event-stream") || type.includes("application/x-ndjson");
+}
+
+/**
+ * `body` passed on as the client reads it, with `ended` called once when it ends either way. A
+ * client that asks for nothing more for `stallMs` after a chunk went its way has stopped reading:
+ * the body is cancelled (its producer, a proxied server's stream, lets its slot go) and the answer cut.
+ */
+export function watchReader(body: ReadableStream<Uint8Array>, stallMs: number, ended: () => void): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  let stall: Timer | undefined;
+  let over = false;
+  const end = () => {
+    if (over) return;
+    over = true;
+    clearTimeout(stall);
+    ended();
+  };
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        clearTimeout(stall);
+        let read: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          read = await reader.read();
+        } catch (err) {
+          end();
+          controller.error(err);
+          return;
+        }
+        if (read.done) {
+          end();
+          controller.close();
+          return;
+        }
+        controller.enqueue(read.value);
+        stall = setTimeout(() => {
+          end();
+          void reader.cancel(new Error("the client stopped reading")).catch(() => undefined);
+          controller.error(new Error(`the client read nothing for ${stallMs} ms`));
+        }, stallMs);
+        stall.unref();
+      },
+      cancel(reason) {
+        end();
+        return reader.cancel(reason);
+      },
+    },
+    { highWaterMark: 0 },
+  );
 }
 
 /** How often a quiet SSE stream gets a keep-alive: well inside the idle timeout that would cut it. */

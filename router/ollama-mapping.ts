@@ -311,8 +311,8 @@ export class StreamTranslator {
       .filter((l) => l.startsWith("data:"))
       .map((l) => l.slice(5).trimStart())
       .join("\n");
-    // A keep-alive comment: an empty line in its place, so a quiet stream still moves bytes (the
-    // connection's idle timeout would cut it) and the client sees the model is still at work.
+    // A keep-alive comment: an empty line in its place, so a quiet stream still moves bytes (for
+    // proxies between us and the client) and the client sees the model is still at work.
     if (data === "") return event.startsWith(":") ? this.line(now, "") : undefined;
     if (data === "[DONE]") {
       this.ended = true;

@@ -2,7 +2,8 @@
 import { expect, test } from "bun:test";
 import { Hono } from "hono";
 import type { AppEnv } from "../../router/app.ts";
-import { crashed, frontDoor, keepAliveMsFor, type ServerControls } from "../../router/front-door.ts";
+import { crashed, frontDoor, keepAliveMsFor, watchReader, type ServerControls } from "../../router/front-door.ts";
+import { waitFor } from "../helpers/wait.ts";
 import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 
 function server(pending: number): ServerControls & { timeouts: number[] } {
@@ -66,12 +67,61 @@ test("read whole: the timeout is lifted while the handler works and back once a 
   expect(await res.json()).toEqual({ forwarded: null });
 });
 
-test("an SSE answer gets the timeout back with its head: its keep-alives move bytes, a client that stops reading is cut", async () => {
+test("a streamed answer keeps the timeout lifted to its end: Bun counts the answer's own bytes as idleness", async () => {
   const s = server(1);
   const res = await frontDoor(app(), { maxConnections: 4, idleTimeoutS: 7 })(new Request("http://127.0.0.1/sse", { method: "POST", headers: { host: "127.0.0.1" } }), s);
-  expect(s.timeouts).toEqual([0, 7]);
+  expect(s.timeouts).toEqual([0]);
   expect(await res.text()).toBe("data: 1\n\ndata: [DONE]\n\n");
+  expect(s.timeouts).toEqual([0, 7]);
 });
+
+test("a client that stops reading a streamed answer is cut after the stall time: the producer is cancelled, the timeout put back", async () => {
+  let cancelled: unknown;
+  let ended = 0;
+  const source = new ReadableStream<Uint8Array>({
+    pull: (c) => c.enqueue(new TextEncoder().encode("data: x\n\n")),
+    cancel: (reason) => void (cancelled = reason),
+  });
+  const reader = watchReader(source, 50, () => ended++).getReader();
+  expect((await reader.read()).done).toBe(false);
+  await waitFor(() => cancelled !== undefined, { what: "the producer to be cancelled", timeoutMs: 5_000 });
+  expect(String(cancelled)).toContain("stopped reading");
+  expect(ended).toBe(1);
+  await expect(reader.read()).rejects.toThrow("read nothing for 50 ms");
+});
+
+test("a reader that keeps reading is never cut, and the end is told once", async () => {
+  let n = 0;
+  let ended = 0;
+  const source = new ReadableStream<Uint8Array>({ pull: (c) => (++n > 5 ? c.close() : c.enqueue(new Uint8Array([n]))) });
+  const text = await new Response(watchReader(source, 10_000, () => ended++)).bytes();
+  expect([...text]).toEqual([1, 2, 3, 4, 5]);
+  expect(ended).toBe(1);
+});
+
+test("through a real Bun.serve with a 2 s idle timeout, a stream writing for 5 s ends whole (it was reset at 4 s)", async () => {
+  const a = new Hono<AppEnv>();
+  a.post("/stream", (c) => {
+    c.env.connection?.bodyRead();
+    let n = 0;
+    const body = new ReadableStream<Uint8Array>({
+      async pull(ctl) {
+        await Bun.sleep(100);
+        if (++n > 50) return ctl.close();
+        ctl.enqueue(new TextEncoder().encode(`data: ${n}\n\n`));
+      },
+    });
+    return new Response(body, { headers: { "content-type": "text/event-stream" } });
+  });
+  const door = frontDoor(a, { maxConnections: 4, idleTimeoutS: 2 });
+  const bun = Bun.serve({ port: 0, hostname: "127.0.0.1", idleTimeout: 2, fetch: (req, srv) => door(req, srv) });
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${bun.port}/stream`, { method: "POST" })).text();
+    expect(text.trim().split("\n\n").at(-1)).toBe("data: 50");
+  } finally {
+    await bun.stop(true);
+  }
+}, 20_000);
 
 test.each([
   [30, 15_000],
