@@ -8,6 +8,9 @@ import { CommandError, localUrl } from "./commands/common.ts";
 import { buildLlamaCommand, showLlama } from "./commands/llama.ts";
 import { installService, uninstallService } from "./commands/service.ts";
 import { showStatus } from "./commands/status.ts";
+import { showModels } from "./commands/models.ts";
+import { pullCommand } from "./commands/pull.ts";
+import { removeModel } from "./commands/rm.ts";
 import { showToken } from "./commands/token.ts";
 import type { Config } from "./config/config.ts";
 import { helpText } from "./config/help.ts";
@@ -18,6 +21,9 @@ import { describeBuild, provideLlama } from "./llama/resolve.ts";
 import { createLog } from "./log.ts";
 import { describeTransport } from "./mesh/transport.ts";
 import { createNode, NodeSetupError, type NodeParts } from "./node/node.ts";
+import { ModelAdmin } from "./node/model-admin.ts";
+import { hubConfigFromEnv } from "./models/hf-hub.ts";
+import { homedir } from "node:os";
 import { createApp, viaListener } from "./router/app.ts";
 import type { Serving } from "./router/serving.ts";
 import { crashed, frontDoor, keepAliveMsFor } from "./router/front-door.ts";
@@ -47,13 +53,27 @@ async function startNode(config: Config): Promise<void> {
     throw new CommandError((err as Error).message);
   }
   const devices = await listDevices(llama);
+  // Read once: the token is a secret children must not inherit (removed once the node is composed).
+  const hub = hubConfigFromEnv(process.env, homedir());
   let node: NodeParts;
   try {
     node = await createNode(config, llama, devices, log);
   } catch (err) {
     if (err instanceof NodeSetupError) throw new CommandError(err.message);
     throw err;
+  } finally {
+    delete process.env.HF_TOKEN;
   }
+  const admin = new ModelAdmin({
+    store: node.store,
+    inUse: (name) => node.pool.server(name) !== undefined || node.pool.isLoading(name),
+    hub,
+    onChange: () => {
+      node.mesh()?.announceIfChanged();
+      node.models.reconcile();
+    },
+    log,
+  });
   const serving: Serving = {
     store: node.store,
     pool: node.pool,
@@ -69,6 +89,8 @@ async function startNode(config: Config): Promise<void> {
       }),
     },
     routing: node.routing,
+    admin,
+    memory: () => node.models.views().map((v) => v.vramBytes),
   };
   const app = createApp(serving, {
     maxBodyBytes: config.maxBodyBytes,
@@ -155,6 +177,12 @@ async function run(cmd: Command): Promise<void> {
       return showStatus(cmd.config, cmd.json);
     case "token":
       return showToken(cmd.config);
+    case "pull":
+      return pullCommand(cmd.config, cmd.ref, cmd.name);
+    case "models":
+      return showModels(cmd.config, cmd.json);
+    case "rm":
+      return removeModel(cmd.config, cmd.name);
     case "llama":
       return cmd.action === "build" ? buildLlamaCommand(cmd.config, cmd.source, createLog(cmd.config.logFormat)) : showLlama(cmd.config);
     case "service":

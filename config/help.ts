@@ -26,6 +26,8 @@ Every flag can also be set with a MESH_* environment variable (--api-key: MESH_A
 comma-separated) or in <state-dir>/config.toml (api-key = ["k1", "k2"]); flags win over the
 environment, which wins over the file. \`mesh status --json\` shows each setting's source.
 
+Get a model with \`mesh pull org/repo:Q4_K_M\` (or hf.co/org/repo:QUANT, org/repo/file.gguf, an
+https:// URL, a catalog id such as qwen2.5-7b-instruct); \`mesh models\` lists what is on disk.
 Start a mesh with \`mesh --model <file.gguf>\`; \`mesh token\` prints its join token (kept in the
 state dir, never logged or served). On other machines run \`mesh --join <token>\`. Every node answers
 http://127.0.0.1:9337/v1 (OpenAI-compatible); web pages only from --cors-origin origins.

@@ -17,6 +17,9 @@ export type Command =
   | { kind: "node"; config: Config }
   | { kind: "status"; config: Config; json: boolean }
   | { kind: "token"; config: Config }
+  | { kind: "pull"; config: Config; ref: string; name: string | undefined }
+  | { kind: "models"; config: Config; json: boolean }
+  | { kind: "rm"; config: Config; name: string }
   | { kind: "service"; action: "install" | "uninstall"; user: boolean; config: Config; nodeArgs: string[] }
   | { kind: "llama"; action: "show"; config: Config }
   | { kind: "llama"; action: "build"; config: Config; source: string | undefined };
@@ -57,6 +60,24 @@ export const COMMANDS: readonly CommandSpec[] = [
       { name: "flavor", value: "<flavor>", help: "build for cpu, vulkan, rocm, metal or cuda (default: detected; cuda where nvcc is)" },
       { name: "source", value: "<path|url>", help: "a llama.cpp folder, .tar.gz/.zip or git bundle (default: the release's source)" },
     ],
+  },
+  {
+    name: "pull",
+    usage: "mesh pull REF [--name NAME]",
+    help: "download a model (org/repo[:QUANT], org/repo/file.gguf, hf.co/org/repo:QUANT, an https:// URL or a catalog id) into the models dir, through the local node when one answers",
+    flags: [{ name: "name", value: "<name>", help: "the name the pulled model gets (default: the reference as typed)" }],
+  },
+  {
+    name: "models",
+    usage: "mesh models [--json]",
+    help: "list the models on this machine: name, size, quant, store, where on disk, loaded or not",
+    flags: [{ name: "json", help: "print the models as JSON" }],
+  },
+  {
+    name: "rm",
+    usage: "mesh rm NAME",
+    help: "delete a model mesh downloaded into its models dir (never another tool's files, never a loaded model)",
+    flags: [],
   },
 ];
 
@@ -118,7 +139,7 @@ export function parseCli(argv: readonly string[], home?: string, io: SettingsIo 
 
   let parsed: ReturnType<typeof parseArgs>;
   try {
-    parsed = parseArgs({ args, options, allowPositionals: sub?.name === "service" || sub?.name === "llama", strict: true });
+    parsed = parseArgs({ args, options, allowPositionals: ["service", "llama", "pull", "rm"].includes(sub?.name ?? ""), strict: true });
   } catch (err) {
     throw new UsageError(describeParseError(err));
   }
@@ -156,6 +177,19 @@ export function parseCli(argv: readonly string[], home?: string, io: SettingsIo 
       return { kind: "status", config, json: values.json === true };
     case "token":
       return { kind: "token", config };
+    case "pull": {
+      const [ref, ...more] = positionals;
+      if (!ref || more.length) throw new UsageError("usage: mesh pull REF [--name NAME] (one reference: org/repo[:QUANT], org/repo/file.gguf, hf.co/org/repo:QUANT, an https:// URL or a catalog id)");
+      if (values.name !== undefined && String(values.name).trim() === "") throw new UsageError("--name: give the model a name, or leave --name out");
+      return { kind: "pull", config, ref, name: values.name === undefined ? undefined : String(values.name) };
+    }
+    case "models":
+      return { kind: "models", config, json: values.json === true };
+    case "rm": {
+      const [name, ...more] = positionals;
+      if (!name || more.length) throw new UsageError("usage: mesh rm NAME (one model, as `mesh models` names it)");
+      return { kind: "rm", config, name };
+    }
     case "llama": {
       const action = positionals[0] ?? "show";
       if ((action !== "show" && action !== "build") || positionals.length > 1) throw new UsageError("usage: mesh llama [build [--flavor F] [--source PATH|URL]]");

@@ -4,7 +4,7 @@
  * in serving the mesh's models (which group it is in, what it hosts, the files it fetches).
  */
 import { existsSync, mkdirSync } from "node:fs";
-import { totalmem } from "node:os";
+import { homedir, totalmem } from "node:os";
 import { join, resolve } from "node:path";
 import pkg from "../package.json" with { type: "json" };
 import type { Config } from "../config/config.ts";
@@ -20,7 +20,10 @@ import { startMesh, type MeshNode } from "../mesh/mesh-node.ts";
 import type { MeshRouting } from "../mesh/routing.ts";
 import type { MeshStatus } from "../mesh/status.ts";
 import { StreamKind } from "../mesh/wire.ts";
+import { hubConfigFromEnv, type HubConfig } from "../models/hf-hub.ts";
+import { defaultModelName, parseModelRef } from "../models/model-ref.ts";
 import { ModelStore } from "../models/model-store.ts";
+import { modelStoreRoots } from "../models/stores/stores.ts";
 import { serveModelStream } from "../models/peer-transfer.ts";
 import { capLogs } from "../pool/log-files.ts";
 import { Pool } from "../pool/pool.ts";
@@ -33,12 +36,39 @@ import { KNOWN_PROTOCOLS, protocolMajor } from "../tunnel/rpc-limits.ts";
 import { MeshModels } from "./mesh-models.ts";
 import { ModelFetcher } from "./model-fetcher.ts";
 
-/** `--model` values that name files (rather than models in the models dir). */
+/** `--model` values that may name files (rather than models in the models dir). */
 export const isPath = (v: string) => v.includes("/") || /\.gguf$/i.test(v);
+
+/** What a `--model` value names: a file, or a model by name (with the reference it is pulled by, when it is one). */
+export type ModelArg = { kind: "path"; path: string } | { kind: "name"; name: string; ref?: string };
+
+/**
+ * Reads a `--model` value (pure but for the callbacks): a file that exists; a model the models dir
+ * has (its registry knows its reference, if any); a reference (`org/repo:Q4_K_M`, a URL, a catalog
+ * id), named as a pull names it; else a plain name (a peer may know it). A path that leads nowhere
+ * is an error, and so is a malformed reference.
+ */
+export function modelArg(value: string, isFile: (path: string) => boolean, isKnown: (name: string) => boolean): ModelArg {
+  if (isPath(value) && isFile(value)) return { kind: "path", path: value };
+  if (isKnown(value)) return { kind: "name", name: value };
+  // A path, absolute or relative (`dir/file.gguf` too: no repository is named so), is never a reference.
+  if (/^[/.~]/.test(value) || (/\.gguf$/i.test(value) && value.split("/").length <= 2)) throw new NodeSetupError(`--model ${value}: no such file`);
+  let ref: ReturnType<typeof parseModelRef>;
+  try {
+    ref = parseModelRef(value);
+  } catch (err) {
+    throw new NodeSetupError(`--model ${value}: ${(err as Error).message}`);
+  }
+  if (ref) return { kind: "name", name: defaultModelName(value), ref: value.trim() };
+  if (isPath(value)) throw new NodeSetupError(`--model ${value}: no such file`);
+  return { kind: "name", name: value };
+}
 
 export class NodeSetupError extends Error {}
 
 const LOG_CAP_EVERY_MS = 60_000;
+/** How long a node started with --join waits to hear from its mesh before it downloads a model nobody it knows has. */
+const JOIN_GRACE_MS = 60_000;
 /**
  * How long a forwarded request waits for the answer's head beyond --load-timeout: the model's load,
  * and a non-streamed answer's whole generation (OpenAI clients wait 10 minutes by default).
@@ -72,20 +102,30 @@ export interface NodeParts {
 }
 
 export async function createNode(config: Config, llama: LlamaBinaries, devices: readonly LlamaDevice[], log: Log): Promise<NodeParts> {
+  const startedAt = performance.now();
   mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
-  const missing = config.models.filter((m) => isPath(m) && !existsSync(m));
-  if (missing.length) throw new NodeSetupError(`--model ${missing.join(", ")}: no such file`);
-  const store = new ModelStore({ modelsDir: config.modelsDir, extraFiles: config.models.filter(isPath), hasGpu: devices.length > 0 });
+  const files = config.models.filter((m) => isPath(m) && existsSync(m));
+  const stores = config.scanModelStores === "on" ? modelStoreRoots(process.env, homedir(), config.modelStores, process.platform) : [];
+  const store = new ModelStore({ modelsDir: config.modelsDir, extraFiles: files, hasGpu: devices.length > 0, stores });
   const known = await store.refresh();
+  const args = config.models.map((m) => modelArg(m, (p) => files.includes(p), (name) => known.some((k) => k.name === name)));
+  // Models named by a reference: announced with it, and pulled (once for the whole mesh) when nobody has them.
+  const refs = new Map(args.flatMap((a) => (a.kind === "name" && a.ref !== undefined ? [[a.name, a.ref] as const] : [])));
   // A joining node may ask for a model a peer has: it is fetched once assigned.
-  const unknown = config.models.filter((m) => !isPath(m) && !known.some((k) => k.name === m));
+  const unknown = args.flatMap((a) => (a.kind === "name" && a.ref === undefined && !known.some((k) => k.name === a.name) ? [a.name] : []));
   if (unknown.length && !config.join) {
     throw new NodeSetupError(`--model ${unknown.join(", ")}: not in ${config.modelsDir} (known: ${known.map((k) => k.name).join(", ") || "none"})`);
   }
-  const explicit = config.models.map((m) => {
-    if (!isPath(m)) return m;
-    const model = known.find((k) => k.path === resolve(m));
-    if (!model) throw new NodeSetupError(`--model ${m}: not a model by itself (a later shard or a projector?); name the model's first shard`);
+  let hub: HubConfig;
+  try {
+    hub = hubConfigFromEnv(process.env, homedir());
+  } catch (err) {
+    throw new NodeSetupError((err as Error).message);
+  }
+  const explicit = args.map((a) => {
+    if (a.kind === "name") return a.name;
+    const model = known.find((k) => k.path === resolve(a.path));
+    if (!model) throw new NodeSetupError(`--model ${a.path}: not a model by itself (a later shard or a projector?); name the model's first shard`);
     return model.name;
   });
 
@@ -133,6 +173,10 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     selfId: () => mesh?.nodeId,
     openStream: async (peerId) => mesh?.membership.openStream(peerId, StreamKind.MODEL),
     ownSource: (model) => store.list().find((m) => m.name === model)?.source,
+    ownRef: (model) => refs.get(model) ?? store.list().find((m) => m.name === model)?.ref,
+    hub,
+    // Until it hears from its mesh a joining node would pull what a member may have; not forever, should the mesh be gone.
+    joining: () => config.join !== undefined && (mesh?.membership.peers.size ?? 0) === 0 && performance.now() - startedAt < JOIN_GRACE_MS,
     log,
     onProgress: () => mesh?.announceIfChanged(),
     onDone: async () => {
@@ -146,6 +190,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     pool,
     mesh: () => mesh,
     explicit,
+    refs,
     vramBytes,
     ownRpcEndpoint: () => (devices.length === 0 && rpc.port ? `127.0.0.1:${rpc.port}` : undefined),
     tunnelEndpoint: async (peerId) => `127.0.0.1:${await tunnels.portFor(peerId)}`,

@@ -1,6 +1,6 @@
 /**
  * Lemonade's words on the management API (`/api/v1` load, unload, pull, delete, ...): its error
- * shape, what its `ctx_size: -1` means here, and the routes we answer only with a clear "not yet".
+ * shape and what its `ctx_size: -1` means here.
  * Lemonade's clients read `status` and `message` of a failed management call; the `error` object
  * beside them is OpenAI's, so a client of either kind finds what it looks for.
  */
@@ -38,9 +38,3 @@ export function respondWithLemonadeError(err: unknown, c: Context) {
 export function loadCtxSize(ctxSize: number | undefined): number | undefined {
   return ctxSize === -1 ? 0 : ctxSize;
 }
-
-/** Lemonade routes this node has no part for yet, and what to do instead. */
-export const NOT_YET: Readonly<Record<string, string>> = {
-  "/pull": "downloading models is not supported by this node yet: put GGUF files in the models dir (--models-dir) or name them with --model; they are found without a restart",
-  "/delete": "deleting models is not supported by this node yet: remove the GGUF file from the models dir; the model leaves the list at the next GET /v1/models",
-};

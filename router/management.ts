@@ -1,7 +1,7 @@
 /**
  * The management API under `/api/v1`, shaped like Lemonade's so its clients and scripts work:
  * health with every loaded server, stats of the last request, system info, load and unload, and
- * a clear "not yet" for pull and delete. Its errors take Lemonade's shape (`router/lemonade.ts`).
+ * pull and delete (`router/lemonade-pull.ts`). Its errors take Lemonade's shape (`router/lemonade.ts`).
  * The OpenAI routes under `/api/v1` (`models`, `chat/completions`, ...) are answered before these.
  */
 import { Hono } from "hono";
@@ -11,7 +11,9 @@ import type { LlamaDevice } from "../llama/devices.ts";
 import { deviceNames } from "../pool/devices.ts";
 import type { LoadOptions } from "../pool/pool-types.ts";
 import { MAX_REQUEST_ARGS_CHARS, parseRequestArgs } from "../pool/request-args.ts";
-import { lemonadeBadRequest as badRequest, lemonadeErrorResponse, loadCtxSize, NOT_YET, respondWithLemonadeError } from "./lemonade.ts";
+import { lemonadeBadRequest as badRequest, loadCtxSize, respondWithLemonadeError } from "./lemonade.ts";
+import { lemonadeModelFileRoutes } from "./lemonade-pull.ts";
+import { KEEP_ALIVE_MS } from "./proxy.ts";
 import { findModel, type Serving } from "./serving.ts";
 import { hostFacts, systemInfo } from "./system-info.ts";
 
@@ -41,6 +43,8 @@ export interface ManagementOptions {
   backends: readonly string[];
   /** The build's accelerators, for system-info. */
   devices: readonly LlamaDevice[];
+  /** Silence after which a pull's event stream gets a keep-alive comment. */
+  keepAliveMs?: number;
 }
 
 /** Lemonade's `recipe_options`: what the load asked for, with the context the server runs with. */
@@ -52,7 +56,7 @@ function recipeOptions(o: LoadOptions | undefined, ctxSize: number): Record<stri
   };
 }
 
-export function managementRoutes(serving: Serving, { backends, devices }: ManagementOptions): Hono {
+export function managementRoutes(serving: Serving, { backends, devices, keepAliveMs = KEEP_ALIVE_MS }: ManagementOptions): Hono {
   const api = new Hono();
   api.onError(respondWithLemonadeError);
 
@@ -93,9 +97,7 @@ export function managementRoutes(serving: Serving, { backends, devices }: Manage
 
   api.get("/system-info", (c) => c.json(systemInfo({ host: hostFacts(), devices, backends })));
 
-  for (const [route, message] of Object.entries(NOT_YET)) {
-    api.post(route, (c) => lemonadeErrorResponse(c, 501, message, "not_implemented_error", "not_implemented"));
-  }
+  lemonadeModelFileRoutes(api, serving, keepAliveMs);
 
   api.post("/load", async (c) => {
     const body = await jsonBody(c);

@@ -1,11 +1,11 @@
 /**
  * Ollama's API (`/api/version`, `/api/tags`, `/api/ps`, `/api/show`, `/api/chat`, `/api/generate`,
- * `/api/embed`, `/api/embeddings`) as a thin adapter over the `/v1` routes: each inference request
- * is translated (`ollama-mapping.ts`) into the OpenAI request it means and served by the same code
- * as `/v1` (model lookup, loading, routing to the peer that hosts the model, proxying), and the
- * answer is translated back: SSE to NDJSON, JSON to Ollama's JSON. Members of the mesh forward only
- * `/v1` routes, so a request crosses the mesh in OpenAI's words. Errors are Ollama's
- * `{"error": "..."}` with the status `/v1` gave.
+ * `/api/embed`, `/api/embeddings`; `/api/pull` and `/api/delete` in `ollama-pull.ts`) as a thin
+ * adapter over the `/v1` routes: each inference request is translated (`ollama-mapping.ts`) into
+ * the OpenAI request it means and served by the same code as `/v1` (model lookup, loading,
+ * routing to the peer that hosts the model, proxying), and the answer is translated back: SSE to
+ * NDJSON, JSON to Ollama's JSON. Members of the mesh forward only `/v1` routes, so a request
+ * crosses the mesh in OpenAI's words. Errors are Ollama's `{"error": "..."}` with the status `/v1` gave.
  */
 import { Hono, type Context, type MiddlewareHandler } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -16,6 +16,8 @@ import { linkModelAs, ModelCopyError } from "../models/model-copy.ts";
 import { inProcessV1, type InProcessV1 } from "./in-process.ts";
 import { keepAliveIdleMs, keepAliveMs, mapChat, mapEmbed, mapGenerate, modelName, ollamaError, StreamTranslator, wholeAnswer, type AnswerKind, type JsonObject, type Mapped } from "./ollama-mapping.ts";
 import { psEntry, remoteTagsEntry, showAnswer, tagsEntry } from "./ollama-models.ts";
+import { ollamaModelFileRoutes } from "./ollama-pull.ts";
+import { KEEP_ALIVE_MS } from "./proxy.ts";
 import { findModel, type Serving } from "./serving.ts";
 
 /** Serves one OpenAI request (`path` under `/v1`) the way `/v1` does, for the Ollama route `route`. */
@@ -36,11 +38,9 @@ export function openAiCall(v1: Hono, countAs: (route: string) => MiddlewareHandl
   };
 }
 
-/** Routes of Ollama's that manage model files, which this node does not do (yet): a clear error each. */
+/** Routes of Ollama's that make or publish models, which this node does not do: a clear error each. */
 const OLLAMA_ERRORS = {
-  pull: "pulling models comes with the Hugging Face issue; put GGUF files in --models-dir",
-  delete: "deleting models is not supported over the Ollama API; remove the GGUF file from --models-dir",
-  create: "creating models is not supported; put GGUF files in --models-dir",
+  create: "creating models is not supported; put GGUF files in --models-dir, or pull one (mesh pull, POST /api/pull)",
   push: "pushing models is not supported",
 } as const;
 
@@ -133,7 +133,7 @@ async function describe(serving: Serving, name: string): Promise<{ local: ModelI
   return undefined;
 }
 
-export function ollamaRoutes(serving: Serving, call: OpenAiCall): Hono {
+export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = KEEP_ALIVE_MS): Hono {
   const api = new Hono();
 
   // Ours is the mesh's version, which Ollama clients only display.
@@ -218,8 +218,9 @@ export function ollamaRoutes(serving: Serving, call: OpenAiCall): Hono {
     });
   }
 
+  ollamaModelFileRoutes(api, serving, keepAliveMs);
   for (const [route, message] of Object.entries(OLLAMA_ERRORS)) {
-    // The client sends DELETE for /api/delete; Ollama also answers 501-like failures with its error shape.
+    // Ollama answers 501-like failures with its error shape.
     api.on(["POST", "DELETE"], `/${route}`, (c) => ollamaFail(c, 501, message));
   }
   // Ollama's shape for what the pool throws (unknown model: 404), with the status it carries.

@@ -16,6 +16,8 @@ import { recordPassingStats } from "./passing-stats.ts";
 import { remoteMediaUrl } from "./media-urls.ts";
 import { proxyToServer } from "./proxy.ts";
 import { INFERENCE_ROUTES, LLAMA_ROUTES } from "./route-table.ts";
+import { catalogListing } from "./catalog-listing.ts";
+import { knownModels } from "../models/known-models.ts";
 import { acquireModel, findModel, modelStatus, type Serving } from "./serving.ts";
 
 const decoder = new TextDecoder();
@@ -74,6 +76,9 @@ function modelEntry(serving: Serving, name: string, entry: CatalogModel | undefi
     checkpoint: m.path,
     recipe: m.recipe,
     labels: m.labels,
+    // Where its files came from (mesh's own models dir, a --model path, another tool's store) and their quant.
+    store: m.store,
+    quant: m.quant ?? null,
     ...meshFields(entry),
     status: local === "unloaded" && entry ? MESH_STATUS[entry.status] : local,
   };
@@ -102,6 +107,8 @@ export function openAiRoutes(serving: Serving, observer?: InferenceObserver, kee
 
   v1.get("/models", async (c) => {
     const models = await serving.store.refresh();
+    // The well-known models a pull can fetch by id, and whether each fits this mesh.
+    if (c.req.query("catalog") === "true") return c.json(catalogListing(knownModels(), new Set(models.map((m) => m.name)), serving.memory?.() ?? []));
     const local = new Set(models.map((m) => m.name));
     const meshModels = serving.routing?.catalog() ?? [];
     const byName = new Map(meshModels.map((m) => [m.name, m]));

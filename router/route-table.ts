@@ -33,11 +33,11 @@ const GET_PATHS = new Set(["/health", "/live", "/metrics", "/api/status", "/v1/m
 /** Ollama's inference routes (served through `/v1` in-process, counted in the metrics under their own path). */
 export const OLLAMA_INFERENCE_PATHS: readonly string[] = ["/api/chat", "/api/generate", "/api/embed", "/api/embeddings"];
 
-/** POST routes outside the inference table: Ollama's and the management API's. */
-const POST_PATHS = new Set([...OLLAMA_INFERENCE_PATHS, "/api/show", "/api/v1/load", "/api/v1/unload", "/api/v1/pull", "/api/v1/delete"]);
+/** POST routes outside the inference table: Ollama's and the management API's (`/api/pull` streams a pull's progress). */
+const POST_PATHS = new Set([...OLLAMA_INFERENCE_PATHS, "/api/show", "/api/pull", "/api/v1/load", "/api/v1/unload", "/api/v1/pull", "/api/v1/delete"]);
 
-/** Ollama's model-file routes, answered (501) to POST and to DELETE, which its client sends for `/api/delete`. */
-const POST_OR_DELETE_PATHS = new Set(["/api/pull", "/api/delete", "/api/copy", "/api/create", "/api/push"]);
+/** Ollama's other model-file routes: POST, and DELETE, which its client sends for `/api/delete` (the rest answer 501 to both). */
+const POST_OR_DELETE_PATHS = new Set(["/api/delete", "/api/copy", "/api/create", "/api/push"]);
 
 /** The methods `path` answers, or undefined for a path the API does not have. */
 export function allowedMethods(path: string): readonly string[] | undefined {

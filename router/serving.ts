@@ -5,6 +5,7 @@
 import type { MeshRouting } from "../mesh/routing.ts";
 import type { MeshStatus } from "../mesh/status.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
+import type { ModelAdminApi } from "../node/model-admin.ts";
 import { modelNotFound, modelNotOnThisNode } from "../pool/errors.ts";
 import type { Lease, Pool } from "../pool/pool.ts";
 import type { RequestStats } from "./request-stats.ts";
@@ -18,6 +19,10 @@ export interface Serving {
   routing: MeshRouting | undefined;
   /** Figures of the most recent inference request, worked out when asked for. */
   lastStats: (() => RequestStats) | undefined;
+  /** Pulls and deletes models in this node's models dir; without it (a bare app in a test) those routes answer 503. */
+  admin?: ModelAdminApi;
+  /** Memory each node of the mesh offers for models (this node's first), as announced; for `/v1/models?catalog=true`. */
+  memory?: () => number[];
 }
 
 export async function findModel(serving: Serving, name: string): Promise<ModelInfo> {

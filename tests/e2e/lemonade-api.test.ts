@@ -118,12 +118,16 @@ describe("management errors are Lemonade's {status: error, message} (with OpenAI
     expect(b.message).toContain(says);
   });
 
-  test.each(["/api/v1/pull", "/api/v1/delete"])("%s: not yet, and what to do instead", async (path) => {
-    const res = await post(n, path, { model_name: "chat" });
-    expect(res.status).toBe(501);
+  // Pulls and deletes that work: pull-api.test.ts.
+  test.each([
+    ["/api/v1/pull", { model_name: "chat" }, 400, "bad_reference", "is not a model reference"],
+    ["/api/v1/delete", { model_name: "nope" }, 404, "model_not_found", 'model "nope" is not on this node'],
+  ] as const)("%s: what cannot be done, and why", async (path, req, status, code, says) => {
+    const res = await post(n, path, req);
+    expect(res.status).toBe(status);
     const b = await body(res);
-    expect(b).toMatchObject({ status: "error", error: { code: "not_implemented" } });
-    expect(b.message).toContain("models dir");
+    expect(b).toMatchObject({ status: "error", error: { code } });
+    expect(b.message).toContain(says);
   });
 
   test("an unknown management route", async () => {

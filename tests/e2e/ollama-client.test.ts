@@ -100,9 +100,10 @@ test("one node: the Ollama client lists, shows, chats, generates and embeds", as
   const res = await fetch(`${node.url}/api/show`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "nowhere" }) });
   expect(res.status).toBe(404);
   expect(await res.json()).toEqual({ error: "model 'nowhere' not found" });
+  // A bare name is no reference to pull from (pulls themselves: pull-api.test.ts).
   const pull = await ollama.pull({ model: "llama3" }).catch((e: unknown) => e);
-  expect(pull).toMatchObject({ status_code: 501 });
-  expect((pull as Error).message).toContain("--models-dir");
+  expect(pull).toMatchObject({ status_code: 400 });
+  expect((pull as Error).message).toContain("is not a model reference");
   const bad = await fetch(`${node.url}/api/chat`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
   expect(bad.status).toBe(400);
   expect(await bad.json()).toEqual({ error: '"model" is required' });

@@ -50,6 +50,11 @@ describe("parseCli: commands and flags", () => {
       { kind: "service", action: "install", user: true, config: { ...base, models: ["m.gguf"] }, nodeArgs: ["--model", "m.gguf"] },
     ],
     [["service", "uninstall"], { kind: "service", action: "uninstall", user: false, config: base, nodeArgs: [] }],
+    [["pull", "bartowski/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M"], { kind: "pull", config: base, ref: "bartowski/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M", name: undefined }],
+    [["pull", "hf.co/org/repo:Q8_0", "--name", "small", "--models-dir", "/m"], { kind: "pull", config: { ...base, modelsDir: "/m" }, ref: "hf.co/org/repo:Q8_0", name: "small" }],
+    [["models"], { kind: "models", config: base, json: false }],
+    [["models", "--json", "--port", "1234"], { kind: "models", config: { ...base, port: 1234 }, json: true }],
+    [["rm", "hf.co/org/repo:Q8_0"], { kind: "rm", config: base, name: "hf.co/org/repo:Q8_0" }],
     [
       ["service", "install", "--model", "install"],
       { kind: "service", action: "install", user: false, config: { ...base, models: ["install"] }, nodeArgs: ["--model", "install"] },
@@ -98,6 +103,12 @@ describe("parseCli: bad command lines name the problem", () => {
     [["--llama-mirror", "ftp://x"], "--llama-mirror: expected an http or https URL"],
     [["service", "restart"], "usage: mesh service install|uninstall"],
     [["--port", "1", "extra"], "Unexpected argument 'extra'"],
+    [["pull"], "usage: mesh pull REF [--name NAME]"],
+    [["pull", "a/b", "c/d"], "usage: mesh pull REF"],
+    [["pull", "a/b", "--name", " "], "--name: give the model a name"],
+    [["rm"], "usage: mesh rm NAME"],
+    [["models", "extra"], "Unexpected argument 'extra'"],
+    [["rm", "x", "--name", "y"], "Unknown option '--name'"],
   ];
   test.each(cases)("%p", (argv, message) => {
     expect(() => parseCli(argv, HOME)).toThrow(UsageError);

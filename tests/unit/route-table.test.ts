@@ -28,7 +28,7 @@ test.each<[string, readonly string[] | undefined]>([
   ["/api/generate", ["POST"]],
   ["/api/embed", ["POST"]],
   ["/api/embeddings", ["POST"]],
-  ["/api/pull", ["POST", "DELETE"]],
+  ["/api/pull", ["POST"]],
   ["/api/delete", ["POST", "DELETE"]],
   ["/api/push", ["POST", "DELETE"]],
   // The management API and the OpenAI routes under Lemonade's base URL.
