@@ -60,7 +60,7 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("ollama-listen", "<host:port>", "ollamaListen", parseHostPort, "also serve the API here, e.g. 127.0.0.1:11434 where Ollama's tools look (default: off)"),
   flag("state-dir", "<dir>", "stateDir", parseNonEmpty, "identity, logs and caches (default ~/.mesh)"),
   flag("models-dir", "<dir>", "modelsDir", parseNonEmpty, "where GGUF models live (default ~/.models)"),
-  listFlag("model", "<name|path>", "models", "serve this model (repeatable)"),
+  listFlag("model", "<name|path|ref>", "models", "serve this model: a name, a file, or a reference to pull such as org/repo:Q4_K_M (repeatable)"),
   { ...flag("join", "<token>", "join", decodeJoinToken, "join the mesh of the node that printed this token"), secret: true },
   flag("max-loaded-models", "<n>", "maxLoadedModels", parseModelLimit, "models loaded at once per type (default 1; -1 = no limit)"),
   flag("idle-unload", "<duration>", "idleUnloadMs", parseDuration, "unload a model unused this long (default 30m; 0 = never)"),
