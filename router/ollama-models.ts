@@ -14,10 +14,10 @@ export function digestOf(path: string, sizeBytes: number, mtimeMs: number): stri
   return createHash("sha256").update(`${path}\0${sizeBytes}\0${mtimeMs}`).digest("hex");
 }
 
-/** Ollama's details; parameter count and quantization are not among the facts we read: empty. */
-export function detailsOf(m: Pick<ModelInfo, "facts"> | undefined): JsonObject {
+/** Ollama's details; the parameter count is not among the facts we read: empty. */
+export function detailsOf(m: Pick<ModelInfo, "facts" | "quant"> | undefined): JsonObject {
   const family = m?.facts?.architecture ?? "";
-  return { parent_model: "", format: "gguf", family, families: family ? [family] : [], parameter_size: "", quantization_level: "" };
+  return { parent_model: "", format: "gguf", family, families: family ? [family] : [], parameter_size: "", quantization_level: m?.quant ?? "" };
 }
 
 export function tagsEntry(m: ModelInfo, mtimeMs: number): JsonObject {

@@ -44,7 +44,7 @@ test("one node: the Ollama client lists, shows, chats, generates and embeds", as
   const tiny = list.models.find((m) => m.name === `${TINY}:latest`)!;
   expect(tiny.size).toBeGreaterThan(0);
   expect(tiny.digest).toMatch(/^[0-9a-f]{64}$/);
-  expect(tiny.details).toMatchObject({ format: "gguf", family: "llama" });
+  expect(tiny.details).toMatchObject({ format: "gguf", family: "llama", quantization_level: "Q8_0" });
 
   const shown = await ollama.show({ model: TINY });
   expect(shown.capabilities).toEqual(["completion"]);
