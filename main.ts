@@ -22,7 +22,7 @@ import { createLog } from "./log.ts";
 import { describeTransport } from "./mesh/transport.ts";
 import { createNode, NodeSetupError, type NodeParts } from "./node/node.ts";
 import { ModelAdmin } from "./node/model-admin.ts";
-import { hubConfigFromEnv } from "./models/hf-hub.ts";
+import { hubConfigFromEnv, TOKEN_VARIABLES } from "./models/hf-hub.ts";
 import { homedir } from "node:os";
 import { createApp, viaListener } from "./router/app.ts";
 import type { Serving } from "./router/serving.ts";
@@ -62,7 +62,7 @@ async function startNode(config: Config): Promise<void> {
     if (err instanceof NodeSetupError) throw new CommandError(err.message);
     throw err;
   } finally {
-    delete process.env.HF_TOKEN;
+    for (const variable of TOKEN_VARIABLES) delete process.env[variable];
   }
   const admin = new ModelAdmin({
     store: node.store,

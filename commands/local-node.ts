@@ -3,10 +3,9 @@
  * it, so its pool and its announcements see the change), the key to send it, and the model store
  * as a node with these settings would scan it (for when none answers).
  */
-import { homedir } from "node:os";
 import type { Config } from "../config/config.ts";
 import { ModelStore } from "../models/model-store.ts";
-import { modelStoreRoots } from "../models/stores/stores.ts";
+import { storeRoots } from "../node/node.ts";
 import { localUrl } from "./common.ts";
 
 /** The node's URL when one answers there, else undefined. */
@@ -27,9 +26,7 @@ export function authHeaders(config: Pick<Config, "apiKeys">): Record<string, str
 
 /** The models dir and the other tools' stores, as the node would scan them. */
 export function localStore(config: Pick<Config, "modelsDir" | "scanModelStores" | "modelStores">): ModelStore {
-  // As node/node.ts builds it.
-  const stores = config.scanModelStores === "on" ? modelStoreRoots(process.env, homedir(), config.modelStores, process.platform) : [];
-  return new ModelStore({ modelsDir: config.modelsDir, extraFiles: [], hasGpu: false, stores });
+  return new ModelStore({ modelsDir: config.modelsDir, extraFiles: [], hasGpu: false, stores: storeRoots(config) });
 }
 
 /** The message of an error answer in any of our shapes (Lemonade's, OpenAI's, Ollama's). */

@@ -42,7 +42,7 @@ export function rowsOfListing(data: readonly ListedModel[]): ModelRow[] {
     .map((m) => ({ name: m.id, sizeBytes: m.size ?? 0, quant: m.quant ?? null, store: m.store ?? "models-dir", path: m.checkpoint!, loaded: m.status === "loaded" }));
 }
 
-export async function modelRows(config: Config): Promise<{ from: string; rows: ModelRow[] }> {
+async function modelRows(config: Config): Promise<{ from: string; rows: ModelRow[] }> {
   const url = await localNode(config);
   if (url) {
     const res = await fetch(`${url}/v1/models`, { headers: authHeaders(config), signal: AbortSignal.timeout(30_000) });

@@ -21,7 +21,7 @@ export interface SseMessage {
 }
 
 /** An SSE event larger than this is not one of ours: the stream is refused. */
-export const MAX_SSE_EVENT = 64 * 1024;
+const MAX_SSE_EVENT = 64 * 1024;
 
 /** Complete events at the head of `buffer`, and the text after them (pure). */
 export function readSseEvents(buffer: string): { events: SseMessage[]; rest: string } {

@@ -10,7 +10,8 @@
  * model's reference (`announcedRef`) that peers would drop is left off, the model kept.
  */
 import { randomUUID } from "node:crypto";
-import { exactRef, parseModelRef, type ModelRef } from "../models/model-ref.ts";
+import { hasCredentials } from "../models/download-rules.ts";
+import { exactRef, modelRefOf } from "../models/model-ref.ts";
 import { ANNOUNCEMENT_LIMITS as L, isModelRef, ModelOnDiskSchema, SeedSchema, type Announcement } from "./messages.ts";
 
 export type AnnouncementContent = Omit<Announcement, "seq" | "instance">;
@@ -32,13 +33,10 @@ const jsonBytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
  * catalogs of well-known ids differ, or that were given another spelling, all read the same one.
  */
 export function announcedRef(text: string): string | undefined {
-  let ref: ModelRef | undefined;
-  try {
-    ref = parseModelRef(text);
-  } catch {
-    return undefined;
-  }
+  const ref = modelRefOf(text);
   if (!ref) return undefined;
+  // A user name or password in a URL is the operator's secret, and no peer may use it (PEER_SOURCE_RULE).
+  if (ref.kind === "url" && hasCredentials(ref.url)) return undefined;
   const exact = exactRef(ref);
   return refFits(exact) ? exact : undefined;
 }

@@ -3,7 +3,7 @@
  * dropped, a message of the wrong shape is refused. Every message carries the protocol version.
  */
 import { z } from "zod";
-import { parseModelRef } from "../models/model-ref.ts";
+import { modelRefOf } from "../models/model-ref.ts";
 
 export const PROTOCOL_VERSION = 1;
 
@@ -107,9 +107,5 @@ export type ControlMessage = z.infer<typeof ControlMessageSchema>;
 
 /** Whether `text` is a model reference this node can pull (`parseModelRef` reads it as one). */
 export function isModelRef(text: string): boolean {
-  try {
-    return parseModelRef(text) !== undefined;
-  } catch {
-    return false;
-  }
+  return modelRefOf(text) !== undefined;
 }

@@ -47,6 +47,25 @@ export function bareHost(url: URL): string {
   return url.hostname.replace(/^\[(.*)\]$/, "$1");
 }
 
+/** Whether `url` carries a user name or password: the operator's secret, never told to peers. */
+export function hasCredentials(url: string): boolean {
+  try {
+    const u = new URL(url);
+    return u.username !== "" || u.password !== "";
+  } catch {
+    return false;
+  }
+}
+
+/** `text` as peers may read it: a URL without its user name and password; anything else as it is. */
+export function withoutCredentials(text: string): string {
+  if (!hasCredentials(text)) return text;
+  const u = new URL(text);
+  u.username = "";
+  u.password = "";
+  return u.href;
+}
+
 /**
  * Why `url` may not be fetched under `rule`, or undefined. Checked on every redirect hop. Any
  * port is allowed: the address rule is what keeps our own network out of reach, and on a public

@@ -31,15 +31,15 @@ export interface RepoSelection {
  * order decides what "at least Q4" means and which projector matches a model best; among the
  * eligible files the tree's sizes decide.
  */
-export const QUANT_TIERS: readonly (readonly string[])[] = [
+const QUANT_TIERS: readonly (readonly string[])[] = [
   ["IQ1_S"], ["IQ1_M"], ["TQ1_0"], ["IQ2_XXS"], ["IQ2_XS"], ["IQ2_S"], ["IQ2_M"], ["TQ2_0"], ["Q2_K_S"], ["Q2_K"], ["Q2_K_L", "Q2_K_XL"],
   ["IQ3_XXS"], ["IQ3_XS"], ["IQ3_S"], ["IQ3_M"], ["Q3_K_S"], ["Q3_K_M"], ["Q3_K_L"], ["Q3_K_XL"], ["IQ4_XS"], ["IQ4_NL"],
   ["Q4_0"], ["Q4_1"], ["MXFP4"], ["Q4_K_S"], ["Q4_K_M"], ["Q4_K_L"], ["Q4_K_XL"], ["Q5_0"], ["Q5_1"], ["Q5_K_S"], ["Q5_K_M"], ["Q5_K_L"], ["Q5_K_XL"],
   ["Q6_K"], ["Q6_K_L"], ["Q6_K_XL"], ["Q8_0"], ["Q8_K_XL"], ["F16", "BF16"], ["F32"],
 ];
-export const DEFAULT_QUANT = "Q4_K_M";
+const DEFAULT_QUANT = "Q4_K_M";
 /** The least a default choice may be: below it a model loses too much to be a good first pick. */
-export const MIN_DEFAULT_QUANT = "Q4_0";
+const MIN_DEFAULT_QUANT = "Q4_0";
 
 const RANK = new Map(QUANT_TIERS.flatMap((tier, i) => tier.map((label) => [label, i] as const)));
 const ALIASES: Record<string, string> = { FP16: "F16", FP32: "F32" };

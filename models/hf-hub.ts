@@ -18,7 +18,7 @@ export interface HubConfig {
   token: string | undefined;
 }
 
-export const DEFAULT_ENDPOINT = "https://huggingface.co";
+const DEFAULT_ENDPOINT = "https://huggingface.co";
 // What a token may be: printable ASCII without spaces, so it can only ever be one header value.
 const TOKEN = /^[\x21-\x7e]{1,4096}$/;
 
@@ -36,8 +36,11 @@ export function hubConfigFromEnv(env: Record<string, string | undefined>, home: 
   return { endpoint: endpoint.href.replace(/\/+$/, ""), token: tokenFrom(env, home) };
 }
 
+/** The variables the token may come in, first first: the node removes each from its own environment, so no child inherits it. */
+export const TOKEN_VARIABLES = ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"] as const;
+
 function tokenFrom(env: Record<string, string | undefined>, home: string): string | undefined {
-  const fromEnv = env.HF_TOKEN?.trim() || env.HUGGING_FACE_HUB_TOKEN?.trim();
+  const fromEnv = TOKEN_VARIABLES.map((v) => env[v]?.trim()).find(Boolean);
   if (fromEnv) return TOKEN.test(fromEnv) ? fromEnv : undefined;
   const hfHome = env.HF_HOME?.trim() || join(env.XDG_CACHE_HOME?.trim() || join(home, ".cache"), "huggingface");
   const file = env.HF_TOKEN_PATH?.trim() || join(hfHome, "token");
@@ -67,7 +70,7 @@ export function treeUrl(hub: HubConfig, repo: string, revision: string): string 
 
 const API_DEADLINE_MS = 30_000;
 /** Bounds on what a tree listing may make us hold: per page, pages, entries. */
-export const TREE_LIMITS = { pageBytes: 16 * 2 ** 20, pages: 100, entries: 50_000 };
+const TREE_LIMITS = { pageBytes: 16 * 2 ** 20, pages: 100, entries: 50_000 };
 
 const TreeEntry = z.object({
   type: z.string(),

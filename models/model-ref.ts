@@ -15,14 +15,18 @@ export type ModelRef =
   | { kind: "hf"; repo: string; revision: string; quant: string | undefined; file: string | undefined }
   | { kind: "url"; url: string };
 
-export const DEFAULT_REVISION = "main";
+const DEFAULT_REVISION = "main";
 /** A repository id as the Hub allows it: one owner, one name, no separators or dots in front. */
-export const REPO_ID = /^[\w-][\w.-]{0,95}\/[\w-][\w.-]{0,95}$/;
+const REPO_ID = /^[\w-][\w.-]{0,95}\/[\w-][\w.-]{0,95}$/;
 const QUANT = /^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$/;
 const REVISION = /^[\w-][\w.-]{0,127}$/;
 const HUB_HOSTS = new Set(["huggingface.co", "www.huggingface.co", "hf.co"]);
 const HUB_PREFIX = /^(?:huggingface\.co|hf\.co)\//i;
+/** `scheme://` in front: a URL, never a name or a Hub path. */
+const URL_PREFIX = /^[a-z][a-z0-9+.-]*:\/\//i;
 const MAX_REF_LENGTH = 2048;
+/** The forms a reference takes, for the error that says a text is none. */
+const REF_FORMS = "org/repo[:QUANT], org/repo/path/file.gguf, hf.co/org/repo[:QUANT], an https:// URL of a .gguf file, or a catalog id";
 
 const bad = (text: string, why: string) => new PullError("bad_reference", `"${text}" is not a model reference: ${why}`);
 
@@ -32,7 +36,7 @@ export function parseModelRef(text: string): ModelRef | undefined {
   if (t === "") throw bad(text, "it is empty");
   if (t.length > MAX_REF_LENGTH) throw bad(t.slice(0, 64), `it is longer than ${MAX_REF_LENGTH} characters`);
   if (/[\x00-\x20\x7f]/.test(t)) throw bad(t, "it holds spaces or control characters");
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(t)) return parseUrl(t);
+  if (URL_PREFIX.test(t)) return parseUrl(t);
   if (HUB_PREFIX.test(t)) return parseHubPath(t, t.replace(HUB_PREFIX, ""));
   if (!t.includes("/")) {
     const known = findKnownModel(t);
@@ -43,6 +47,22 @@ export function parseModelRef(text: string): ModelRef | undefined {
   if (t.includes(":") || (segments.length > 2 && /\.gguf$/i.test(t))) return parseHubPath(t, t);
   if (segments.length === 2 && REPO_ID.test(t)) return { kind: "hf", repo: t, revision: DEFAULT_REVISION, quant: undefined, file: undefined };
   return undefined;
+}
+
+/** What must be pulled: `parseModelRef`, with a plain local name refused too (PullError "bad_reference"). */
+export function pullableRef(text: string): ModelRef {
+  const ref = parseModelRef(text);
+  if (!ref) throw bad(text.trim().slice(0, 200), `use ${REF_FORMS}`);
+  return ref;
+}
+
+/** `parseModelRef` for text from elsewhere (a peer, models.json): a malformed reference is none, not a throw. */
+export function modelRefOf(text: string): ModelRef | undefined {
+  try {
+    return parseModelRef(text);
+  } catch {
+    return undefined;
+  }
 }
 
 /** `org/repo[:QUANT]` or `org/repo/path/file.gguf`, as typed after any `hf.co/`. */
@@ -122,7 +142,7 @@ const stemOf = (file: string) => basename(file).replace(/\.gguf$/i, "").replace(
 export function defaultModelName(text: string): string {
   const t = text.trim();
   const ref = parseModelRef(t);
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(t)) {
+  if (URL_PREFIX.test(t)) {
     const file = ref?.kind === "hf" ? ref.file : ref?.kind === "url" ? fileNameOf(new URL(ref.url)) : undefined;
     const name = file === undefined ? ref?.kind === "hf" ? ref.repo : undefined : stemOf(file);
     if (name !== undefined && isSafeModelName(name)) return name;
@@ -155,12 +175,7 @@ export function exactRef(ref: ModelRef, firstFile?: string): string {
  * when none is named), so that pulling `org/repo` again finds what the first pull chose.
  */
 export function refSatisfies(pulled: string, wanted: ModelRef): boolean {
-  let have: ModelRef | undefined;
-  try {
-    have = parseModelRef(pulled);
-  } catch {
-    return false;
-  }
+  const have = modelRefOf(pulled);
   if (!have) return false;
   if (wanted.kind === "url" || have.kind === "url") return have.kind === wanted.kind && exactRef(have) === exactRef(wanted);
   if (have.repo !== wanted.repo || have.revision !== wanted.revision || have.file === undefined) return false;

@@ -28,6 +28,12 @@ export class TransferError extends Error {}
 /** Refused by a rule, not by bad luck (a file in the way, a source the rules forbid): the same next time. */
 export class TransferRefused extends TransferError {}
 
+/** Refused by the caller's size limit (`SizeLimit`): the file is, or may be, larger than it allows. */
+export class SizeRefused extends TransferRefused {}
+
+/** The bytes that arrived are not the ones the expected SHA-256 names; the part is gone, so the next try starts over. */
+export class HashMismatch extends TransferError {}
+
 const SHARD_SUFFIX = /-(\d{5})-of-(\d{5})\.gguf$/i;
 // One folder segment of a model name: nothing a scan would skip, nothing that climbs out.
 // No control characters either: a name ends up in file names, log lines and announcements.
@@ -192,7 +198,7 @@ export class PartFile {
     const sha256 = this.hasher.digest("hex");
     if (expectedSha256 !== undefined && sha256 !== expectedSha256) {
       await this.discard();
-      throw new TransferError(
+      throw new HashMismatch(
         `${basename(this.finalPath)} arrived with SHA-256 ${sha256}, expected ${expectedSha256}; the partial file was removed, so the next attempt starts over`,
       );
     }
@@ -228,11 +234,11 @@ export function nameTaken(path: string): TransferRefused {
 }
 
 /**
- * Moves `from` to `to` unless something is there: a hard link fails atomically on an existing
- * name, where a rename would replace it. Where hard links are not to be had (FAT, some network
- * mounts) it checks, then renames, leaving a narrow race.
+ * Moves `from` to `to` unless something is there (then `nameTaken`): a hard link fails atomically
+ * on an existing name, where a rename would replace it. Where hard links are not to be had (FAT,
+ * some network mounts) it checks, then renames, leaving a narrow race.
  */
-async function moveUnlessTaken(from: string, to: string): Promise<void> {
+export async function moveUnlessTaken(from: string, to: string): Promise<void> {
   try {
     await link(from, to);
   } catch (err) {

@@ -7,18 +7,17 @@
  * (the first shard last, so a scan never sees a model without its other shards) and the model
  * written into models.json with its exact reference. Progress goes to the caller, who draws it.
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { link, rename, rm, statfs, writeFile } from "node:fs/promises";
+import { existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
+import { rename, rm, statfs } from "node:fs/promises";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
-import lockfile from "proper-lockfile";
 import type { Log } from "../log.ts";
 import { FREE_SPACE_MARGIN, PEER_SOURCE_RULE, peerSizeLimit, type SizeLimit, type SourceRule } from "./download-rules.ts";
 import { selectRepoFiles } from "./hf-files.ts";
 import { checkFileAccess, listRepoFiles, authHeaders, resolveUrl, type HubConfig } from "./hf-hub.ts";
-import { defaultModelName, exactRef, fileNameOf, parseModelRef, refSatisfies, type ModelRef } from "./model-ref.ts";
-import { FileHasher, isSafeModelName, PARTIAL_DIR, TransferError, TransferRefused } from "./model-transfer.ts";
+import { defaultModelName, exactRef, fileNameOf, pullableRef, refSatisfies, type ModelRef } from "./model-ref.ts";
+import { FileHasher, hashFileInto, HashMismatch, isSafeModelName, moveUnlessTaken, PARTIAL_DIR, SizeRefused, TransferError, TransferRefused } from "./model-transfer.ts";
 import { PullError } from "./pull-error.ts";
-import { readRegistry, Registry, REGISTRY_FILE, type RegistryEntry } from "./registry.ts";
+import { PULLS_DIR, readRegistry, REGISTRY_FILE, writeRegistryEntry, type RegistryEntry } from "./registry.ts";
 import { downloadFromUrl } from "./url-download.ts";
 
 export { PullError, type PullErrorCode } from "./pull-error.ts";
@@ -63,8 +62,6 @@ export interface PulledModel {
   alreadyHad: boolean;
 }
 
-/** Where pulls stage their files; a dot folder, so the models-dir scan never lists a half-pulled model. */
-export const PULLS_DIR = ".pulls";
 /** A download that gets no byte for this long is stopped (its part kept for the next pull). */
 const STALL_MS = 60_000;
 
@@ -97,13 +94,7 @@ const hasher = new FileHasher();
 const inFlight = new Map<string, Promise<unknown>>();
 
 export async function pullModel(opts: PullOptions): Promise<PulledModel> {
-  const parsed = parseModelRef(opts.ref);
-  if (!parsed) {
-    throw new PullError(
-      "bad_reference",
-      `"${opts.ref.trim()}" is not a model reference: use org/repo[:QUANT], org/repo/path/file.gguf, hf.co/org/repo[:QUANT], an https:// URL of a .gguf file, or a catalog id`,
-    );
-  }
+  const parsed = pullableRef(opts.ref);
   const name = opts.name?.trim() || defaultModelName(opts.ref);
   if (!isSafeModelName(name)) throw new PullError("bad_reference", `"${name}" cannot be a model name (at most 4 '/'-separated parts, none starting with '.')`);
   const modelsDir = resolve(opts.modelsDir);
@@ -126,7 +117,7 @@ async function pull(opts: PullOptions, ref: ModelRef, name: string): Promise<Pul
   const { modelsDir, log } = opts;
   if (opts.fromPeer && ref.kind === "url" && !ref.url.startsWith("https:")) throw new PullError("bad_reference", `${ref.url} is refused: a source a peer announced must be https`);
   mkdirSync(join(modelsDir, PULLS_DIR), { recursive: true });
-  const registry = readRegistryOrFail(modelsDir);
+  const registry = readRegistry(join(modelsDir, REGISTRY_FILE));
   const existing = registry[name];
   if (existing) {
     if (!existing.pulled || existing.ref === undefined || !refSatisfies(existing.ref, ref)) {
@@ -213,20 +204,29 @@ async function planHub(opts: PullOptions, ref: Extract<ModelRef, { kind: "hf" }>
   };
 }
 
+const SHARD = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/i;
+
+/** Every shard of the split whose shard `file` (a path or a file name) is, in order; `[file]` for a file that is no shard. */
+function shardsOf(file: string): string[] {
+  const m = SHARD.exec(file);
+  if (!m) return [file];
+  return Array.from({ length: Number(m[3]) }, (_, i) => `${m[1]}-${String(i + 1).padStart(5, "0")}-of-${m[3]}.gguf`);
+}
+
 /** A URL reference: the file, and for a shard of a split every shard, by the split's names. */
 function planUrl(ref: Extract<ModelRef, { kind: "url" }>, fromPeer: boolean): Plan {
   const url = new URL(ref.url);
   const name = fileNameOf(url)!;
-  const shard = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/i.exec(name);
+  const shard = SHARD.exec(name);
   const count = shard ? Number(shard[3]) : 1;
   if (count < 1 || count > 512) throw new PullError("bad_reference", `${ref.url} names a split of ${count} shards; refusing`);
-  const urls = Array.from({ length: count }, (_, i) => {
-    if (!shard) return url;
-    const u = new URL(url);
-    const file = `${shard[1]}-${String(i + 1).padStart(5, "0")}-of-${shard[3]}.gguf`;
-    u.pathname = `${u.pathname.slice(0, u.pathname.lastIndexOf("/") + 1)}${encodeURIComponent(file)}`;
-    return u;
-  });
+  const urls = !shard
+    ? [url]
+    : shardsOf(name).map((file) => {
+        const u = new URL(url);
+        u.pathname = `${u.pathname.slice(0, u.pathname.lastIndexOf("/") + 1)}${encodeURIComponent(file)}`;
+        return u;
+      });
   const files = urls.map((u) => {
     const file = fileNameOf(u)!;
     return { label: file, url: u.href, rel: file, size: undefined, sha256: undefined, gitOid: undefined };
@@ -265,7 +265,7 @@ async function verifies(path: string, f: PlannedFile): Promise<boolean> {
 async function gitBlobOid(path: string): Promise<string> {
   const h = new Bun.CryptoHasher("sha1");
   h.update(`blob ${statSync(path).size}\0`);
-  for await (const chunk of Bun.file(path).stream()) h.update(chunk);
+  await hashFileInto(h, path);
   return h.digest("hex");
 }
 
@@ -334,11 +334,11 @@ async function fetchFile(opts: PullOptions, plan: Plan, f: PlannedFile, free: nu
     const kept = `the part downloaded so far is kept in ${dir}, and pulling again resumes from it; nothing was installed`;
     if (opts.signal?.aborted) throw new PullError("download_failed", `the pull of ${f.label} was stopped; ${kept}`, { cause: err });
     if (stall.signal.aborted) throw new PullError("download_failed", `${f.url} sent nothing for ${STALL_MS / 1000} s; ${kept}`, { cause: err });
-    // Our own words, so no other refusal is taken for one about space.
-    if (err instanceof TransferRefused && err.message.includes(limit.why) && !opts.fromPeer) {
+    // The limit is the free space (a peer's source is held to what the mesh announced instead).
+    if (err instanceof SizeRefused && !opts.fromPeer) {
       throw new PullError("no_space", `${f.label} does not fit in ${opts.modelsDir}: ${err.message}`, { cause: err });
     }
-    if (err instanceof TransferError && /arrived with SHA-256/.test(err.message)) {
+    if (err instanceof HashMismatch) {
       await rm(dir, { recursive: true, force: true });
       throw hashMismatch(f, err);
     }
@@ -362,25 +362,18 @@ async function install(from: string, to: string, replace: boolean): Promise<void
   mkdirSync(dirname(to), { recursive: true });
   if (replace) return rename(from, to);
   try {
-    await link(from, to);
+    await moveUnlessTaken(from, to);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "EEXIST") throw new PullError("name_taken", `${to} appeared while the pull ran; it was left as it is and nothing was installed`);
-    if (existsSync(to)) throw new PullError("name_taken", `${to} appeared while the pull ran; it was left as it is`);
-    return rename(from, to);
+    if (err instanceof TransferRefused) throw new PullError("name_taken", `${to} appeared while the pull ran; it was left as it is`, { cause: err });
+    throw err;
   }
-  await rm(from, { force: true });
-}
-
-function readRegistryOrFail(modelsDir: string): Registry {
-  return readRegistry(join(modelsDir, REGISTRY_FILE));
 }
 
 /** The model as a registry entry says it is installed, or undefined when a file of it is gone. */
 function describeInstalled(modelsDir: string, name: string, e: RegistryEntry): PulledModel | undefined {
   const abs = (p: string) => (isAbsolute(p) ? p : join(modelsDir, p));
   const path = abs(e.file);
-  const shard = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/i.exec(path);
-  const files = shard ? Array.from({ length: Number(shard[3]) }, (_, i) => `${shard[1]}-${String(i + 1).padStart(5, "0")}-of-${shard[3]}.gguf`) : [path];
+  const files = shardsOf(path);
   const mmproj = e.mmproj && abs(e.mmproj);
   const all = [...files, ...(mmproj ? [mmproj] : [])];
   if (!all.every((f) => existsSync(f))) return undefined;
@@ -389,37 +382,8 @@ function describeInstalled(modelsDir: string, name: string, e: RegistryEntry): P
 
 const diskBytes = (files: readonly string[]) => files.reduce((sum, f) => sum + statSync(f).size, 0);
 
-async function freeBytes(dir: string): Promise<number> {
+/** Bytes free to this user on the file system of `dir`. */
+export async function freeBytes(dir: string): Promise<number> {
   const fs = await statfs(dir);
   return fs.bavail * fs.bsize;
-}
-
-/**
- * Sets one entry of models.json, leaving every other entry as it was written (no defaults filled
- * in), under a lock so that two pulls at once both land; the file is replaced by a rename, so a
- * reader sees the old registry or the new one.
- */
-export async function writeRegistryEntry(modelsDir: string, name: string, entry: Pick<RegistryEntry, "file" | "mmproj" | "ref" | "pulled">): Promise<void> {
-  const path = join(modelsDir, REGISTRY_FILE);
-  mkdirSync(join(modelsDir, PULLS_DIR), { recursive: true });
-  const release = await lockfile.lock(modelsDir, {
-    lockfilePath: join(modelsDir, PULLS_DIR, `${REGISTRY_FILE}.lock`),
-    realpath: false,
-    stale: 30_000,
-    retries: { retries: 200, minTimeout: 50, maxTimeout: 500 },
-  });
-  try {
-    const raw: Record<string, unknown> = existsSync(path) ? (JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>) : {};
-    const before = raw[name];
-    const kept = before && typeof before === "object" ? (before as Record<string, unknown>) : {};
-    const { mmproj: _dropped, ...rest } = kept;
-    const next = { ...raw, [name]: { ...rest, ...entry } };
-    const checked = Registry.safeParse(next);
-    if (!checked.success) throw new Error(`${path} would not be valid after adding "${name}"; it was left as it is`);
-    const tmp = join(modelsDir, PULLS_DIR, `${REGISTRY_FILE}.${process.pid}.tmp`);
-    await writeFile(tmp, `${JSON.stringify(next, null, 2)}\n`);
-    await rename(tmp, path);
-  } finally {
-    await release();
-  }
 }

@@ -1,15 +1,25 @@
 /**
  * The optional model registry, `models.json` in the models dir: per model a file, labels (which
  * set its type), and load defaults. It names models that have no file name worth typing, and marks
- * what GGUF metadata cannot say (an audio or image model, say).
+ * what GGUF metadata cannot say (an audio or image model, say). The operator writes it; mesh adds
+ * the models it pulls or copies from a peer (with `ref` and `pulled`) and `mesh rm` takes them out
+ * again, both through `updateRegistry`.
  *
  *   { "embed": { "file": "nomic-embed-text-v1.5.Q8_0.gguf", "labels": ["embedding"], "ctx_size": 8192 } }
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
+import { rename, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import lockfile from "proper-lockfile";
 import { z } from "zod";
 import { RECIPES } from "../pool/devices.ts";
 
 export const REGISTRY_FILE = "models.json";
+/**
+ * The models dir's scratch folder: pulls stage their files there, and a write of the registry
+ * takes its lock and stages the new file there. A dot folder, so no scan lists what is in it.
+ */
+export const PULLS_DIR = ".pulls";
 
 const RegistryEntry = z.object({
   /** Path of the model file (first shard), relative to the models dir or absolute. */
@@ -43,4 +53,42 @@ export function readRegistry(path: string): Registry {
   const parsed = Registry.safeParse(json);
   if (!parsed.success) throw new Error(`${path}: ${z.prettifyError(parsed.error)}`);
   return parsed.data;
+}
+
+/**
+ * Rewrites models.json in `modelsDir` by `change`, which gets the file as written (fields we do
+ * not know, and no defaults filled in) and returns the next one, or undefined to leave it. Under a
+ * lock, so that writers at once (two pulls, a pull and a delete) all land; the result must still
+ * be a valid registry; the file is replaced by a rename, keeping its mode, so a reader sees the
+ * old registry or the new one.
+ */
+export async function updateRegistry(modelsDir: string, change: (raw: Record<string, unknown>) => Record<string, unknown> | undefined): Promise<void> {
+  const path = join(modelsDir, REGISTRY_FILE);
+  mkdirSync(join(modelsDir, PULLS_DIR), { recursive: true });
+  const release = await lockfile.lock(modelsDir, {
+    lockfilePath: join(modelsDir, PULLS_DIR, `${REGISTRY_FILE}.lock`),
+    realpath: false,
+    stale: 30_000,
+    retries: { retries: 200, minTimeout: 50, maxTimeout: 500 },
+  });
+  try {
+    const exists = existsSync(path);
+    const next = change(exists ? (JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>) : {});
+    if (next === undefined) return;
+    if (!Registry.safeParse(next).success) throw new Error(`${path} would not be valid after this change; it was left as it is`);
+    const tmp = join(modelsDir, PULLS_DIR, `${REGISTRY_FILE}.${process.pid}.tmp`);
+    await writeFile(tmp, `${JSON.stringify(next, null, 2)}\n`, exists ? { mode: statSync(path).mode & 0o777 } : {});
+    await rename(tmp, path);
+  } finally {
+    await release();
+  }
+}
+
+/** Sets one entry of models.json (its `mmproj` replaced, its other fields kept), leaving every other entry as it was written. */
+export function writeRegistryEntry(modelsDir: string, name: string, entry: Pick<RegistryEntry, "file" | "mmproj" | "ref" | "pulled">): Promise<void> {
+  return updateRegistry(modelsDir, (raw) => {
+    const before = raw[name];
+    const { mmproj: _dropped, ...kept } = before && typeof before === "object" ? (before as Record<string, unknown>) : {};
+    return { ...raw, [name]: { ...kept, ...entry } };
+  });
 }

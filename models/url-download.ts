@@ -21,6 +21,7 @@ import {
   nameTaken,
   PartFile,
   SHA256_HEX,
+  SizeRefused,
   sleep,
   throttledProgress,
   TransferError,
@@ -172,7 +173,7 @@ async function attempt(
       }
       if (opts.limit && part.offset + chunk.length > opts.limit.maxBytes) {
         await part.discard();
-        throw new TransferRefused(`${url} sent more than ${opts.limit.why}; the download was stopped and the partial file removed`);
+        throw new SizeRefused(`${url} sent more than ${opts.limit.why}; the download was stopped and the partial file removed`);
       }
       if (model && !agreesWithGgufMagic(part.offset, chunk)) {
         await part.discard();
@@ -207,7 +208,7 @@ async function refuseSize(res: Response, url: URL, total: number | undefined, li
   const problem = sizeProblem(total, limit);
   if (!problem) return;
   await res.body?.cancel().catch(() => undefined);
-  throw new TransferRefused(`${url} is refused: ${problem}`);
+  throw new SizeRefused(`${url} is refused: ${problem}`);
 }
 
 /** GET, following redirects by hand so the hub's `x-linked-etag` is seen and credentials stay with their origin. */

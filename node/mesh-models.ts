@@ -14,6 +14,7 @@ import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
 import { ANNOUNCEMENT_LIMITS, type Announcement } from "../mesh/messages.ts";
 import { routeModel, type Route } from "../mesh/route.ts";
 import type { Log } from "../log.ts";
+import { hasCredentials } from "../models/download-rules.ts";
 import { needOf } from "../models/model-need.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import type { EvictionCause, RpcSplit } from "../pool/pool-types.ts";
@@ -110,13 +111,15 @@ export class MeshModels {
         const announced = r === undefined ? undefined : announcedRef(r);
         return announced ? { ref: announced } : {};
       };
+      // A source with a user name or password in it is the operator's secret: peers get none (they could not use it anyway).
+      const source = (m: ModelInfo) => (m.source && !hasCredentials(m.source) ? { source: m.source } : {});
       const onDisk = list.filter(hasFiles);
-      const seeds = list.filter((m) => !hasFiles(m) && (m.source || m.ref));
+      const seeds = list.filter((m) => !hasFiles(m) && (source(m).source || m.ref));
       const named = new Set([...onDisk, ...seeds].map((m) => m.name));
       const all = {
-        modelsOnDisk: onDisk.map((m) => ({ name: m.name, size: m.sizeBytes, need: this.needOf(m), ...(m.source ? { source: m.source } : {}), ...ref(m.name, m.ref) })),
+        modelsOnDisk: onDisk.map((m) => ({ name: m.name, size: m.sizeBytes, need: this.needOf(m), ...source(m), ...ref(m.name, m.ref) })),
         seeds: [
-          ...seeds.map((m) => ({ name: m.name, ...(m.source ? { source: m.source } : {}), ...ref(m.name, m.ref) })),
+          ...seeds.map((m) => ({ name: m.name, ...source(m), ...ref(m.name, m.ref) })),
           // Named by a reference at start and not here yet: the mesh learns where to get it.
           ...[...this.o.refs.keys()].filter((name) => !named.has(name)).map((name) => ({ name, ...ref(name, undefined) })),
         ],

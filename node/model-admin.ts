@@ -12,20 +12,19 @@
  * A delete removes only what `deletePlan` allows (mesh's own models dir, nothing loaded, nothing
  * outside it, nothing another model still uses), then its registry entries and the folders it left empty.
  */
-import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, rmdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { existsSync, realpathSync, rmdirSync, unlinkSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import lockfile from "proper-lockfile";
 import type { Log } from "../log.ts";
 import type { HubConfig } from "../models/hf-hub.ts";
 import { deletePlan, foldersToPrune, registryWithout, type DeletePlan } from "../models/model-delete.ts";
-import { defaultModelName, parseModelRef } from "../models/model-ref.ts";
+import { defaultModelName, pullableRef } from "../models/model-ref.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import { isSafeModelName } from "../models/model-transfer.ts";
 import { PullError, type PullErrorCode } from "../models/pull-error.ts";
-import { pullModel, PULLS_DIR, type PulledModel, type PullProgress } from "../models/pull.ts";
-import { REGISTRY_FILE } from "../models/registry.ts";
+import { pullModel, type PulledModel, type PullProgress } from "../models/pull.ts";
+import { REGISTRY_FILE, updateRegistry } from "../models/registry.ts";
 
-export const MAX_PULLS = 2;
+const MAX_PULLS = 2;
 
 export type AdminStatus = 400 | 401 | 403 | 404 | 409 | 429 | 499 | 500 | 502 | 507;
 
@@ -113,7 +112,7 @@ export function pullErrorToAdmin(err: unknown): AdminError {
 }
 
 /** A file as a real path of its folder plus its own name: a link in the models dir is removed itself, never what it points to. */
-export function realPathOf(file: string): string {
+function realPathOf(file: string): string {
   try {
     return join(realpathSync(dirname(file)), basename(file));
   } catch {
@@ -152,28 +151,7 @@ export async function deleteModelFiles(plan: DeletePlan, modelsDir: string): Pro
       if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw new AdminError(`could not delete ${f}: ${(err as Error).message}`, 500, "delete_failed");
     }
   }
-  const registryPath = join(modelsDir, REGISTRY_FILE);
-  if (existsSync(registryPath)) {
-    mkdirSync(join(modelsDir, PULLS_DIR), { recursive: true });
-    const release = await lockfile.lock(modelsDir, {
-      lockfilePath: join(modelsDir, PULLS_DIR, `${REGISTRY_FILE}.lock`),
-      realpath: false,
-      stale: 30_000,
-      retries: { retries: 200, minTimeout: 50, maxTimeout: 500 },
-    });
-    try {
-      const raw = JSON.parse(readFileSync(registryPath, "utf8")) as Record<string, unknown>;
-      const next = registryWithout(raw, plan.name, plan.files, modelsDir, realPathOf);
-      if (next) {
-        // Whole or not at all: a reader sees the old registry or the new one.
-        const tmp = join(modelsDir, PULLS_DIR, `${REGISTRY_FILE}.${process.pid}.tmp`);
-        writeFileSync(tmp, `${JSON.stringify(next, null, 2)}\n`, { mode: statSync(registryPath).mode & 0o777 });
-        renameSync(tmp, registryPath);
-      }
-    } finally {
-      await release();
-    }
-  }
+  if (existsSync(join(modelsDir, REGISTRY_FILE))) await updateRegistry(modelsDir, (raw) => registryWithout(raw, plan.name, plan.files, modelsDir, realPathOf));
   for (const dir of foldersToPrune(realDir(modelsDir), plan.files)) {
     try {
       rmdirSync(dir);
@@ -197,9 +175,7 @@ export class ModelAdmin implements ModelAdminApi {
     if (problem) throw new AdminError(problem, 400, "bad_reference");
     let name: string;
     try {
-      if (parseModelRef(ref) === undefined) {
-        throw new AdminError(`"${ref.slice(0, 200)}" is not a model reference: use org/repo[:QUANT], org/repo/path/file.gguf, hf.co/org/repo:QUANT, an https:// URL or a catalog id`, 400, "bad_reference");
-      }
+      pullableRef(ref);
       name = nameText?.trim() || defaultModelName(ref);
     } catch (err) {
       throw pullErrorToAdmin(err);

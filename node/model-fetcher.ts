@@ -14,18 +14,18 @@
  * in size by what the mesh announced and the free space here; one the rule refuses is given up at once.
  */
 import { mkdirSync } from "node:fs";
-import { statfs } from "node:fs/promises";
-import { basename, join, relative } from "node:path";
+import { basename, relative } from "node:path";
 import type { CatalogModel } from "../mesh/catalog.ts";
 import type { Stream } from "../mesh/transport.ts";
 import type { Log } from "../log.ts";
-import { PEER_SOURCE_RULE, peerSizeLimit } from "../models/download-rules.ts";
+import { PEER_SOURCE_RULE, peerSizeLimit, withoutCredentials } from "../models/download-rules.ts";
 import type { HubConfig } from "../models/hf-hub.ts";
-import { parseModelRef } from "../models/model-ref.ts";
+import { modelRefOf } from "../models/model-ref.ts";
 import { FileHasher, sleep, TransferError, TransferRefused, type TransferProgress } from "../models/model-transfer.ts";
 import { fetchModelFromPeer } from "../models/peer-transfer.ts";
 import { PullError, type PullErrorCode } from "../models/pull-error.ts";
-import { pullModel, PULLS_DIR, writeRegistryEntry, type PullProgress } from "../models/pull.ts";
+import { freeBytes, pullModel, type PullProgress } from "../models/pull.ts";
+import { writeRegistryEntry } from "../models/registry.ts";
 import { downloadFromUrl } from "../models/url-download.ts";
 import { progressReporter } from "../progress.ts";
 
@@ -36,11 +36,6 @@ const GIVE_UP_AFTER = 3;
 const RECHECK_MS = 30_000;
 /** What a pull says the same way every time: trying again cannot help. */
 const FINAL_PULL_ERRORS = new Set<PullErrorCode>(["bad_reference", "not_found", "gated", "quant_not_found", "no_space", "name_taken"]);
-
-async function freeBytes(dir: string): Promise<number> {
-  const fs = await statfs(dir);
-  return fs.bavail * fs.bsize;
-}
 
 export interface FetchProgress {
   model: string;
@@ -81,37 +76,32 @@ export function fetchPlan(entry: CatalogModel | undefined, self: string | undefi
   if (!mine) return { kind: "wait", why: puller ? `node ${puller.slice(0, 10)} downloads it for the mesh; it is copied from there` : "no member has it and none knows where to get it" };
   if (own.ref !== undefined) return { kind: "pull", ref: own.ref, fromPeer: false };
   if (own.source !== undefined) return { kind: "url", url: own.source, fromPeer: false };
-  const ref = entry?.ref === undefined ? undefined : refKind(entry.ref);
-  if (ref === "hf") return { kind: "pull", ref: entry!.ref!, fromPeer: true };
-  if (ref === "url") return { kind: "url", url: entry!.ref!, fromPeer: true };
+  // A URL reference names the very file to get; the rest go through the Hub.
+  const refKind = entry?.ref === undefined ? undefined : modelRefOf(entry.ref)?.kind;
+  if (refKind === "hf") return { kind: "pull", ref: entry!.ref!, fromPeer: true };
+  if (refKind === "url") return { kind: "url", url: entry!.ref!, fromPeer: true };
   if (entry?.source !== undefined) return { kind: "url", url: entry.source, fromPeer: true };
   return { kind: "wait", why: "no member has it and none knows where to get it" };
 }
 
-/** A URL reference names the very file to get; the rest go through the Hub. */
-function refKind(ref: string): "hf" | "url" | undefined {
-  try {
-    return parseModelRef(ref)?.kind;
-  } catch {
-    return undefined;
-  }
+/** Where a try fetches from, as its progress tells every peer: a URL without the user name and password the operator may have put in it. */
+export function fetchedFrom(plan: Exclude<FetchPlan, { kind: "wait" }>): string {
+  return plan.kind === "peer" ? plan.peer : withoutCredentials(plan.kind === "pull" ? plan.ref : plan.url);
 }
 
 /**
- * Files copied from a peer arrive under the model's name (`arrivalName`), which the models-dir
+ * Files copied from a peer or a URL arrive under the model's name (`arrivalName`), which the models-dir
  * scan alone would read by the file (`org/repo:Q8_0` arriving as `org/repo:Q8_0.gguf` would be
- * `repo:Q8_0`): models.json says which model they are, that mesh fetched them, and the Hub
- * reference the mesh knows it by. A URL a peer announced is not written down: models.json is the
+ * `repo:Q8_0`): models.json says which model they are, that mesh fetched them (so `mesh rm` may
+ * remove them), and the Hub reference the mesh knows it by. A URL a peer announced is not written down: models.json is the
  * operator's word, and that URL would then be fetched without the peer rule.
  */
 async function recordCopy(modelsDir: string, model: string, files: readonly string[], ref: string | undefined): Promise<void> {
-  const hubRef = ref !== undefined && refKind(ref) === "hf" ? ref : undefined;
-  if (hubRef === undefined && !model.includes("/")) return;
+  const hubRef = ref !== undefined && modelRefOf(ref)?.kind === "hf" ? ref : undefined;
   const projector = `mmproj-${basename(model)}.gguf`;
   const first = files.find((f) => basename(f) !== projector);
   const mmproj = files.find((f) => basename(f) === projector);
   if (first === undefined) return;
-  mkdirSync(join(modelsDir, PULLS_DIR), { recursive: true });
   const rel = (p: string) => relative(modelsDir, p);
   await writeRegistryEntry(modelsDir, model, { file: rel(first), ...(mmproj ? { mmproj: rel(mmproj) } : {}), ...(hubRef ? { ref: hubRef } : {}), pulled: true });
 }
@@ -233,8 +223,11 @@ export class ModelFetcher {
           continue;
         }
         // A refusal by rule (a source a peer may not name, a file in the way) says the same next time.
-        const final = err instanceof TransferRefused || (err instanceof PullError && FINAL_PULL_ERRORS.has(err.code));
-        const lastingError = err instanceof TransferError || (err instanceof PullError && err.code === "hash_mismatch");
+        // A pull wraps what its download met (a file that is no GGUF, a 404): judged by that, so a
+        // peer's reference to such a file is given up, not downloaded again for as long as the node runs.
+        const met = err instanceof PullError && err.cause instanceof TransferError ? err.cause : err;
+        const final = met instanceof TransferRefused || (err instanceof PullError && FINAL_PULL_ERRORS.has(err.code));
+        const lastingError = met instanceof TransferError || (err instanceof PullError && err.code === "hash_mismatch");
         if (final || (lastingError && ++lasting >= GIVE_UP_AFTER)) return giveUp((err as Error).message);
         const pause = Math.min(MAX_PAUSE_MS, 1_000 * 2 ** failures++);
         this.o.log[lastingError ? "error" : "warn"]("could not fetch the model; trying again", { model, error: (err as Error).message, retryInMs: pause });
@@ -249,7 +242,7 @@ export class ModelFetcher {
   /** One try by `plan`. */
   private async get(model: string, plan: Exclude<FetchPlan, { kind: "wait" }>, m: CatalogModel | undefined, failures: number, signal: AbortSignal): Promise<void> {
     mkdirSync(this.o.modelsDir, { recursive: true });
-    const from = plan.kind === "peer" ? plan.peer : plan.kind === "pull" ? plan.ref : plan.url;
+    const from = fetchedFrom(plan);
     this.o.log.info("fetching model", { model, from: plan.kind === "peer" ? `node ${plan.peer.slice(0, 10)}` : from, attempt: failures + 1 });
     // Log lines, not a bar: the node's own log shares the terminal.
     const lines = progressReporter(`fetching ${model}`, this.o.log, false);
@@ -279,6 +272,7 @@ export class ModelFetcher {
       const peerRules = plan.fromPeer ? { rule: PEER_SOURCE_RULE, limit: peerSizeLimit(m?.sizeBytes ?? 0, await freeBytes(this.o.modelsDir)) } : {};
       const got = await downloadFromUrl({ url: plan.url, model, destDir: this.o.modelsDir, onProgress, signal, ...peerRules });
       if (!got.verified) this.o.log.warn("the source gave no hash to check the download against", { model, url: plan.url });
+      await recordCopy(this.o.modelsDir, model, [got.path], undefined);
     }
     lines.done();
   }

@@ -23,7 +23,7 @@ import { StreamKind } from "../mesh/wire.ts";
 import { hubConfigFromEnv, type HubConfig } from "../models/hf-hub.ts";
 import { defaultModelName, parseModelRef } from "../models/model-ref.ts";
 import { ModelStore } from "../models/model-store.ts";
-import { modelStoreRoots } from "../models/stores/stores.ts";
+import { modelStoreRoots, type StoreRoot } from "../models/stores/stores.ts";
 import { serveModelStream } from "../models/peer-transfer.ts";
 import { capLogs } from "../pool/log-files.ts";
 import { Pool } from "../pool/pool.ts";
@@ -37,7 +37,7 @@ import { MeshModels } from "./mesh-models.ts";
 import { ModelFetcher } from "./model-fetcher.ts";
 
 /** `--model` values that may name files (rather than models in the models dir). */
-export const isPath = (v: string) => v.includes("/") || /\.gguf$/i.test(v);
+const isPath = (v: string) => v.includes("/") || /\.gguf$/i.test(v);
 
 /** What a `--model` value names: a file, or a model by name (with the reference it is pulled by, when it is one). */
 export type ModelArg = { kind: "path"; path: string } | { kind: "name"; name: string; ref?: string };
@@ -65,6 +65,11 @@ export function modelArg(value: string, isFile: (path: string) => boolean, isKno
 }
 
 export class NodeSetupError extends Error {}
+
+/** The other tools' stores a node with these settings serves from, in naming order (none with --scan-model-stores off). */
+export function storeRoots(config: Pick<Config, "scanModelStores" | "modelStores">): StoreRoot[] {
+  return config.scanModelStores === "on" ? modelStoreRoots(process.env, homedir(), config.modelStores, process.platform) : [];
+}
 
 const LOG_CAP_EVERY_MS = 60_000;
 /** How long a node started with --join waits to hear from its mesh before it downloads a model nobody it knows has. */
@@ -105,8 +110,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   const startedAt = performance.now();
   mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
   const files = config.models.filter((m) => isPath(m) && existsSync(m));
-  const stores = config.scanModelStores === "on" ? modelStoreRoots(process.env, homedir(), config.modelStores, process.platform) : [];
-  const store = new ModelStore({ modelsDir: config.modelsDir, extraFiles: files, hasGpu: devices.length > 0, stores });
+  const store = new ModelStore({ modelsDir: config.modelsDir, extraFiles: files, hasGpu: devices.length > 0, stores: storeRoots(config) });
   const known = await store.refresh();
   const args = config.models.map((m) => modelArg(m, (p) => files.includes(p), (name) => known.some((k) => k.name === name)));
   // Models named by a reference: announced with it, and pulled (once for the whole mesh) when nobody has them.

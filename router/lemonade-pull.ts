@@ -10,12 +10,10 @@ import type { Context, Hono } from "hono";
 import { z } from "zod";
 import { pullErrorToAdmin, type AdminError } from "../node/model-admin.ts";
 import { lemonadeBadRequest, lemonadeErrorResponse } from "./lemonade.ts";
-import { httpStatusOf } from "./ollama-pull.ts";
+import { httpStatusOf, MAX_NAME, readJsonBody } from "./model-file-requests.ts";
 import { lemonadeComplete, lemonadeErrorEvent, lemonadeProgress, sseEvent } from "./pull-events.ts";
 import { pullWhole, startPull, type PullRender } from "./pull-session.ts";
 import type { Serving } from "./serving.ts";
-
-const MAX_NAME = 2048;
 
 const PullRequest = z.object({
   model_name: z.string().min(1).max(MAX_NAME).optional(),
@@ -39,21 +37,9 @@ const ERROR_TYPES: Record<number, string> = {
   507: "insufficient_storage",
 };
 
-export function lemonadeAdminError(c: Context, e: AdminError): Response {
+function lemonadeAdminError(c: Context, e: AdminError): Response {
   const status = httpStatusOf(e);
   return lemonadeErrorResponse(c, status, e.message, ERROR_TYPES[status] ?? "server_error", e.code, e.status === 429 ? 10 : undefined);
-}
-
-async function body<T>(c: Context, schema: z.ZodType<T>): Promise<{ ok: true; value: T } | { ok: false; error: string }> {
-  const text = await c.req.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (err) {
-    return { ok: false, error: `request body is not valid JSON: ${(err as Error).message}` };
-  }
-  const parsed = schema.safeParse(json);
-  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, error: `invalid request: ${z.prettifyError(parsed.error)}` };
 }
 
 const SSE_HEADERS = { "content-type": "text/event-stream", "cache-control": "no-cache" };
@@ -70,7 +56,7 @@ export function lemonadeModelFileRoutes(api: Hono, serving: Serving, keepAliveMs
   const noAdmin = (c: Context) => lemonadeErrorResponse(c, 503, "this node does not pull or delete models", "service_unavailable", "no_model_admin");
 
   api.post("/pull", async (c) => {
-    const b = await body(c, PullRequest);
+    const b = await readJsonBody(c, PullRequest);
     if (!b.ok) return lemonadeBadRequest(c, b.error, "invalid_body");
     const given = b.value.model_name ?? b.value.model;
     if (!given) return lemonadeBadRequest(c, 'invalid pull request: "model_name" is required', "invalid_body");
@@ -91,7 +77,7 @@ export function lemonadeModelFileRoutes(api: Hono, serving: Serving, keepAliveMs
   });
 
   api.post("/delete", async (c) => {
-    const b = await body(c, DeleteRequest);
+    const b = await readJsonBody(c, DeleteRequest);
     if (!b.ok) return lemonadeBadRequest(c, b.error, "invalid_body");
     const name = b.value.model_name ?? b.value.model;
     if (!name) return lemonadeBadRequest(c, 'invalid delete request: "model_name" is required', "invalid_body");

@@ -7,15 +7,13 @@
  * what mesh downloaded into its own models dir (200 with no body, as Ollama answers).
  */
 import type { Context, Hono } from "hono";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
 import { pullErrorToAdmin, type AdminError } from "../node/model-admin.ts";
+import { httpStatusOf, MAX_NAME, readJsonBody } from "./model-file-requests.ts";
 import { modelName } from "./ollama-mapping.ts";
 import { ndjsonLine, ollamaPullError, ollamaPullProgress, ollamaPullStart, ollamaPullSuccess } from "./pull-events.ts";
 import { pullWhole, startPull, type PullRender } from "./pull-session.ts";
 import type { Serving } from "./serving.ts";
-
-const MAX_NAME = 2048;
 
 const PullBody = z.object({
   model: z.string().max(MAX_NAME).optional(),
@@ -26,24 +24,12 @@ const PullBody = z.object({
 
 const DeleteBody = z.object({ model: z.string().max(MAX_NAME).optional(), name: z.string().max(MAX_NAME).optional() });
 
-/** The HTTP status an admin error answers with; a client that left gets a code no client reads. */
-export const httpStatusOf = (e: AdminError): ContentfulStatusCode => (e.status === 499 ? 503 : e.status);
-
 const fail = (c: Context, e: AdminError) => {
   if (e.status === 429) c.header("Retry-After", "10");
   return c.json({ error: e.message }, httpStatusOf(e));
 };
 
-async function body<T>(c: Context, schema: z.ZodType<T>): Promise<{ ok: true; value: T } | { ok: false; error: string }> {
-  let json: unknown;
-  try {
-    json = JSON.parse(await c.req.text());
-  } catch (err) {
-    return { ok: false, error: `request body is not valid JSON: ${(err as Error).message}` };
-  }
-  const parsed = schema.safeParse(json);
-  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, error: `invalid request: ${z.prettifyError(parsed.error)}` };
-}
+const NDJSON_HEADERS = { "content-type": "application/x-ndjson" };
 
 const RENDER: PullRender = {
   start: () => ndjsonLine(ollamaPullStart()),
@@ -58,7 +44,7 @@ export function ollamaModelFileRoutes(api: Hono, serving: Serving, keepAliveMs: 
   const noAdmin = (c: Context) => c.json({ error: "this node does not pull or delete models" }, 503);
 
   api.post("/pull", async (c) => {
-    const b = await body(c, PullBody);
+    const b = await readJsonBody(c, PullBody);
     if (!b.ok) return c.json({ error: b.error }, 400);
     const raw = b.value.model ?? b.value.name;
     if (!raw) return c.json({ error: '"model" is required' }, 400);
@@ -72,14 +58,14 @@ export function ollamaModelFileRoutes(api: Hono, serving: Serving, keepAliveMs: 
     const started = await startPull(serving.admin, ref, undefined, c.req.raw.signal, { keepAliveMs });
     if (started.settled) {
       if (!started.ok) return fail(c, started.error);
-      return new Response(`${ndjsonLine(ollamaPullStart())}${ndjsonLine(ollamaPullSuccess())}`, { headers: { "content-type": "application/x-ndjson" } });
+      return new Response(`${RENDER.start()}${RENDER.done(started.pulled)}`, { headers: NDJSON_HEADERS });
     }
-    return new Response(started.stream(RENDER), { headers: { "content-type": "application/x-ndjson" } });
+    return new Response(started.stream(RENDER), { headers: NDJSON_HEADERS });
   });
 
   // Ollama's client sends DELETE with a JSON body; POST is taken too.
   api.on(["DELETE", "POST"], "/delete", async (c) => {
-    const b = await body(c, DeleteBody);
+    const b = await readJsonBody(c, DeleteBody);
     if (!b.ok) return c.json({ error: b.error }, 400);
     const raw = b.value.model ?? b.value.name;
     if (!raw) return c.json({ error: '"model" is required' }, 400);

@@ -68,7 +68,7 @@ export function lemonadeErrorEvent(message: string, code: string): LemonadeEvent
 
 export const sseEvent = (e: LemonadeEvent): string => `event: ${e.event}\ndata: ${JSON.stringify(e.data)}\n\n`;
 
-/** Lines a stream sends at most per second for one file: a fast download is not a flood. */
+/** The least time between two progress lines of a stream (four a second at most): a fast download is not a flood. */
 export const PROGRESS_EVERY_MS = 250;
 
 /**

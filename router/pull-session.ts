@@ -24,7 +24,7 @@ export interface PullRender {
 export type PullStart = { settled: true; ok: true; pulled: PulledModel } | { settled: true; ok: false; error: AdminError } | { settled: false; stream: (render: PullRender) => ReadableStream<Uint8Array> };
 
 /** How long the answer's head waits for the pull's first sign. */
-export const HEAD_WAIT_MS = 5_000;
+const HEAD_WAIT_MS = 5_000;
 
 const encoder = new TextEncoder();
 

@@ -13,8 +13,8 @@ import { z } from "zod";
 import type { StoreModel } from "./stores.ts";
 import { isWatchedGguf, readDir, watchPath, type ScanState } from "./walk.ts";
 
-export const OLLAMA_DEFAULT_HOST = "registry.ollama.ai";
-export const OLLAMA_DEFAULT_NAMESPACE = "library";
+const OLLAMA_DEFAULT_HOST = "registry.ollama.ai";
+const OLLAMA_DEFAULT_NAMESPACE = "library";
 const MODEL_LAYER = "application/vnd.ollama.image.model";
 const PROJECTOR_LAYER = "application/vnd.ollama.image.projector";
 /** Real manifests are a few hundred bytes per layer. */
@@ -60,7 +60,7 @@ export function parseOllamaManifest(text: string): { model: string; projector: s
   return { model, projector };
 }
 
-export const blobPath = (root: string, hex: string) => join(root, "blobs", `sha256-${hex}`);
+const blobPath = (root: string, hex: string) => join(root, "blobs", `sha256-${hex}`);
 
 function readManifest(path: string): string | undefined {
   try {

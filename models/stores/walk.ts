@@ -11,9 +11,9 @@ import { join } from "node:path";
 export type Watched = Map<string, string>;
 
 /** Directory entries one scan of one store may read: a home folder can hold anything. */
-export const MAX_ENTRIES = 50_000;
+const MAX_ENTRIES = 50_000;
 /** Folders below a store's root (or a snapshot's) that are walked: model folders are shallow. */
-export const MAX_DEPTH = 4;
+const MAX_DEPTH = 4;
 
 export interface ScanState {
   watched: Watched;
@@ -23,7 +23,7 @@ export interface ScanState {
 
 export const newScan = (): ScanState => ({ watched: new Map(), entriesLeft: MAX_ENTRIES });
 
-export function fingerprint(path: string): string {
+function fingerprint(path: string): string {
   try {
     const st = statSync(path);
     return `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
@@ -85,7 +85,7 @@ export function walkGguf(root: string, scan: ScanState, maxDepth = MAX_DEPTH): s
 const MAGIC = [0x47, 0x47, 0x55, 0x46]; // "GGUF"
 
 /** Whether `path` is (or links to) a regular file that starts with the GGUF magic. */
-export function isGgufFile(path: string): boolean {
+function isGgufFile(path: string): boolean {
   let fd: number | undefined;
   try {
     if (!statSync(path).isFile()) return false;

@@ -138,16 +138,20 @@ export async function startFakeHub(opts: FakeHubOptions): Promise<FakeHub> {
 
   const cdnUrl = (f: Stored) => `${cdn.url.origin}/repos/${f.id}/${f.sha256}?X-Amz-Signature=${sha("sha256", String(f.id)).slice(0, 16)}`;
 
-  const hub = Bun.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    fetch(req) {
-      const url = new URL(req.url);
-      const res = hubAnswer(req, url);
-      requests.push({ server: "hub", method: req.method, path: url.pathname + url.search, range: req.headers.get("range"), authorization: req.headers.get("authorization"), status: res.status });
-      return res;
-    },
-  });
+  /** A server on loopback whose every answer is written down in `requests`. */
+  const serve = (server: FakeRequest["server"], answer: (req: Request, url: URL) => Response) =>
+    Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch(req) {
+        const url = new URL(req.url);
+        const res = answer(req, url);
+        requests.push({ server, method: req.method, path: url.pathname + url.search, range: req.headers.get("range"), authorization: req.headers.get("authorization"), status: res.status });
+        return res;
+      },
+    });
+
+  const hub = serve("hub", hubAnswer);
 
   function hubAnswer(req: Request, url: URL): Response {
     const parts = url.pathname.split("/").slice(1).map(decodeURIComponent);
@@ -205,16 +209,7 @@ export async function startFakeHub(opts: FakeHubOptions): Promise<FakeHub> {
     return recursive ? entries : entries.filter((e) => !e.path.includes("/"));
   }
 
-  const cdn = Bun.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    fetch(req) {
-      const url = new URL(req.url);
-      const res = cdnAnswer(req, url);
-      requests.push({ server: "cdn", method: req.method, path: url.pathname + url.search, range: req.headers.get("range"), authorization: req.headers.get("authorization"), status: res.status });
-      return res;
-    },
-  });
+  const cdn = serve("cdn", cdnAnswer);
 
   function cdnAnswer(req: Request, url: URL): Response {
     const m = /^\/repos\/(\d+)\/([0-9a-f]{64})$/.exec(url.pathname);

@@ -130,8 +130,25 @@ describe("MeshModels: trims with one log line per change, and works the catalog 
       log,
     } as unknown as MeshModelsOptions;
     const models = new MeshModels(options);
-    return { models, warnings, rescan: (n: number) => (list = Array.from({ length: n }, (_, i) => info(`model-${String(i).padStart(5, "0")}`))) };
+    return {
+      models,
+      warnings,
+      info,
+      set: (models: ModelInfo[]) => void (list = models),
+      rescan: (n: number) => (list = Array.from({ length: n }, (_, i) => info(`model-${String(i).padStart(5, "0")}`))),
+    };
   }
+
+  test("a source with a user name or password in it is the operator's secret: peers are not told it", () => {
+    const { models, set, info } = setup(0);
+    set([
+      { ...info("secret-seed"), source: "https://user:hunter2@example.com/a.gguf" },
+      { ...info("open-seed"), source: "https://example.com/b.gguf" },
+    ]);
+    const said = JSON.stringify(models.announced());
+    expect(said).not.toContain("hunter2");
+    expect(said).toContain("https://example.com/b.gguf");
+  });
 
   test("a node with more models than fit says so once per change of its models, not per announcement", () => {
     const { models, warnings, rescan } = setup(2_000);
@@ -176,6 +193,9 @@ describe("model references in announcements", () => {
     ["a-plain-local-name", undefined],
     ["org/repo:Q8:0", undefined],
     ["ftp://example.com/x.gguf", undefined],
+    // The operator's password is not told to the mesh (and no peer could use it: the peer rule refuses it).
+    ["https://user:s3cret@example.com/models/tiny.gguf", undefined],
+    ["https://token@example.com/models/tiny.gguf", undefined],
   ])("announcedRef(%p) = %p", (text, expected) => expect(announcedRef(text)).toBe(expected as string | undefined));
   test("a reference over the length limit is not announced", () => expect(announcedRef(`https://example.com/${"x".repeat(L.ref)}.gguf`)).toBeUndefined());
 

@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import type { CatalogModel } from "../../mesh/catalog.ts";
-import { fetchPlan, type FetchPlan, type OwnOrigin } from "../../node/model-fetcher.ts";
+import { fetchedFrom, fetchPlan, type FetchPlan, type OwnOrigin } from "../../node/model-fetcher.ts";
 import { modelArg, NodeSetupError, type ModelArg } from "../../node/node.ts";
 
 const entry = (over: Partial<CatalogModel>): CatalogModel => ({
@@ -82,4 +82,15 @@ describe("--model values", () => {
       expect(read).toThrow(expected);
     } else expect(read()).toEqual(expected);
   });
+});
+
+describe("where a fetch says it comes from (announced with its progress)", () => {
+  test.each<[string, Exclude<FetchPlan, { kind: "wait" }>, string]>([
+    ["a peer", { kind: "peer", peer: "b" }, "b"],
+    ["a Hub reference", { kind: "pull", ref: HF, fromPeer: false }, HF],
+    ["a URL", { kind: "url", url: URL_REF, fromPeer: false }, URL_REF],
+    // The operator's own source or reference may carry a password: peers never see it.
+    ["a source with a password", { kind: "url", url: "https://user:s3cret@example.com/m.gguf", fromPeer: false }, "https://example.com/m.gguf"],
+    ["a reference with a token as user", { kind: "pull", ref: "https://tok3n@example.com/m.gguf", fromPeer: false }, "https://example.com/m.gguf"],
+  ])("%s", (_, plan, from) => expect(fetchedFrom(plan)).toBe(from));
 });
