@@ -76,7 +76,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     name: "rm",
     usage: "mesh rm NAME",
-    help: "delete a model mesh downloaded into its models dir (never another tool's files, never a loaded model)",
+    help: "delete a model mesh downloaded itself (never a file you put there, another tool's files, or a loaded model)",
     flags: [],
   },
 ];

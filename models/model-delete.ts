@@ -1,6 +1,6 @@
 /**
- * Whether a model may be deleted, and what goes with it (pure). mesh deletes only what it put in
- * its own models dir: a model another tool keeps (Ollama's blobs, LM Studio's folder, the Hugging
+ * Whether a model may be deleted, and what goes with it (pure). mesh deletes only what it downloaded
+ * itself into its own models dir (models.json marks it `pulled`): a file put there by hand stays, and a model another tool keeps (Ollama's blobs, LM Studio's folder, the Hugging
  * Face cache, a `--model PATH`, an extra store) is refused and never touched, and so is any file
  * that lies outside the models dir whatever the model's store says. A loaded model is refused
  * (unload it first), and so is one that is being pulled. Files another model still uses (a
@@ -11,7 +11,7 @@ import { isAbsolute, join, relative, resolve, sep } from "node:path";
 import type { ModelInfo, ModelStoreKind } from "./model-store.ts";
 import { isSafeModelName } from "./model-transfer.ts";
 
-export type DeletableModel = Pick<ModelInfo, "name" | "path" | "files" | "mmproj" | "store">;
+export type DeletableModel = Pick<ModelInfo, "name" | "path" | "files" | "mmproj" | "store" | "pulled">;
 
 export interface DeleteFacts {
   /** The models dir, as a real path (symlinks resolved). */
@@ -55,6 +55,7 @@ export function deletePlan(name: string, model: DeletableModel | undefined, fact
     const owner = STORE_NAMES[model.store] ?? model.store;
     return refuse(403, "not_mesh_owned", `mesh only deletes what it downloaded into its models dir; this file belongs to ${owner} at ${model.path}; remove it with that tool`);
   }
+  if (!model.pulled) return refuse(403, "not_downloaded_by_mesh", `mesh only deletes models it downloaded itself (mesh pull, or a copy from a peer); ${model.path} was put in the models dir some other way; remove the file yourself`);
   if (facts.pulling) return refuse(409, "model_pulling", `model "${name}" is being pulled; wait for the pull to end (or cancel it) first`);
   if (facts.loaded) return refuse(409, "model_loaded", `model "${name}" is loaded; unload it first (POST /api/v1/unload {"model_name": "${name}"}, or keep_alive 0)`);
   const mine = [...model.files, ...(model.mmproj ? [model.mmproj] : [])];

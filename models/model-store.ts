@@ -43,6 +43,8 @@ export interface ModelInfo {
   store: ModelStoreKind;
   /** The reference it was pulled by (models.json `ref`), if mesh pulled it. */
   ref: string | undefined;
+  /** mesh downloaded it itself (models.json `pulled`: a pull, or a copy from a peer): only such a model may be deleted. */
+  pulled: boolean;
   /** From the GGUF's `general.file_type`: "Q4_K_M", "Q8_0", "F16"...; undefined when unknown. */
   quant: string | undefined;
 }
@@ -132,6 +134,7 @@ export class ModelStore {
       problem,
       store,
       ref: entry.ref,
+      pulled: entry.pulled === true,
       quant: quantName(facts?.fileType),
     };
   }

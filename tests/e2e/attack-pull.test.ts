@@ -5,7 +5,8 @@
  * forwarding to them; each refused in the shape its clients read, before anything is fetched or
  * deleted. Then what a request names: a name with `..` or a leading `/`, a `file://` checkpoint;
  * and what a delete may touch: never another tool's store, never a file outside the models dir
- * (a models.json entry naming one), a link in the models dir goes but not what it points to.
+ * (a models.json entry naming one), never a file put in the models dir by hand, and a link in the
+ * models dir goes but not what it points to.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync, copyFileSync } from "node:fs";
@@ -148,7 +149,7 @@ describe("what a delete may touch", () => {
   });
 
   test("a models.json entry naming a file outside the models dir: 403, and the file stays", async () => {
-    writeFileSync(join(node.modelsDir, "models.json"), JSON.stringify({ elsewhere: { file: join(outside, "elsewhere.gguf") } }));
+    writeFileSync(join(node.modelsDir, "models.json"), JSON.stringify({ elsewhere: { file: join(outside, "elsewhere.gguf"), pulled: true } }));
     const res = await del("elsewhere");
     expect(res.status).toBe(403);
     expect(await errorMessage(res)).toContain("lies outside it");
@@ -158,15 +159,24 @@ describe("what a delete may touch", () => {
   test("a link in the models dir: the link goes, what it points to stays", async () => {
     mkdirSync(join(node.modelsDir, "linked"), { recursive: true });
     symlinkSync(join(outside, "target.gguf"), join(node.modelsDir, "linked", "pointer.gguf"));
-    const listed = (await (await fetch(`${node.url}/v1/models`, { headers: key })).json()) as { data: { id: string }[] };
-    const name = listed.data.map((m) => m.id).find((id) => id.includes("pointer"))!;
-    expect(name).toBeDefined();
-    const res = await del(name);
+    // Even marked as mesh's own download, only the link is mesh's.
+    writeFileSync(join(node.modelsDir, "models.json"), JSON.stringify({ pointer: { file: "linked/pointer.gguf", pulled: true } }));
+    const res = await del("pointer");
     expect(res.status).toBe(200);
     expect(existsSync(join(node.modelsDir, "linked", "pointer.gguf"))).toBe(false);
     // The folder it left empty goes too; the file it pointed to does not.
     expect(existsSync(join(node.modelsDir, "linked"))).toBe(false);
     expect(existsSync(join(outside, "target.gguf"))).toBe(true);
+  });
+
+  test("a file put in the models dir by hand: 403, and it stays", async () => {
+    copyFileSync(await testModel("tiny", "q8_0"), join(node.modelsDir, "by-hand.gguf"));
+    const res = await del("by-hand");
+    expect(res.status).toBe(403);
+    expect(await errorMessage(res)).toContain("mesh only deletes models it downloaded itself");
+    const ollama = await fetch(`${node.url}/api/delete`, { method: "DELETE", headers: { ...json, ...key }, body: JSON.stringify({ model: "by-hand" }) });
+    expect(ollama.status).toBe(403);
+    expect(existsSync(join(node.modelsDir, "by-hand.gguf"))).toBe(true);
   });
 
   test("an unknown model: 404 in each shape", async () => {

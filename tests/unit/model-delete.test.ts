@@ -8,6 +8,7 @@ const pulled: DeletableModel = {
   files: ["/m/hf/org/repo/repo-Q8_0.gguf"],
   mmproj: "/m/hf/org/repo/mmproj-f16.gguf",
   store: "models-dir",
+  pulled: true,
 };
 const split: DeletableModel = {
   name: "big",
@@ -15,6 +16,7 @@ const split: DeletableModel = {
   files: ["/m/hf/org/big/big-00001-of-00002.gguf", "/m/hf/org/big/big-00002-of-00002.gguf"],
   mmproj: undefined,
   store: "models-dir",
+  pulled: true,
 };
 const facts = (over: Partial<DeleteFacts> = {}): DeleteFacts => ({ modelsDir: DIR, realPath: (f) => f, loaded: false, pulling: false, others: [], ...over });
 
@@ -44,7 +46,7 @@ describe("deletePlan: what may go", () => {
 });
 
 describe("deletePlan: refusals, with what to do", () => {
-  const ollama: DeletableModel = { name: "llama3.2:3b", path: "/home/u/.ollama/models/blobs/sha256-abc", files: ["/home/u/.ollama/models/blobs/sha256-abc"], mmproj: undefined, store: "ollama" };
+  const ollama: DeletableModel = { name: "llama3.2:3b", path: "/home/u/.ollama/models/blobs/sha256-abc", files: ["/home/u/.ollama/models/blobs/sha256-abc"], mmproj: undefined, store: "ollama", pulled: false };
   const cases: [what: string, name: string, model: DeletableModel | undefined, facts: DeleteFacts, status: number, code: string, says: string][] = [
     ["a name that climbs out", "../etc/passwd", undefined, facts(), 400, "invalid_model_name", "not a model name"],
     ["an absolute name", "/etc/passwd", undefined, facts(), 400, "invalid_model_name", "not a model name"],
@@ -55,12 +57,13 @@ describe("deletePlan: refusals, with what to do", () => {
     ["the Hugging Face cache's", "x", { ...ollama, name: "x", store: "huggingface" }, facts(), 403, "not_mesh_owned", "belongs to the Hugging Face cache"],
     ["a --model path", "x", { ...ollama, name: "x", store: "path" }, facts(), 403, "not_mesh_owned", "--model path"],
     ["an extra store", "x", { ...ollama, name: "x", store: "extra" }, facts(), 403, "not_mesh_owned", "MESH_MODEL_STORES"],
+    ["a file put in the models dir by hand", "mine", { ...split, name: "mine", pulled: false }, facts(), 403, "not_downloaded_by_mesh", "remove the file yourself"],
     ["a loaded model", pulled.name, pulled, facts({ loaded: true }), 409, "model_loaded", `model "${pulled.name}" is loaded; unload it first`],
     ["a model being pulled", pulled.name, pulled, facts({ pulling: true }), 409, "model_pulling", "is being pulled"],
     [
       "a registry entry naming a file elsewhere",
       "elsewhere",
-      { name: "elsewhere", path: "/data/x.gguf", files: ["/data/x.gguf"], mmproj: undefined, store: "models-dir" },
+      { name: "elsewhere", path: "/data/x.gguf", files: ["/data/x.gguf"], mmproj: undefined, store: "models-dir", pulled: true },
       facts(),
       403,
       "outside_models_dir",
@@ -69,7 +72,7 @@ describe("deletePlan: refusals, with what to do", () => {
     [
       "a folder in the models dir that links out",
       "linked",
-      { name: "linked", path: "/m/link/x.gguf", files: ["/m/link/x.gguf"], mmproj: undefined, store: "models-dir" },
+      { name: "linked", path: "/m/link/x.gguf", files: ["/m/link/x.gguf"], mmproj: undefined, store: "models-dir", pulled: true },
       facts({ realPath: (f) => f.replace("/m/link/", "/elsewhere/") }),
       403,
       "outside_models_dir",
