@@ -21,6 +21,16 @@ import type { EvictionCause, RpcSplit } from "../pool/pool-types.ts";
 import type { Pool } from "../pool/pool.ts";
 import type { FetchProgress, ModelFetcher } from "./model-fetcher.ts";
 
+/**
+ * Whether a server of ours, loaded over `ourWorkers` (comma-joined node ids), holds an rpc-server
+ * that the split `plan` of another host needs: this node is one of its workers (a CPU node's own
+ * server runs on its own rpc-server), or one of our workers is its host or one of its workers.
+ */
+export function holdsWhatTheyNeed(self: string, ourWorkers: string | undefined, plan: { host: string; workers: readonly string[] }): boolean {
+  const needed = new Set([plan.host, ...plan.workers]);
+  return plan.workers.includes(self) || (ourWorkers ?? "").split(",").some((id) => id !== "" && needed.has(id));
+}
+
 /** Joins and leaves come in bursts: a host waits this long for its group to settle before (re)loading. */
 const SETTLE_MS = 1_000;
 const RETRY_AFTER_FAILURE_MS = 10_000;
@@ -375,8 +385,10 @@ export class MeshModels {
     }
     const server = this.o.pool.server(name);
     if (server) this.swappedOut = false;
-    // Another node hosts it now (one with more memory joined): ours goes once theirs answers.
-    if (server && !server.draining && plan && plan.host !== views[0]!.nodeId && entry.servedBy === plan.host) {
+    // Another node hosts it now (one with more memory joined): ours goes once theirs answers, or at
+    // once when their split needs an rpc-server ours holds (this node's, or a worker's of ours): an
+    // rpc-server serves one client at a time, so theirs would wait for ours to go, and ours for theirs.
+    if (server && !server.draining && plan && plan.host !== views[0]!.nodeId && (entry.servedBy === plan.host || holdsWhatTheyNeed(views[0]!.nodeId, this.loadedSplit, plan))) {
       this.o.log.info("another node hosts the model now; unloading ours", { model: name, host: plan.host.slice(0, 10) });
       void this.o.pool.unload(name).catch(() => undefined);
       return;
