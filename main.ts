@@ -21,9 +21,6 @@ import { describeBuild, provideLlama } from "./llama/resolve.ts";
 import { createLog } from "./log.ts";
 import { describeTransport } from "./mesh/transport.ts";
 import { createNode, NodeSetupError, type NodeParts } from "./node/node.ts";
-import { ModelAdmin } from "./node/model-admin.ts";
-import { hubConfigFromEnv, TOKEN_VARIABLES } from "./models/hf-hub.ts";
-import { homedir } from "node:os";
 import { createApp, viaListener } from "./router/app.ts";
 import type { Serving } from "./router/serving.ts";
 import { crashed, frontDoor, keepAliveMsFor } from "./router/front-door.ts";
@@ -53,27 +50,13 @@ async function startNode(config: Config): Promise<void> {
     throw new CommandError((err as Error).message);
   }
   const devices = await listDevices(llama);
-  // Read once: the token is a secret children must not inherit (removed once the node is composed).
-  const hub = hubConfigFromEnv(process.env, homedir());
   let node: NodeParts;
   try {
     node = await createNode(config, llama, devices, log);
   } catch (err) {
     if (err instanceof NodeSetupError) throw new CommandError(err.message);
     throw err;
-  } finally {
-    for (const variable of TOKEN_VARIABLES) delete process.env[variable];
   }
-  const admin = new ModelAdmin({
-    store: node.store,
-    inUse: (name) => node.pool.server(name) !== undefined || node.pool.isLoading(name),
-    hub,
-    onChange: () => {
-      node.mesh()?.announceIfChanged();
-      node.models.reconcile();
-    },
-    log,
-  });
   const serving: Serving = {
     store: node.store,
     pool: node.pool,
@@ -89,7 +72,7 @@ async function startNode(config: Config): Promise<void> {
       }),
     },
     routing: node.routing,
-    admin,
+    admin: node.admin,
     memory: () => node.models.views().map((v) => v.vramBytes),
   };
   const app = createApp(serving, {

@@ -20,7 +20,8 @@ import { startMesh, type MeshNode } from "../mesh/mesh-node.ts";
 import type { MeshRouting } from "../mesh/routing.ts";
 import type { MeshStatus } from "../mesh/status.ts";
 import { StreamKind } from "../mesh/wire.ts";
-import { hubConfigFromEnv, type HubConfig } from "../models/hf-hub.ts";
+import { hubConfigFromEnv, TOKEN_VARIABLES, type HubConfig } from "../models/hf-hub.ts";
+import { ModelAdmin } from "./model-admin.ts";
 import { defaultModelName, parseModelRef } from "../models/model-ref.ts";
 import { ModelStore } from "../models/model-store.ts";
 import { modelStoreRoots, type StoreRoot } from "../models/stores/stores.ts";
@@ -98,6 +99,8 @@ export interface NodeParts {
   /** Where each request goes: this node's pool or the node hosting its model. */
   routing: MeshRouting;
   models: MeshModels;
+  /** Pulls and deletes models on this node's disk (the API's and the CLI's). */
+  admin: ModelAdmin;
   /** The API that answers requests peers forward to us (set once the HTTP app exists). */
   setHttpHandler: (handler: (req: Request) => Promise<Response>) => void;
   meshStatus: () => MeshStatus;
@@ -125,6 +128,9 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     hub = hubConfigFromEnv(process.env, homedir());
   } catch (err) {
     throw new NodeSetupError((err as Error).message);
+  } finally {
+    // Read once, here: the token is a secret the node's children must not inherit.
+    for (const variable of TOKEN_VARIABLES) delete process.env[variable];
   }
   const explicit = args.map((a) => {
     if (a.kind === "name") return a.name;
@@ -308,6 +314,17 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     );
   };
 
+  const admin = new ModelAdmin({
+    store,
+    inUse: (name) => pool.server(name) !== undefined || pool.isLoading(name),
+    hub,
+    onChange: () => {
+      mesh?.announceIfChanged();
+      models.reconcile();
+    },
+    log,
+  });
+
   return {
     store,
     pool,
@@ -317,6 +334,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     mesh: () => mesh,
     routing,
     models,
+    admin,
     setHttpHandler: (handler) => void (httpHandler = handler),
     meshStatus: () => mesh?.status() ?? { state: "starting", nodeId: null, peers: [] },
     start,
