@@ -46,3 +46,13 @@ export function splitPlan(group: readonly Candidate[], needBytes: number): Split
   if (hostNode.vramBytes >= needBytes) return { host, workers: [] };
   return { host, workers: group.filter((n) => n.nodeId !== host).map((n) => n.nodeId).sort() };
 }
+
+/**
+ * Whether a server of ours, loaded over `ourWorkers` (comma-joined node ids), holds an rpc-server
+ * that the split `plan` of another host needs: this node is one of its workers (a CPU node's own
+ * server runs on its own rpc-server), or one of our workers is its host or one of its workers.
+ */
+export function holdsWhatTheyNeed(self: string, ourWorkers: string | undefined, plan: { host: string; workers: readonly string[] }): boolean {
+  const needed = new Set([plan.host, ...plan.workers]);
+  return plan.workers.includes(self) || (ourWorkers ?? "").split(",").some((id) => id !== "" && needed.has(id));
+}

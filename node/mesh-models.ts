@@ -5,31 +5,20 @@
  * when it lets a model go for lack of requests. It re-decides on every change it hears of, and
  * works the catalog out again only then: requests read the one worked out last.
  */
-import { existsSync } from "node:fs";
 import { allocate, type Assignment } from "../mesh/allocation.ts";
-import { announcedRef, describeLeftOut, fitModels } from "../mesh/announcement.ts";
-import { catalog, splitCandidates, type CatalogModel, type NodeModel, type NodeView } from "../mesh/catalog.ts";
-import { splitPlan, type SplitPlan } from "../mesh/election.ts";
+import { describeLeftOut, fitModels } from "../mesh/announcement.ts";
+import { catalog, splitCandidates, type CatalogModel, type NodeView } from "../mesh/catalog.ts";
+import { holdsWhatTheyNeed, splitPlan, type SplitPlan } from "../mesh/election.ts";
 import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
-import { ANNOUNCEMENT_LIMITS, type Announcement } from "../mesh/messages.ts";
+import { ANNOUNCEMENT_LIMITS } from "../mesh/messages.ts";
 import { routeModel, type Route } from "../mesh/route.ts";
 import type { Log } from "../log.ts";
-import { hasCredentials } from "../models/download-rules.ts";
 import { needOf } from "../models/model-need.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import type { EvictionCause, RpcSplit } from "../pool/pool-types.ts";
 import type { Pool } from "../pool/pool.ts";
 import type { FetchProgress, ModelFetcher } from "./model-fetcher.ts";
-
-/**
- * Whether a server of ours, loaded over `ourWorkers` (comma-joined node ids), holds an rpc-server
- * that the split `plan` of another host needs: this node is one of its workers (a CPU node's own
- * server runs on its own rpc-server), or one of our workers is its host or one of its workers.
- */
-export function holdsWhatTheyNeed(self: string, ourWorkers: string | undefined, plan: { host: string; workers: readonly string[] }): boolean {
-  const needed = new Set([plan.host, ...plan.workers]);
-  return plan.workers.includes(self) || (ourWorkers ?? "").split(",").some((id) => id !== "" && needed.has(id));
-}
+import { diskFields, hasFiles, nodeView, type ModelFields } from "./model-fields.ts";
 
 /** Joins and leaves come in bursts: a host waits this long for its group to settle before (re)loading. */
 const SETTLE_MS = 1_000;
@@ -56,9 +45,6 @@ export interface MeshModelsOptions {
   log: Log;
 }
 
-type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching" | "rpcProtocol">;
-
-const hasFiles = (m: ModelInfo) => !m.problem && m.files.every((f) => existsSync(f));
 
 export class MeshModels {
   private assigned: string | undefined;
@@ -116,24 +102,7 @@ export class MeshModels {
     const list = this.o.store.list();
     const keepKey = keep.join("\n");
     if (this.diskCache?.list !== list || this.diskCache.keep !== keepKey) {
-      const ref = (name: string, own: string | undefined) => {
-        const r = own ?? this.o.refs.get(name);
-        const announced = r === undefined ? undefined : announcedRef(r);
-        return announced ? { ref: announced } : {};
-      };
-      // A source with a user name or password in it is the operator's secret: peers get none (they could not use it anyway).
-      const source = (m: ModelInfo) => (m.source && !hasCredentials(m.source) ? { source: m.source } : {});
-      const onDisk = list.filter(hasFiles);
-      const seeds = list.filter((m) => !hasFiles(m) && (source(m).source || m.ref));
-      const named = new Set([...onDisk, ...seeds].map((m) => m.name));
-      const all = {
-        modelsOnDisk: onDisk.map((m) => ({ name: m.name, size: m.sizeBytes, need: this.needOf(m), ...source(m), ...ref(m.name, m.ref) })),
-        seeds: [
-          ...seeds.map((m) => ({ name: m.name, ...source(m), ...ref(m.name, m.ref) })),
-          // Named by a reference at start and not here yet: the mesh learns where to get it.
-          ...[...this.o.refs.keys()].filter((name) => !named.has(name)).map((name) => ({ name, ...ref(name, undefined) })),
-        ],
-      };
+      const all = diskFields(list, this.o.refs, (m) => this.needOf(m));
       const { lists, left } = fitModels(all, new Set(keep), ANNOUNCEMENT_LIMITS.modelBytes);
       const leftOut = describeLeftOut(left, { modelsOnDisk: all.modelsOnDisk.length, seeds: all.seeds.length });
       if (leftOut && leftOut !== this.leftOut) this.o.log.warn(leftOut);
@@ -185,25 +154,9 @@ export class MeshModels {
 
   private viewsOf(own: ModelFields): NodeView[] {
     const mesh = this.o.mesh();
-    const view = (nodeId: string, vramBytes: number, a: ModelFields): NodeView => ({
-      nodeId,
-      vramBytes,
-      modelsOnDisk: a.modelsOnDisk.map((m): NodeModel => ({ name: m.name, sizeBytes: m.size, needBytes: m.need, ...(m.source ? { source: m.source } : {}), ...(m.ref ? { ref: m.ref } : {}) })),
-      assigned: a.assigned,
-      ready: a.serving,
-      hosting: a.hosting,
-      idle: a.idle,
-      fetches: a.fetches,
-      rpcProtocol: a.rpcProtocol,
-      ...(a.fetching ? { fetching: a.fetching.model } : {}),
-      // A seed left with nothing to get it from (its reference dropped as unreadable) names nothing.
-      seeds: a.seeds
-        .filter((x) => x.source || x.ref)
-        .map((x): NodeModel => ({ name: x.name, sizeBytes: 0, needBytes: 0, ...(x.source ? { source: x.source } : {}), ...(x.ref ? { ref: x.ref } : {}) })),
-    });
     return [
-      view(mesh?.nodeId ?? "", this.o.vramBytes, own),
-      ...[...(mesh?.membership.peers.values() ?? [])].map((p) => view(p.id, p.announcement.vramBytes, p.announcement)),
+      nodeView(mesh?.nodeId ?? "", this.o.vramBytes, own),
+      ...[...(mesh?.membership.peers.values() ?? [])].map((p) => nodeView(p.id, p.announcement.vramBytes, p.announcement)),
     ];
   }
 

@@ -1,0 +1,60 @@
+/**
+ * What a node says about its models in its announcement, and how an announcement becomes the
+ * catalog's view of a node: the models on disk and the seeds this node offers the mesh (each with
+ * the reference and source peers may pull it by), and the same fields read back from any node.
+ */
+import { existsSync } from "node:fs";
+import { announcedRef } from "../mesh/announcement.ts";
+import type { NodeModel, NodeView } from "../mesh/catalog.ts";
+import type { Announcement } from "../mesh/messages.ts";
+import { hasCredentials } from "../models/download-rules.ts";
+import type { ModelInfo } from "../models/model-store.ts";
+
+export type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching" | "rpcProtocol">;
+
+/** Every file of the model is here and whole, as far as a stat can tell. */
+export const hasFiles = (m: ModelInfo) => !m.problem && m.files.every((f) => existsSync(f));
+
+/**
+ * The models on disk and the seeds, untrimmed: `refs` are the models named by a reference with
+ * `--model REF` (name → reference), announced even before they are here so the mesh learns where
+ * to get them.
+ */
+export function diskFields(list: readonly ModelInfo[], refs: ReadonlyMap<string, string>, needOf: (m: ModelInfo) => number): Pick<ModelFields, "modelsOnDisk" | "seeds"> {
+  const ref = (name: string, own: string | undefined) => {
+    const r = own ?? refs.get(name);
+    const announced = r === undefined ? undefined : announcedRef(r);
+    return announced ? { ref: announced } : {};
+  };
+  // A source with a user name or password in it is the operator's secret: peers get none (they could not use it anyway).
+  const source = (m: ModelInfo) => (m.source && !hasCredentials(m.source) ? { source: m.source } : {});
+  const onDisk = list.filter(hasFiles);
+  const seeds = list.filter((m) => !hasFiles(m) && (source(m).source || m.ref));
+  const named = new Set([...onDisk, ...seeds].map((m) => m.name));
+  return {
+    modelsOnDisk: onDisk.map((m) => ({ name: m.name, size: m.sizeBytes, need: needOf(m), ...source(m), ...ref(m.name, m.ref) })),
+    seeds: [
+      ...seeds.map((m) => ({ name: m.name, ...source(m), ...ref(m.name, m.ref) })),
+      ...[...refs.keys()].filter((name) => !named.has(name)).map((name) => ({ name, ...ref(name, undefined) })),
+    ],
+  };
+}
+
+/** The catalog's view of a node from what it announced (ours included). */
+export function nodeView(nodeId: string, vramBytes: number, a: ModelFields): NodeView {
+  const described = (x: { source?: string; ref?: string }) => ({ ...(x.source ? { source: x.source } : {}), ...(x.ref ? { ref: x.ref } : {}) });
+  return {
+    nodeId,
+    vramBytes,
+    modelsOnDisk: a.modelsOnDisk.map((m): NodeModel => ({ name: m.name, sizeBytes: m.size, needBytes: m.need, ...described(m) })),
+    assigned: a.assigned,
+    ready: a.serving,
+    hosting: a.hosting,
+    idle: a.idle,
+    fetches: a.fetches,
+    rpcProtocol: a.rpcProtocol,
+    ...(a.fetching ? { fetching: a.fetching.model } : {}),
+    // A seed left with nothing to get it from (its reference dropped as unreadable) names nothing.
+    seeds: a.seeds.filter((x) => x.source || x.ref).map((x): NodeModel => ({ name: x.name, sizeBytes: 0, needBytes: 0, ...described(x) })),
+  };
+}
