@@ -2,7 +2,7 @@
  * Reading back what `mesh service install` wrote, by systemd's rules, so a test can start the node
  * the way systemd would: ExecStart= as argv, Environment= assignments, and the EnvironmentFile=
  * it names (systemd.exec(5)). The readers cover what mesh writes (service/unit.ts, service/env-file.ts);
- * tests/unit/service.test.ts checks them against systemd's own tools.
+ * tests/unit/service-systemd.test.ts checks them against systemd's own tools.
  */
 
 const C_ESCAPES: Record<string, string> = { n: "\n", t: "\t", r: "\r" };
