@@ -13,7 +13,7 @@ import { idleVictims, planLoad, planNuclear, type ServerView } from "./eviction.
 import { IdleUnload } from "./idle-unload.ts";
 import { freePort } from "./free-port.ts";
 import { mayBeMemory, readyDeadlineMs, sameOptions, type EvictionCause, type Lease, type LoadOptions, type PendingLoad, type PoolOptions } from "./pool-types.ts";
-import { checkUserArgs, ServerArgsError, serverArgv, splitArgs } from "./server-args.ts";
+import { loadArgs, ServerArgsError, serverArgv } from "./server-args.ts";
 import { WrappedServer } from "./wrapped-server.ts";
 
 export type { EvictionCause, Lease, LoadOptions, PoolOptions } from "./pool-types.ts";
@@ -77,15 +77,7 @@ export class Pool {
   }
 
   private views(): ServerView[] {
-    return this.loaded().map((s) => ({
-      model: s.model,
-      type: s.type,
-      devices: s.devices,
-      lastUse: s.lastUse,
-      pinned: s.pinned,
-      busy: s.busy,
-      idleMs: this.idle.ownOf(s),
-    }));
+    return this.loaded().map((s) => ({ model: s.model, type: s.type, devices: s.devices, lastUse: s.lastUse, pinned: s.pinned, busy: s.busy, idleMs: this.idle.ownOf(s) }));
   }
 
   private notifyChange(): void {
@@ -193,20 +185,6 @@ export class Pool {
     return p;
   }
 
-  /** The operator's free-form arguments (node-wide, then the model's), then the request's allowlisted ones. */
-  private userArgs(model: ModelInfo, options: LoadOptions): string[] {
-    try {
-      const args = [...splitArgs(this.opts.defaultArgs), ...splitArgs(model.llamacppArgs), ...(options.requestArgs ?? [])];
-      checkUserArgs(args);
-      // Hide the accelerators from a model asked to run on the CPU.
-      if (options.backend === "cpu") args.push("--device", "none");
-      return args;
-    } catch (err) {
-      if (err instanceof ServerArgsError) throw badLoadRequest(err.message);
-      throw err;
-    }
-  }
-
   private async runLoad(p: PendingLoad): Promise<WrappedServer> {
     const { model, options } = p;
     const abandoned = () => !p.explicit && p.waiters === 0;
@@ -217,7 +195,13 @@ export class Pool {
     giveUpIfNeeded();
     if (!existsSync(model.path)) throw modelNotFound(`model "${model.name}": file ${model.path} does not exist`);
     if (model.problem) throw modelNotFound(`model "${model.name}": ${model.problem}`);
-    const extraArgs = this.userArgs(model, options);
+    let extraArgs: string[];
+    try {
+      // The operator's free-form arguments (node-wide, then the model's), then the request's allowlisted ones.
+      extraArgs = loadArgs(this.opts.defaultArgs, model.llamacppArgs, options);
+    } catch (err) {
+      throw err instanceof ServerArgsError ? badLoadRequest(err.message) : err;
+    }
 
     const current = this.servers.get(model.name);
     if (current && !sameOptions(this.loadedWith.get(current), options)) await this.drainAndEvict(model.name, "reload");

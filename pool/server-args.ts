@@ -107,3 +107,15 @@ export function serverArgv(i: ServerArgsInput): string[] {
   argv.push(...i.extraArgs);
   return argv;
 }
+
+/**
+ * The free-form arguments of one load, checked: the node's `--llamacpp-args`, the model's
+ * (models.json), then the request's; a load asked to run on the CPU has its accelerators hidden.
+ * Throws ServerArgsError for one that clashes with the pool's own flags.
+ */
+export function loadArgs(defaultArgs: string | undefined, modelArgs: string | undefined, options: { requestArgs?: readonly string[]; backend?: string }): string[] {
+  const args = [...splitArgs(defaultArgs), ...splitArgs(modelArgs), ...(options.requestArgs ?? [])];
+  checkUserArgs(args);
+  if (options.backend === "cpu") args.push("--device", "none");
+  return args;
+}

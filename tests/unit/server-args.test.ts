@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { checkUserArgs, serverArgv, splitArgs, type ServerArgsInput } from "../../pool/server-args.ts";
+import { checkUserArgs, loadArgs, ServerArgsError, serverArgv, splitArgs, type ServerArgsInput } from "../../pool/server-args.ts";
 import { parseListDevices, availableBackends } from "../../llama/devices.ts";
 
 describe("splitArgs", () => {
@@ -78,4 +78,20 @@ test("--list-devices output parses into devices; the CPU is always a backend", (
   expect(parseListDevices("Available devices:\n  (none)\n")).toEqual([]);
   expect(availableBackends([])).toEqual(["cpu"]);
   expect(availableBackends(devices.slice(0, 1))).toEqual(["vulkan", "cpu"]);
+});
+
+describe("loadArgs: the node's arguments, then the model's, then the request's; the CPU backend hides accelerators", () => {
+  test.each([
+    ["all three, in order", "--threads 4", "--batch-size 64", { requestArgs: ["--top-k", "5"] }, ["--threads", "4", "--batch-size", "64", "--top-k", "5"]],
+    ["none", undefined, undefined, {}, []],
+    ["cpu backend", "--threads 2", undefined, { backend: "cpu" }, ["--threads", "2", "--device", "none"]],
+    ["another backend adds nothing", undefined, undefined, { backend: "vulkan" }, []],
+  ] as const)("%s", (_, node, model, options, expected) => {
+    expect(loadArgs(node, model, options)).toEqual([...expected]);
+  });
+
+  test("a clash with the pool's own flags is refused, wherever it comes from", () => {
+    expect(() => loadArgs("--port 1", undefined, {})).toThrow(ServerArgsError);
+    expect(() => loadArgs(undefined, undefined, { requestArgs: ["--model", "x"] })).toThrow(ServerArgsError);
+  });
 });
