@@ -5,12 +5,10 @@
  */
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { loaded } from "../helpers/api.ts";
 import { killAllChildren } from "../helpers/children.ts";
-import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
+import { hostAndEntry, type MeshTestNode } from "../helpers/mesh.ts";
 import { testModel } from "../helpers/models.ts";
 import { SMALL_LLAMA } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
 
 const MODEL = "tiny-q8_0";
 /** Sent as `x-api-key`; the nodes need none (the key rules have their own tests). */
@@ -20,13 +18,7 @@ let host: MeshTestNode;
 let entry: MeshTestNode;
 
 beforeAll(async () => {
-  host = await startMeshNode([...SMALL_LLAMA, "--model", await testModel("tiny", "q8_0")]);
-  nodes.push(host);
-  entry = await startMeshNode([...SMALL_LLAMA, "--join", host.token]);
-  nodes.push(entry);
-  await waitForFullMesh([host, entry]);
-  await waitFor(async () => (await loaded(host)).some((s) => s.model_name === MODEL && s.state === "ready"), { what: "the host to serve the model", timeoutMs: 60_000 });
-  await waitFor(async () => (await meshStatus(entry)).peers.some((p) => p.serving.includes(MODEL)), { what: "the entry to see the model" });
+  ({ host, entry } = await hostAndEntry(MODEL, [...SMALL_LLAMA, "--model", await testModel("tiny", "q8_0")], SMALL_LLAMA, nodes));
 }, 120_000);
 afterAll(async () => {
   await Promise.all(nodes.map((n) => n.stop()));

@@ -6,9 +6,9 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { loaded, post } from "../helpers/api.ts";
+import { post } from "../helpers/api.ts";
 import { killAllChildren } from "../helpers/children.ts";
-import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
+import { hostAndEntry, type MeshTestNode } from "../helpers/mesh.ts";
 import { testModel } from "../helpers/models.ts";
 import { SMALL_LLAMA } from "../helpers/node.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -19,15 +19,14 @@ let host: MeshTestNode;
 let entry: MeshTestNode;
 
 beforeAll(async () => {
-  // Room for a long answer: its completed event repeats it whole.
-  host = await startMeshNode([...SMALL_LLAMA, "--ctx-size", "4096", "--model", await testModel("tiny", "q8_0")]);
-  nodes.push(host);
-  // Lends compute only: it never gets the model's file, so it forwards and cannot load it.
-  entry = await startMeshNode([...SMALL_LLAMA, "--fetch", "off", "--join", host.token]);
-  nodes.push(entry);
-  await waitForFullMesh([host, entry]);
-  await waitFor(async () => (await loaded(host)).some((s) => s.model_name === MODEL && s.state === "ready"), { what: "the host to serve the model", timeoutMs: 60_000 });
-  await waitFor(async () => (await meshStatus(entry)).peers.some((p) => p.serving.includes(MODEL)), { what: "the entry to see the model" });
+  ({ host, entry } = await hostAndEntry(
+    MODEL,
+    // Room for a long answer: its completed event repeats it whole.
+    [...SMALL_LLAMA, "--ctx-size", "4096", "--model", await testModel("tiny", "q8_0")],
+    // Lends compute only: it never gets the model's file, so it forwards and cannot load it.
+    [...SMALL_LLAMA, "--fetch", "off"],
+    nodes,
+  ));
 }, 120_000);
 afterAll(async () => {
   await Promise.all(nodes.map((n) => n.stop()));

@@ -1,5 +1,6 @@
 /** Mesh nodes for end-to-end tests: start with loopback QUIC and no relay, read token and id, ask status. */
 import { dirname } from "node:path";
+import { loaded } from "./api.ts";
 import { readJoinToken } from "../../mesh/join-token-file.ts";
 import type { MeshStatus } from "../../mesh/status.ts";
 import { startNode, type StartNodeOptions, type TestNode } from "./node.ts";
@@ -46,4 +47,20 @@ export async function waitForFullMesh(nodes: readonly MeshTestNode[], timeoutMs 
     },
     { what: `a full mesh of ${nodes.length} nodes`, timeoutMs },
   );
+}
+
+/**
+ * A host started with `hostArgs` that serves `model`, and an entry node joined to it (started with
+ * `entryArgs`) that knows the host serves it: requests to the entry are forwarded. Both are pushed
+ * onto `nodes` as they start, so the caller's cleanup stops them even when a wait fails.
+ */
+export async function hostAndEntry(model: string, hostArgs: string[], entryArgs: string[], nodes: MeshTestNode[]): Promise<{ host: MeshTestNode; entry: MeshTestNode }> {
+  const host = await startMeshNode(hostArgs);
+  nodes.push(host);
+  const entry = await startMeshNode([...entryArgs, "--join", host.token]);
+  nodes.push(entry);
+  await waitForFullMesh([host, entry]);
+  await waitFor(async () => (await loaded(host)).some((s) => s.model_name === model && s.state === "ready"), { what: "the host to serve the model", timeoutMs: 60_000 });
+  await waitFor(async () => (await meshStatus(entry)).peers.some((p) => p.serving.includes(model)), { what: "the entry to see the model" });
+  return { host, entry };
 }
