@@ -41,6 +41,8 @@ export interface Config {
   rpcDirect: "on" | "off";
   /** Download models this node is assigned (from peers or their source); off: lend compute only. */
   fetch: "on" | "off";
+  /** May a load on demand (a request, `/api/v1/load`) unload the model this node hosts for the mesh? */
+  evictMeshModels: "on" | "off";
   /** Overrides detected VRAM. */
   vramBytes: number | undefined;
   llamaDir: string | undefined;
@@ -90,6 +92,7 @@ export function defaultConfig(home: string = homedir()): Config {
     rpcCacheBytes: 32 * 2 ** 30,
     rpcDirect: "on",
     fetch: "on",
+    evictMeshModels: "off",
     vramBytes: undefined,
     llamaDir: undefined,
     llamaRelease: LLAMA_RELEASE,

@@ -7,7 +7,9 @@
  * 4. rules 2 and 3 again for models it must download first (someone has the file, or a source or reference);
  * 5. the largest model's group.
  * Ties: on disk, then larger, then name. Models unloaded for idleness are skipped until asked for;
- * a node started with `--model` chooses among those only.
+ * a node started with `--model` chooses among those only. A node that does not fetch models
+ * (`--fetch off`) lends memory to groups only: it never takes a model it would have to download,
+ * nor one that nobody else serves (it would be the host of a model it cannot get).
  */
 import { byCodePoint, type CatalogModel, type NodeView } from "./catalog.ts";
 
@@ -19,7 +21,7 @@ export interface Assignment {
 }
 
 export function allocate(
-  self: Pick<NodeView, "nodeId" | "vramBytes" | "modelsOnDisk">,
+  self: Pick<NodeView, "nodeId" | "vramBytes" | "modelsOnDisk" | "fetches">,
   models: readonly CatalogModel[],
   only?: readonly string[],
 ): Assignment | undefined {
@@ -33,7 +35,8 @@ export function allocate(
   };
   const largest = (a: CatalogModel, b: CatalogModel) => b.sizeBytes - a.sizeBytes || byCodePoint(a.name, b.name);
 
-  const open = models.filter((m) => !m.idle && (!only || only.includes(m.name)));
+  const lendsOnly = self.fetches === false;
+  const open = models.filter((m) => !m.idle && (!only || only.includes(m.name)) && (!lendsOnly || onDisk(m) || m.nodesServing.length > 0));
   const needsMe = open.filter((m) => m.status === "needs-capacity" && m.capacityBytes + self.vramBytes >= m.needBytes);
   const unserved = open.filter((m) => m.nodesServing.length === 0 && m.status !== "ready" && self.vramBytes >= m.needBytes);
   const growable = open.filter((m) => m.split && m.status !== "needs-capacity");
@@ -42,8 +45,8 @@ export function allocate(
     first(1, needsMe) ??
     first(2, unserved.filter(onDisk)) ??
     first(3, growable.filter(onDisk)) ??
-    first(4, unserved.filter((m) => !onDisk(m))) ??
-    first(4, growable.filter((m) => !onDisk(m))) ??
+    (lendsOnly ? undefined : first(4, unserved.filter((m) => !onDisk(m)))) ??
+    (lendsOnly ? undefined : first(4, growable.filter((m) => !onDisk(m)))) ??
     first(5, open, largest)
   );
 }

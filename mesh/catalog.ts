@@ -4,7 +4,7 @@
  * nodes assigned to serve it (its group), the group's elected host, its status, and which member
  * downloads it when no node has it yet.
  */
-import { elect, type Candidate } from "./election.ts";
+import { elect, splitPlan, type Candidate } from "./election.ts";
 
 export interface NodeModel {
   name: string;
@@ -39,6 +39,8 @@ export interface NodeView {
   rpcProtocol?: string;
   /** The model whose files it is getting now (its announced fetch progress). */
   fetching?: string;
+  /** The workers its running server of its assigned model uses, when it hosts one. */
+  layout?: string[];
 }
 
 export type ModelStatus = "unloaded" | "loading" | "ready" | "needs-capacity";
@@ -78,6 +80,7 @@ export function electionCandidates(nodes: readonly NodeView[], model: string): C
       hosting: n.hosting === true,
       // Only a node with the files can run llama-server for it; one still fetching hosts once it has them.
       canHost: n.modelsOnDisk.some((d) => d.name === model),
+      ...(n.layout ? { layout: n.layout } : {}),
     }));
 }
 
@@ -167,7 +170,7 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
       const capacityBytes = candidates.reduce((s, n) => s + n.vramBytes, 0);
       const readyOn = [...(index.readyOn.get(m.name) ?? [])].sort(byCodePoint);
       // A model nobody is assigned can still be up on a node that loaded it on demand.
-      const host = elect(candidates) ?? readyOn[0];
+      const host = splitPlan(candidates, m.needBytes)?.host ?? readyOn[0];
       const hostNode = group.find((n) => n.nodeId === host);
       // Requests go to the host once it answers; until then (a newly elected host loading) to a
       // group member, or any node, whose server for it still answers.

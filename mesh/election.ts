@@ -16,6 +16,8 @@ export interface Candidate {
   hosting?: boolean;
   /** It has the model's files or may fetch them. */
   canHost?: boolean;
+  /** The workers its running server for the model uses (it announced them), when it runs one. */
+  layout?: readonly string[];
 }
 
 export function elect(group: readonly Candidate[]): string | undefined {
@@ -39,12 +41,37 @@ export interface SplitPlan {
   workers: string[];
 }
 
+/**
+ * The layout a model runs in: its host and the workers whose rpc-servers it uses. A layout that
+ * runs is kept while it can be (every reload of a large model is minutes of downtime): a member
+ * joining or leaving changes it only when the running one lost a worker, no longer has the memory,
+ * or when one member can hold the model alone, which saves every RPC hop per token. Otherwise the
+ * elected host runs it alone if it can, else over every other member of the group.
+ */
 export function splitPlan(group: readonly Candidate[], needBytes: number): SplitPlan | undefined {
+  const kept = runningLayout(group, needBytes);
+  if (kept) return kept;
   const host = elect(group);
   if (!host) return undefined;
   const hostNode = group.find((n) => n.nodeId === host)!;
   if (hostNode.vramBytes >= needBytes) return { host, workers: [] };
   return { host, workers: group.filter((n) => n.nodeId !== host).map((n) => n.nodeId).sort() };
+}
+
+/** The layout running now, when it may stay (see `splitPlan`). */
+function runningLayout(group: readonly Candidate[], needBytes: number): SplitPlan | undefined {
+  const running = group.filter((n) => n.ready === true && n.hosting === true && n.canHost !== false);
+  const host = elect(running);
+  const hostNode = running.find((n) => n.nodeId === host);
+  if (!host || !hostNode) return undefined;
+  const workers = [...(hostNode.layout ?? [])].sort();
+  const members = new Map(group.map((n) => [n.nodeId, n]));
+  if (!workers.every((id) => id !== host && members.has(id))) return undefined;
+  const capacity = hostNode.vramBytes + workers.reduce((sum, id) => sum + members.get(id)!.vramBytes, 0);
+  if (capacity < needBytes) return undefined;
+  const soloElsewhere = workers.length > 0 && group.some((n) => n.canHost !== false && n.vramBytes >= needBytes);
+  if (soloElsewhere) return undefined;
+  return { host, workers };
 }
 
 /**

@@ -23,6 +23,7 @@ export const ANNOUNCEMENT_LIMITS = {
   idle: 256,
   lastRequest: 256,
   addresses: 32,
+  layout: 64,
   /** The models on disk and the seeds together, as JSON: at typical sizes about 800 models. */
   modelBytes: 128 * 1024,
   /** The whole announcement as JSON, leaving room under the control message cap for a hello's member list. */
@@ -76,6 +77,8 @@ export const AnnouncementSchema = z.object({
   idle: z.array(ModelName).max(L.idle).default([]),
   /** Whether it downloads models it is assigned (`--fetch off`: it lends compute only). */
   fetches: z.boolean().default(true),
+  /** The workers (node ids) its running server of the assigned model uses, when it hosts one. */
+  layout: z.array(z.string().min(1).max(128)).max(L.layout).optional(),
   /** A model file this node is fetching, and how far it got. */
   fetching: z.object({ model: ModelName, bytes: z.number().nonnegative(), total: z.number().nonnegative(), from: z.string().max(2048) }).optional(),
   apiPort: z.number().int().min(0).max(65535),

@@ -13,16 +13,31 @@ export type Route =
 
 export interface LocalView {
   nodeId: string;
+  /** The model asked for, as the request names it. */
+  model: string;
   /** The model's files are on this node's disk (or its registry names it). */
   known: boolean;
   /** Its files are all here (not just named by the registry, or still arriving). */
   hasFiles: boolean;
   /** This node's llama-server for it answers now. */
   ready: boolean;
+  /** What running it alone here needs, and what this node offers (a load beyond that is refused). */
+  needBytes: number;
+  vramBytes: number;
 }
 
 const short = (id: string) => id.slice(0, 10);
 const gib = (b: number) => `${(b / 2 ** 30).toFixed(2)} GiB`;
+
+/** A load of its own here, unless the model needs more memory than this node offers. */
+function aloneHere(self: LocalView): Route {
+  if (self.needBytes <= self.vramBytes) return { to: "local" };
+  return {
+    to: "unavailable",
+    message: `model "${self.model}" needs ${gib(self.needBytes)} and this node offers ${gib(self.vramBytes)}; it runs once nodes with enough memory between them are assigned it`,
+    retryAfterS: 30,
+  };
+}
 
 export function routeModel(entry: CatalogModel | undefined, self: LocalView, forwarded: boolean): Route {
   if (self.ready) return { to: "local" };
@@ -32,9 +47,11 @@ export function routeModel(entry: CatalogModel | undefined, self: LocalView, for
     if (entry && entry.host !== undefined && entry.host !== self.nodeId && entry.status !== "unloaded") {
       return { to: "unavailable", message: `model "${entry.name}" moved to node ${short(entry.host)}; retry`, retryAfterS: 1 };
     }
-    return self.known ? { to: "local" } : { to: "unknown" };
+    // Its host, over the group's rpc-servers; otherwise a holder asked to load it alone.
+    if (!self.known) return { to: "unknown" };
+    return entry?.host === self.nodeId ? { to: "local" } : aloneHere(self);
   }
-  if (!entry) return self.known ? { to: "local" } : { to: "unknown" };
+  if (!entry) return self.known ? aloneHere(self) : { to: "unknown" };
   const fetching = (where: string) => ({
     to: "unavailable" as const,
     message: `model "${entry.name}" is being fetched by ${where}, its host; retry shortly`,
@@ -58,7 +75,7 @@ export function routeModel(entry: CatalogModel | undefined, self: LocalView, for
       };
     case "unloaded": {
       // Nobody is assigned it (or it went idle): a node that has the file loads it on demand.
-      if (self.hasFiles) return { to: "local" };
+      if (self.hasFiles) return aloneHere(self);
       const holder = entry.nodesOnDisk.find((id) => id !== self.nodeId);
       if (holder) return { to: "peer", peerId: holder };
       return { to: "unavailable", message: `model "${entry.name}" is on no node yet; it is fetched from its source once a node is assigned it`, retryAfterS: 30 };

@@ -20,8 +20,13 @@ import type { Pool } from "../pool/pool.ts";
 import type { FetchProgress, ModelFetcher } from "./model-fetcher.ts";
 import { diskFields, hasFiles, nodeView, type ModelFields } from "./model-fields.ts";
 
-/** Joins and leaves come in bursts: a host waits this long for its group to settle before (re)loading. */
-const SETTLE_MS = 1_000;
+/**
+ * Joins and leaves come in bursts: a host (re)loads once its group has been quiet this long, so a
+ * burst of joins costs one load, not one each...
+ */
+const SETTLE_QUIET_MS = 2_000;
+/** ...but a group that never stops changing is not left waiting for ever. */
+const SETTLE_MAX_MS = 10_000;
 const RETRY_AFTER_FAILURE_MS = 10_000;
 /** One and a half heartbeats without a word: the peer is probably gone (it is dropped at three). */
 const SILENT_MS = HEARTBEAT_MS * 1.5;
@@ -41,6 +46,8 @@ export interface MeshModelsOptions {
   /** The RPC protocol of our rpc-server (only nodes of one major version can be in a split). */
   rpcProtocol: () => string;
   defaultCtxSize: number;
+  /** Loads on demand may unload the model this node hosts for the mesh (`--evict-mesh-models on`). */
+  evictMeshModels: boolean;
   fetcher: ModelFetcher;
   log: Log;
 }
@@ -54,12 +61,12 @@ export class MeshModels {
   /** The workers the loaded server of our assigned model runs over. */
   private loadedSplit: string | undefined;
   private settleTimer: Timer | undefined;
+  /** The layout the pending (re)load is for, and when its group first changed. */
+  private settling: { workers: string | undefined; since: number } | undefined;
   /** After a failed load the next try waits longer, so a broken model does not spin. */
   private lastFailure = 0;
   private stopped = false;
   private pending = false;
-  /** Our assigned model was unloaded to make room for another: it loads again when asked for. */
-  private swappedOut = false;
   /** Models whose files we failed to get for good: not chosen again by this node. */
   private readonly unfetchable = new Set<string>();
   /** An explicit --model the mesh does not know yet, said once. */
@@ -81,6 +88,7 @@ export class MeshModels {
     const peers = [...(this.o.mesh()?.membership.peers.values() ?? [])];
     for (const m of this.idle) if (serving.includes(m) || peers.some((p) => p.announcement.serving.includes(m))) this.idle.delete(m);
     const fetching = this.o.fetcher.progress;
+    const layout = this.runningLayout(serving);
     return {
       ...this.disk([...this.o.explicit, ...(this.assigned ? [this.assigned] : []), ...serving]),
       serving,
@@ -90,7 +98,19 @@ export class MeshModels {
       fetches: this.o.fetcher.enabled,
       rpcProtocol: this.o.rpcProtocol(),
       ...(fetching ? { fetching } : {}),
+      ...(layout ? { layout } : {}),
     };
+  }
+
+  /** The workers our running server of the assigned model uses, which peers keep in their plans. */
+  private runningLayout(serving: readonly string[]): string[] | undefined {
+    if (!this.hosting || !this.assigned || !serving.includes(this.assigned) || this.loadedSplit === undefined) return undefined;
+    return this.loadedSplit.split(",").filter((id) => id !== "");
+  }
+
+  /** Whether `model`'s server is held for the mesh: on-demand loads may not take its place. */
+  heldForMesh(model: string): boolean {
+    return !this.o.evictMeshModels && this.hosting && model === this.assigned;
   }
 
   /**
@@ -142,6 +162,7 @@ export class MeshModels {
       own.fetches,
       own.fetching?.model,
       own.rpcProtocol,
+      own.layout,
       // Not their seq: a peer may bump it without a change, as often as it likes.
       peers.map((p) => p.id),
     ]);
@@ -173,7 +194,9 @@ export class MeshModels {
     const hasFilesHere = info !== undefined && hasFiles(info);
     const server = this.o.pool.server(model);
     const ready = server?.state === "ready" && !server.draining;
-    const route = routeModel(entry, { nodeId: this.o.mesh()?.nodeId ?? "", known, hasFiles: hasFilesHere, ready }, forwarded);
+    const needBytes = info ? this.needOf(info) : (entry?.needBytes ?? 0);
+    const self = { nodeId: this.o.mesh()?.nodeId ?? "", model, known, hasFiles: hasFilesHere, ready, needBytes, vramBytes: this.o.vramBytes };
+    const route = routeModel(entry, self, forwarded);
     // A host that missed its heartbeats is likely gone: a clear 503 now beats a request that waits
     // for the connection to time out.
     if (route.to === "peer") {
@@ -212,17 +235,17 @@ export class MeshModels {
   }
 
   /**
-   * The pool is unloading a model. One we host that went idle frees our group for other models; one
-   * that made room for a model asked for on demand is loaded again when a request wants it, not at
-   * once (that would evict the other one straight back).
+   * The pool is unloading a model. One we host that went idle, or that made room for a model asked
+   * for on demand (`--evict-mesh-models on`), frees our group: the mesh shows it unloaded, as it is,
+   * and a request for it loads it again on demand, like on a single box; loading it again at once
+   * would evict the other one straight back.
    */
   onEvict(model: string, cause: EvictionCause): void {
-    if (model !== this.assigned) return;
-    if (cause === "idle") {
-      this.o.log.info("the model had no requests for the idle time; leaving its group", { model });
-      this.idle.add(model);
-      this.setAssigned(undefined);
-    } else if (cause === "lru" || cause === "nuclear" || cause === "npu") this.swappedOut = true;
+    if (model !== this.assigned || cause === "unload" || cause === "reload") return;
+    const why = cause === "idle" ? "the model had no requests for the idle time" : "the model made room for one asked for on demand";
+    this.o.log.info(`${why}; leaving its group`, { model, cause });
+    this.idle.add(model);
+    this.setAssigned(undefined);
   }
 
   /** The files of our model cannot be had (a hash that never matches, a refusal): choose another. */
@@ -236,8 +259,8 @@ export class MeshModels {
   private setAssigned(model: string | undefined): void {
     this.assigned = model;
     this.hosting = false;
-    this.swappedOut = false;
     this.loadedSplit = undefined;
+    this.settling = undefined;
     if (model === undefined) this.o.fetcher.cancel();
     this.o.mesh()?.announceIfChanged();
     this.reconcileSoon();
@@ -333,11 +356,9 @@ export class MeshModels {
     const runnable = model && plan?.host === views[0]!.nodeId && entry.capacityBytes >= entry.needBytes;
     if (this.hosting !== Boolean(runnable)) {
       this.hosting = Boolean(runnable);
-      this.swappedOut = false;
       this.o.mesh()?.announceIfChanged();
     }
     const server = this.o.pool.server(name);
-    if (server) this.swappedOut = false;
     // Another node hosts it now (one with more memory joined): ours goes once theirs answers, or at
     // once when their split needs an rpc-server ours holds (this node's, or a worker's of ours): an
     // rpc-server serves one client at a time, so theirs would wait for ours to go, and ours for theirs.
@@ -346,14 +367,22 @@ export class MeshModels {
       void this.o.pool.unload(name).catch(() => undefined);
       return;
     }
-    if (!runnable || this.o.pool.isLoading(name) || (server && this.loadedSplit === wanted) || (!server && this.swappedOut)) {
+    if (!runnable || this.o.pool.isLoading(name) || (server && this.loadedSplit === wanted)) {
       clearTimeout(this.settleTimer);
       this.settleTimer = undefined;
+      this.settling = undefined;
       return;
     }
-    if (this.settleTimer) return;
+    // Each change of the layout while we wait starts the quiet time again, up to the cap.
+    if (this.settleTimer && this.settling?.workers === wanted) return;
+    const now = Date.now();
+    const since = this.settling?.since ?? now;
+    this.settling = { workers: wanted, since };
+    clearTimeout(this.settleTimer);
+    const delay = this.loadDelay(Boolean(server || wanted), now - since);
     this.settleTimer = setTimeout(() => {
       this.settleTimer = undefined;
+      this.settling = undefined;
       if (this.stopped || this.assigned !== name || !this.hosting) return;
       const again = this.o.pool.server(name);
       this.o.log.info(again ? "the group changed; loading the model again across it" : "hosting the model", { model: name, workers: wanted || "none" });
@@ -362,13 +391,13 @@ export class MeshModels {
         this.lastFailure = Date.now();
         this.o.log.error("could not load the assigned model", { model: name, error: (err as Error).message.split("\n")[0] });
       });
-    }, this.loadDelay(Boolean(server || wanted)));
+    }, delay);
   }
 
-  /** A load over peers (or a reload) waits for the group to settle; a first solo load need not. */
-  private loadDelay(settle: boolean): number {
+  /** A load over peers (or a reload) waits for the group to settle (`waitedMs` of it gone already); a first solo load need not. */
+  private loadDelay(settle: boolean, waitedMs: number): number {
     if (Date.now() - this.lastFailure < RETRY_AFTER_FAILURE_MS) return RETRY_AFTER_FAILURE_MS;
-    return settle ? SETTLE_MS : 0;
+    return settle ? Math.max(0, Math.min(SETTLE_QUIET_MS, SETTLE_MAX_MS - waitedMs)) : 0;
   }
 
   status(): { assigned: string | null; idle: string[]; fetching: FetchProgress | null; catalog: CatalogModel[] } {

@@ -175,6 +175,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     },
     rpcWorkersFor: (model) => models.rpcSplit(model),
     onEvict: (model, cause) => models.onEvict(model, cause),
+    heldForMesh: (model) => models.heldForMesh(model),
   });
 
   const fetcher = new ModelFetcher({
@@ -207,6 +208,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     // What our rpc-server says in HELLO; until it is up, what this mesh's llama.cpp speaks.
     rpcProtocol: () => rpc.protocol ?? LLAMA_SOURCE.rpcProtocol,
     defaultCtxSize: config.ctxSize,
+    evictMeshModels: config.evictMeshModels === "on",
     fetcher,
     log,
   });

@@ -20,6 +20,8 @@ export const modelNotFound = (message: string) => new PoolError(message, 404, "n
 /** The mesh knows the model, this node has no file for it: another node serves it. */
 export const modelNotOnThisNode = (message: string) => new PoolError(message, 409, "conflict_error", "model_not_on_this_node");
 export const slotsPinned = (message: string) => new PoolError(message, 409, "conflict_error", "all_slots_pinned");
+/** The slot holds the model this node hosts for its mesh (`--evict-mesh-models off`). */
+export const slotHeldForMesh = (message: string) => new PoolError(message, 409, "conflict_error", "slot_held_for_mesh");
 export const loadTimedOut = (message: string, retryAfter: number) => new PoolError(message, 503, "service_unavailable", "model_load_timeout", retryAfter);
 export const loadFailed = (message: string) => new PoolError(message, 500, "server_error", "model_load_failed");
 export const badLoadRequest = (message: string) => new PoolError(message, 400, "invalid_request_error", "invalid_llamacpp_args");

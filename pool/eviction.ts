@@ -2,7 +2,9 @@
  * Which wrapped servers a load must evict, decided when the load leaves the queue (pure). Per model
  * type at most `limit` servers (-1: no limit), least recently used first; a server serving a
  * request is never evicted (the load waits), a pinned one never by LRU (all pinned: 409); a load
- * on the NPU evicts every other NPU holder whatever its type.
+ * on the NPU evicts every other NPU holder whatever its type. A server this node hosts for the mesh
+ * (`meshHeld`) is never evicted by a load: other nodes route its model here, and the mesh would
+ * only load it again (the operator may allow it, and the node then lets its group go).
  */
 import type { ModelType } from "../models/model-type.ts";
 import { npuConflicts, type DeviceMask } from "./devices.ts";
@@ -17,6 +19,8 @@ export interface ServerView {
   busy: boolean;
   /** This server's own idle unload (a client's `keep_alive`): ms, or negative for never; none: the node's. */
   idleMs?: number;
+  /** It serves the model this node hosts for its mesh group, and on-demand loads may not take its place. */
+  meshHeld?: boolean;
 }
 
 export interface LoadWant {
@@ -29,7 +33,7 @@ export type LoadPlan =
   | { action: "loaded" }
   | { action: "load"; evict: string[] }
   | { action: "wait"; blockedBy: string[] }
-  | { action: "reject"; reason: string };
+  | { action: "reject"; reason: string; heldForMesh?: boolean };
 
 const byLru = (a: ServerView, b: ServerView) => a.lastUse - b.lastUse || a.model.localeCompare(b.model);
 
@@ -47,8 +51,16 @@ export function planLoad(servers: readonly ServerView[], want: LoadWant, limit: 
   const excess = limit < 0 ? 0 : sameType.length + 1 - limit;
   if (excess <= 0) return { action: "load", evict: [...leaving] };
 
-  const unpinned = sameType.filter((s) => !s.pinned);
+  const unpinned = sameType.filter((s) => !s.pinned && !s.meshHeld);
   if (unpinned.length < excess) {
+    const held = sameType.filter((s) => s.meshHeld).map((s) => s.model);
+    if (held.length) {
+      return {
+        action: "reject",
+        heldForMesh: true,
+        reason: `its ${want.type} slot(s) hold ${sameType.map((s) => s.model).join(", ")}, and ${held.join(", ")} is hosted here for the mesh; raise --max-loaded-models, or start the node with --evict-mesh-models on to let loads on demand take its place`,
+      };
+    }
     return { action: "reject", reason: `all ${limit} ${want.type} slot(s) hold pinned models (${sameType.map((s) => s.model).join(", ")}); unload one or raise --max-loaded-models` };
   }
   const idle = unpinned.filter((s) => !s.busy).sort(byLru);
@@ -56,9 +68,9 @@ export function planLoad(servers: readonly ServerView[], want: LoadWant, limit: 
   return { action: "load", evict: [...leaving, ...idle.slice(0, excess).map((s) => s.model)] };
 }
 
-/** After a failed load: every server goes except those serving requests ("nuclear"). */
+/** After a failed load: every server goes except those serving requests or held for the mesh ("nuclear"). */
 export function planNuclear(servers: readonly ServerView[]): string[] {
-  return servers.filter((s) => !s.busy).map((s) => s.model);
+  return servers.filter((s) => !s.busy && !s.meshHeld).map((s) => s.model);
 }
 
 /** How long a server may sit unused (0: never): its own override where it has one (negative: never), else the node's. */

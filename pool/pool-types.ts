@@ -36,6 +36,8 @@ export interface PoolOptions {
   onChange?: () => void;
   /** How a model is split across RPC endpoints (`--rpc`); none runs it on this node alone. */
   rpcWorkersFor?: (model: ModelInfo) => Promise<RpcSplit>;
+  /** Whether `model`'s server is hosted for the mesh and no on-demand load may evict it. */
+  heldForMesh?: (model: string) => boolean;
   /** A server is being unloaded, and why (the node releases a mesh assignment unloaded for idleness). */
   onEvict?: (model: string, cause: EvictionCause) => void;
 }

@@ -8,7 +8,7 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { ModelInfo } from "../models/model-store.ts";
-import { badLoadRequest, loadFailed, loadTimedOut, modelNotFound, slotsPinned } from "./errors.ts";
+import { badLoadRequest, loadFailed, loadTimedOut, modelNotFound, slotHeldForMesh, slotsPinned } from "./errors.ts";
 import { idleVictims, planLoad, planNuclear, type ServerView } from "./eviction.ts";
 import { IdleUnload } from "./idle-unload.ts";
 import { freePort } from "./free-port.ts";
@@ -77,7 +77,7 @@ export class Pool {
   }
 
   private views(): ServerView[] {
-    return this.loaded().map((s) => ({ model: s.model, type: s.type, devices: s.devices, lastUse: s.lastUse, pinned: s.pinned, busy: s.busy, idleMs: this.idle.ownOf(s) }));
+    return this.loaded().map((s) => ({ model: s.model, type: s.type, devices: s.devices, lastUse: s.lastUse, pinned: s.pinned, busy: s.busy, idleMs: this.idle.ownOf(s), meshHeld: this.opts.heldForMesh?.(s.model) === true }));
   }
 
   private notifyChange(): void {
@@ -212,7 +212,7 @@ export class Pool {
         const server = this.servers.get(model.name)!;
         return this.handOver(p, server);
       }
-      if (plan.action === "reject") throw slotsPinned(`cannot load "${model.name}": ${plan.reason}`);
+      if (plan.action === "reject") throw (plan.heldForMesh ? slotHeldForMesh : slotsPinned)(`cannot load "${model.name}": ${plan.reason}`);
       if (plan.action === "wait") {
         this.opts.log.info("load waits for busy servers", { model: model.name, busy: plan.blockedBy.join(",") });
         await this.nextChange();

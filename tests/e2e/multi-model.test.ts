@@ -11,7 +11,7 @@ import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from ".
 import { testModel } from "../helpers/models.ts";
 import { SMALL_LLAMA } from "../helpers/node.ts";
 import { waitFor } from "../helpers/wait.ts";
-import { loaded } from "../helpers/api.ts";
+import { loaded, server } from "../helpers/api.ts";
 import { ANSWERED_BY_HEADER } from "../../mesh/routing.ts";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -44,6 +44,9 @@ const client = (n: MeshTestNode) => new OpenAI({ baseURL: `${n.url}/v1`, apiKey:
 const listed = async (n: MeshTestNode) => (await client(n).models.list()).data as unknown as ListedModel[];
 const assigned = async (n: MeshTestNode) => ((await meshStatus(n)) as unknown as ModelsStatus).models.assigned;
 
+const chatStatus = async (via: MeshTestNode, model: string) =>
+  (await fetch(`${via.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }], max_tokens: 2 }) })).status;
+
 /** A chat completion through `via`; resolves with the node that answered it. */
 async function answeredBy(via: MeshTestNode, model: string): Promise<string | null> {
   const { data, response } = await client(via).chat.completions.create({ model, messages: [{ role: "user", content: "hi" }], max_tokens: 2 }).withResponse();
@@ -59,7 +62,7 @@ async function waitForModel(n: MeshTestNode, model: string, check: (m: ListedMod
 // of these nodes, tiny fits anywhere.
 const vram = (mib: number) => ["--vram", `${mib}MiB`];
 
-test("two models over four nodes: groups, hosts and splits follow the rules; every node answers for both; a killed host's model comes back; a fifth node is assigned", async () => {
+test("two models over four nodes: groups, hosts and splits follow the rules; every node answers for both; a killed host's model comes back; a fifth node stands by in a group that runs", async () => {
   const seeder = await startMeshNode([...SMALL_LLAMA, ...vram(64), "--model", WIDE, "--model", TINY], { models: files, name: "seeder" });
   nodes.push(seeder);
   // The seeder can hold only tiny: rule 2 (nobody serves it, it fits, it is on its disk).
@@ -80,14 +83,15 @@ test("two models over four nodes: groups, hosts and splits follow the rules; eve
   const all = [seeder, b, c, d];
   await waitForFullMesh(all);
 
-  // wide's group is b, c and d; c has the most memory and hosts it over b's and d's rpc-servers and its own.
+  // wide's group is b, c and d; c has the most memory and hosts it over its own rpc-server and b's
+  // (and d's, when d joined within the group's settling time; otherwise d stands by with the file).
   const group = [b, c, d].map((n) => n.nodeId).sort();
   for (const n of all) {
     await waitForModel(n, WIDE, (m) => m.status === "loaded" && m.host === c.nodeId && JSON.stringify(m.mesh?.nodes_serving) === JSON.stringify(group), `${n.child.name} to see wide ready on c`);
     await waitForModel(n, TINY, (m) => m.status === "loaded" && m.host === seeder.nodeId, `${n.child.name} to see tiny ready on the seeder`);
   }
-  const split = await waitFor(async () => (await loaded(c)).find((s) => s.model_name === WIDE && s.state === "ready" && (s as { rpc_workers?: string[] }).rpc_workers?.length === 3), {
-    what: "c to run wide over three rpc-servers",
+  const split = await waitFor(async () => (await loaded(c)).find((s) => s.model_name === WIDE && s.state === "ready" && ((s as { rpc_workers?: string[] }).rpc_workers?.length ?? 0) >= 2), {
+    what: "c to run wide over its own rpc-server and b's at least",
     timeoutMs: 60_000,
   });
   expect(split).toBeDefined();
@@ -125,18 +129,20 @@ test("two models over four nodes: groups, hosts and splits follow the rules; eve
   }
   console.log(`wide answered again ${Math.round(back)} ms after its host was killed (statuses seen: ${[...statuses].join(", ")}; slowest answer ${Math.round(slowest)} ms)`);
   expect([...statuses].every((s) => s === 200 || s === 503)).toBe(true);
+  // Each node drops the dead host on its own heartbeat tick: d may take a moment longer than the seeder.
+  await waitFor(async () => (await chatStatus(d, WIDE)) === 200, { what: "d to route wide to its new host", timeoutMs: 30_000 });
   expect(await answeredBy(d, WIDE)).toBe(b.nodeId);
 
   // A fifth node without a model: tiny runs alone on the seeder (nothing to gain), wide runs split,
-  // so rule 4 puts it in wide's group (after fetching the file), and b re-splits over it.
+  // so rule 3 puts it in wide's group (after fetching the file). b's layout runs and has the memory
+  // it needs, so b does not reload for it: the fifth node stands by, ready should d or b go.
+  const running = await server(b, WIDE);
   const e = await startMeshNode([...SMALL_LLAMA, ...vram(64), "--join", seeder.token], { name: "e" });
   nodes.push(e);
   await waitFor(async () => (await assigned(e)) === WIDE, { what: "the fifth node to join wide's group" });
-  await waitFor(async () => (await loaded(b)).find((s) => s.model_name === WIDE && s.state === "ready" && (s as { rpc_workers?: string[] }).rpc_workers?.length === 3), {
-    what: "b to run wide over d, e and itself",
-    timeoutMs: 60_000,
-  }).catch((err) => { console.log("B:", b.child.output().slice(-5000), "\nE:", e.child.output().slice(-3000), "\nD:", d.child.output().slice(-3000)); throw err; });
+  await waitForModel(e, WIDE, (m) => m.status === "loaded" && m.host === b.nodeId && (m.mesh?.nodes_serving ?? []).includes(e.nodeId), "e to see wide on b with itself in the group");
   expect(await answeredBy(e, WIDE)).toBe(b.nodeId);
+  expect((await server(b, WIDE)).pid).toBe(running.pid);
   expect(await answeredBy(e, TINY)).toBe(seeder.nodeId);
 });
 

@@ -91,6 +91,21 @@ describe("allocate", () => {
       { model: "small", rule: 2, download: false },
     ],
     [
+      "--fetch off: never a model nobody serves that I would have to download (I would host what I cannot get)",
+      node("me", 24, { fetches: false }),
+      [node("a", 24, { modelsOnDisk: [model("m", 5), model("other", 5)], assigned: "other", ready: ["other"] })],
+      [],
+      { model: "other", rule: 5, download: true },
+    ],
+    [
+      "--fetch off: still lends memory to a group that needs it",
+      node("me", 30, { fetches: false }),
+      [node("a", 20, { modelsOnDisk: [model("big", 30)], assigned: "big" })],
+      [],
+      { model: "big", rule: 1, download: true },
+    ],
+    ["--fetch off, alone with nothing on disk: nothing to take", node("me", 24, { fetches: false }), [node("a", 8, { modelsOnDisk: [model("m", 5)] })], [], undefined],
+    [
       "2: nobody serves it, it fits, it is on my disk",
       node("me", 24, { modelsOnDisk: [model("m", 5)] }),
       [node("a", 24, { modelsOnDisk: [model("other", 5)], assigned: "other", ready: ["other"] })],
@@ -188,13 +203,13 @@ describe("allocate", () => {
     expect(allocate(me, catalog([me]), ["a"])).toEqual({ model: "a", rule: 2, download: false });
     expect(allocate(me, catalog([me]), ["nothing-known"])).toBeUndefined();
   });
-  test("a bigger node without the file does not take over: the one with it hosts until the file arrives", () => {
+  test("a bigger node does not take over a host that runs the model alone, with or without the file", () => {
     const serving = node("x", 8, { modelsOnDisk: [model("m", 1)], assigned: "m", ready: ["m"], hosting: true });
     const newcomer = node("z", 24, { assigned: "m" });
     expect(catalog([serving, newcomer])[0]).toMatchObject({ host: "x", servedBy: "x", status: "ready" });
     const arrived = { ...newcomer, modelsOnDisk: [model("m", 1)] };
-    // Once it has the file the bigger node hosts; the old host answers until the new one is up.
-    expect(catalog([serving, arrived])[0]).toMatchObject({ host: "z", servedBy: "x", status: "ready" });
+    // With the file, it is a standby: moving a model that runs, and fits where it runs, gains nothing.
+    expect(catalog([serving, arrived])[0]).toMatchObject({ host: "x", servedBy: "x", status: "ready" });
   });
   test("a member of another RPC major version adds no capacity and is no worker", () => {
     const host = node("h", 4, { modelsOnDisk: [model("m", 6)], assigned: "m", rpcProtocol: "7.0.0" });

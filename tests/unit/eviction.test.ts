@@ -26,6 +26,16 @@ describe("planLoad", () => {
     ["pinned and busy: wait for the busy one", [s("a", 1, { pinned: true }), s("b", 2, { busy: true })], llm("c"), 2, { action: "wait", blockedBy: ["b"] }],
     ["over the limit (limit lowered): evicts enough", [s("a", 1), s("b", 2), s("c", 3)], llm("d"), 2, { action: "load", evict: ["a", "b"] }],
     ["ties on last use break by name", [s("b", 1), s("a", 1)], llm("c"), 2, { action: "load", evict: ["a"] }],
+    // The model this node hosts for its mesh is not evicted by a load on demand (--evict-mesh-models off).
+    ["the mesh's model is skipped for another", [s("m", 1, { meshHeld: true }), s("b", 2)], llm("c"), 2, { action: "load", evict: ["b"] }],
+    [
+      "the only slot holds the mesh's model: refused, saying how to allow it",
+      [s("m", 1, { meshHeld: true })],
+      llm("b"),
+      1,
+      { action: "reject", heldForMesh: true, reason: "its llm slot(s) hold m, and m is hosted here for the mesh; raise --max-loaded-models, or start the node with --evict-mesh-models on to let loads on demand take its place" },
+    ],
+    ["the mesh's model of another type is no obstacle", [s("m", 1, { meshHeld: true, type: "embedding" })], llm("b"), 1, { action: "load", evict: [] }],
   ];
   test.each(cases)("%s", (_, servers, want, limit, plan) => expect(planLoad(servers, want, limit)).toEqual(plan));
 });
@@ -46,6 +56,7 @@ describe("planLoad: NPU exclusivity", () => {
 test.each([
   ["evicts every idle server, pinned too", [s("a", 1), s("b", 2, { pinned: true }), s("c", 3, { busy: true })], ["a", "b"]],
   ["nothing loaded", [], []],
+  ["never the model hosted for the mesh", [s("a", 1), s("m", 2, { meshHeld: true })], ["a"]],
 ] as const)("planNuclear: %s", (_, servers, victims) => expect(planNuclear(servers)).toEqual([...victims]));
 
 describe("idleVictims", () => {

@@ -17,7 +17,9 @@ const entry = (over: Partial<CatalogModel>): CatalogModel => ({
   status: "unloaded",
   ...over,
 });
-const me = (over: Partial<LocalView> = {}): LocalView => ({ nodeId: "me", known: false, hasFiles: false, ready: false, ...over });
+// The model "m" needs 120 bytes; this node offers 200 unless a case says otherwise.
+const me = (over: Partial<LocalView> = {}): LocalView => ({ nodeId: "me", model: "m", known: false, hasFiles: false, ready: false, needBytes: 120, vramBytes: 200, ...over });
+const small = { vramBytes: 100 };
 
 test.each<[string, CatalogModel | undefined, LocalView, boolean, Route["to"] | Route]>([
   ["unknown everywhere: 404", undefined, me(), false, { to: "unknown" }],
@@ -39,6 +41,13 @@ test.each<[string, CatalogModel | undefined, LocalView, boolean, Route["to"] | R
   ["forwarded to me and I do not have it: 404, not a loop", entry({ status: "unloaded" }), me(), true, { to: "unknown" }],
   ["forwarded to me as its host, but the mesh moved it: 503, no load outside its group", entry({ host: "a", servedBy: "a", status: "ready" }), me({ known: true, hasFiles: true }), true, "unavailable"],
   ["forwarded to me and I am its host: answered here", entry({ host: "me", status: "loading", nodesOnDisk: ["me"] }), me({ known: true, hasFiles: true }), true, { to: "local" }],
+  // A node never loads a model alone beyond the memory it offers.
+  ["nobody assigned, on my disk, but beyond my memory: 503, no load", entry({ nodesOnDisk: ["me"] }), me({ known: true, hasFiles: true, ...small }), false, "unavailable"],
+  ["not in the catalog, on my disk, beyond my memory: 503", undefined, me({ known: true, hasFiles: true, ...small }), false, "unavailable"],
+  ["forwarded to me as a holder, beyond my memory: 503", entry({ nodesOnDisk: ["me"] }), me({ known: true, hasFiles: true, ...small }), true, "unavailable"],
+  ["forwarded to me as the host of its split, beyond my memory alone: answered here (over the group)", entry({ host: "me", status: "loading", split: true }), me({ known: true, hasFiles: true, ...small }), true, { to: "local" }],
+  ["the elected host of a split, beyond my memory alone: local (the pool loads it over the group)", entry({ host: "me", status: "loading", split: true }), me({ known: true, hasFiles: true, ...small }), false, { to: "local" }],
+  ["already up here, whatever my memory: local", entry({ host: "me", servedBy: "me", status: "ready" }), me({ ready: true, ...small }), false, { to: "local" }],
 ])("%s", (_, e, self, forwarded, expected) => {
   const got = routeModel(e, self, forwarded);
   if (typeof expected === "string") expect(got.to).toBe(expected);
@@ -46,6 +55,8 @@ test.each<[string, CatalogModel | undefined, LocalView, boolean, Route["to"] | R
 });
 
 test("503 messages say why and when to retry", () => {
+  const beyond = routeModel(entry({ nodesOnDisk: ["me"] }), me({ known: true, hasFiles: true, needBytes: 2 * 2 ** 30, vramBytes: 2 ** 30 }), false);
+  expect(beyond).toMatchObject({ to: "unavailable", retryAfterS: 30, message: expect.stringContaining('model "m" needs 2.00 GiB and this node offers 1.00 GiB') });
   const short = routeModel(entry({ host: "a", status: "needs-capacity", needBytes: 2 * 2 ** 30, capacityBytes: 2 ** 30 }), me(), false);
   expect(short).toMatchObject({ to: "unavailable", retryAfterS: 30, message: expect.stringContaining("needs 2.00 GiB") });
   const fetching = routeModel(entry({ host: "abcdef0123456789", status: "loading" }), me(), false);
