@@ -41,9 +41,11 @@ export interface NodeView {
   fetching?: string;
   /** The workers its running server of its assigned model uses, when it hosts one. */
   layout?: string[];
+  /** Its last load of its assigned model failed: why, and when it tries again. */
+  loadFailed?: { model: string; error: string; retryInS: number };
 }
 
-export type ModelStatus = "unloaded" | "loading" | "ready" | "needs-capacity";
+export type ModelStatus = "unloaded" | "loading" | "ready" | "needs-capacity" | "failed";
 
 export interface CatalogModel {
   name: string;
@@ -67,6 +69,8 @@ export interface CatalogModel {
   /** Let go for lack of requests and served by nobody: not to be assigned until one comes (its group disbands). */
   idle: boolean;
   status: ModelStatus;
+  /** Why its host's last load failed (status `failed`), and in how many seconds it tries again. */
+  failure?: { error: string; retryInS: number };
 }
 
 /** A model's group as election sees it. */
@@ -175,13 +179,16 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
       // Requests go to the host once it answers; until then (a newly elected host loading) to a
       // group member, or any node, whose server for it still answers.
       const servedBy = host && readyOn.includes(host) ? host : (readyOn.find((id) => group.some((n) => n.nodeId === id)) ?? readyOn[0]);
+      const failure = hostNode?.loadFailed?.model === m.name ? hostNode.loadFailed : undefined;
       const status: ModelStatus = servedBy
         ? "ready"
         : group.length === 0
           ? "unloaded"
           : capacityBytes < m.needBytes
             ? "needs-capacity"
-            : "loading";
+            : failure
+              ? "failed"
+              : "loading";
       const nodesOnDisk = [...(index.onDisk.get(m.name) ?? [])].sort(byCodePoint);
       // Only a model nobody has needs pulling from the world, and only one it can be pulled from.
       const pulledBy = nodesOnDisk.length === 0 && (m.ref !== undefined || m.source !== undefined) ? puller(group, m.name) : undefined;
@@ -200,6 +207,7 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
         split: hostNode !== undefined && hostNode.vramBytes < m.needBytes,
         idle: readyOn.length === 0 && index.idle.has(m.name),
         status,
+        ...(status === "failed" && failure ? { failure: { error: failure.error, retryInS: failure.retryInS } } : {}),
       };
     })
     .sort((a, b) => byCodePoint(a.name, b.name));

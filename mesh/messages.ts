@@ -24,6 +24,8 @@ export const ANNOUNCEMENT_LIMITS = {
   lastRequest: 256,
   addresses: 32,
   layout: 64,
+  /** Characters of a failed load's error as announced. */
+  error: 300,
   /** The models on disk and the seeds together, as JSON: at typical sizes about 800 models. */
   modelBytes: 128 * 1024,
   /** The whole announcement as JSON, leaving room under the control message cap for a hello's member list. */
@@ -79,6 +81,8 @@ export const AnnouncementSchema = z.object({
   fetches: z.boolean().default(true),
   /** The workers (node ids) its running server of the assigned model uses, when it hosts one. */
   layout: z.array(z.string().min(1).max(128)).max(L.layout).optional(),
+  /** Its last load of the assigned model failed, and why (it tries again later, less and less often). */
+  loadFailed: z.object({ model: ModelName, error: z.string().max(L.error), retryInS: z.number().nonnegative() }).optional(),
   /** A model file this node is fetching, and how far it got. */
   fetching: z.object({ model: ModelName, bytes: z.number().nonnegative(), total: z.number().nonnegative(), from: z.string().max(2048) }).optional(),
   apiPort: z.number().int().min(0).max(65535),

@@ -67,6 +67,13 @@ export function routeModel(entry: CatalogModel | undefined, self: LocalView, for
       if (host === self.nodeId) return self.hasFiles ? { to: "local" } : fetching("this node");
       return entry.nodesOnDisk.includes(host) ? { to: "peer", peerId: host } : fetching(`node ${short(host)}`);
     }
+    case "failed":
+      // Its host tries again on its own schedule: a request does not start a load that just failed.
+      return {
+        to: "unavailable",
+        message: `model "${entry.name}" failed to load on its host ${short(entry.host ?? "")}: ${entry.failure?.error ?? "see that node's log"}; it tries again in ${entry.failure?.retryInS ?? 10} s`,
+        retryAfterS: Math.max(1, entry.failure?.retryInS ?? 10),
+      };
     case "needs-capacity":
       return {
         to: "unavailable",

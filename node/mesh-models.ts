@@ -27,7 +27,13 @@ import { diskFields, hasFiles, nodeView, type ModelFields } from "./model-fields
 const SETTLE_QUIET_MS = 2_000;
 /** ...but a group that never stops changing is not left waiting for ever. */
 const SETTLE_MAX_MS = 10_000;
-const RETRY_AFTER_FAILURE_MS = 10_000;
+/**
+ * After a failed load the next try waits longer each time: 10 s, doubling, at most 5 min, so a
+ * broken file does not spin llama-server while it may still be a passing fault.
+ */
+export const retryAfterFailureMs = (failures: number): number => Math.min(300_000, 10_000 * 2 ** Math.max(0, Math.min(failures, 16) - 1));
+/** Characters of a failed load's error that peers are told. */
+const FAILURE_TEXT = 300;
 /** One and a half heartbeats without a word: the peer is probably gone (it is dropped at three). */
 const SILENT_MS = HEARTBEAT_MS * 1.5;
 
@@ -63,8 +69,8 @@ export class MeshModels {
   private settleTimer: Timer | undefined;
   /** The layout the pending (re)load is for, and when its group first changed. */
   private settling: { workers: string | undefined; since: number } | undefined;
-  /** After a failed load the next try waits longer, so a broken model does not spin. */
-  private lastFailure = 0;
+  /** The assigned model's loads that failed in a row: announced (status `failed`), and they space the next try. */
+  private failure: { model: string; error: string; count: number; at: number } | undefined;
   private stopped = false;
   private pending = false;
   /** Models whose files we failed to get for good: not chosen again by this node. */
@@ -89,6 +95,8 @@ export class MeshModels {
     for (const m of this.idle) if (serving.includes(m) || peers.some((p) => p.announcement.serving.includes(m))) this.idle.delete(m);
     const fetching = this.o.fetcher.progress;
     const layout = this.runningLayout(serving);
+    const failed = this.failure && this.failure.model === this.assigned && !serving.includes(this.failure.model) ? this.failure : undefined;
+    const loadFailed = failed && { model: failed.model, error: failed.error, retryInS: Math.ceil(retryAfterFailureMs(failed.count) / 1000) };
     return {
       ...this.disk([...this.o.explicit, ...(this.assigned ? [this.assigned] : []), ...serving]),
       serving,
@@ -99,6 +107,7 @@ export class MeshModels {
       rpcProtocol: this.o.rpcProtocol(),
       ...(fetching ? { fetching } : {}),
       ...(layout ? { layout } : {}),
+      ...(loadFailed ? { loadFailed } : {}),
     };
   }
 
@@ -163,6 +172,7 @@ export class MeshModels {
       own.fetching?.model,
       own.rpcProtocol,
       own.layout,
+      own.loadFailed,
       // Not their seq: a peer may bump it without a change, as often as it likes.
       peers.map((p) => p.id),
     ]);
@@ -261,6 +271,7 @@ export class MeshModels {
     this.hosting = false;
     this.loadedSplit = undefined;
     this.settling = undefined;
+    this.failure = undefined;
     if (model === undefined) this.o.fetcher.cancel();
     this.o.mesh()?.announceIfChanged();
     this.reconcileSoon();
@@ -387,16 +398,26 @@ export class MeshModels {
       const again = this.o.pool.server(name);
       this.o.log.info(again ? "the group changed; loading the model again across it" : "hosting the model", { model: name, workers: wanted || "none" });
       const load = again ? this.o.pool.reload(model) : this.o.pool.load(model);
-      load.catch((err) => {
-        this.lastFailure = Date.now();
-        this.o.log.error("could not load the assigned model", { model: name, error: (err as Error).message.split("\n")[0] });
-      });
+      load.then(
+        () => {
+          if (this.failure?.model === name) this.failure = undefined;
+        },
+        (err: unknown) => {
+          const error = (err as Error).message.split("\n")[0]!.slice(0, FAILURE_TEXT);
+          const count = this.failure?.model === name ? this.failure.count + 1 : 1;
+          this.failure = { model: name, error, count, at: Date.now() };
+          this.o.log.error("could not load the assigned model", { model: name, error, next_try_in_s: retryAfterFailureMs(count) / 1000 });
+          this.o.mesh()?.announceIfChanged();
+          this.reconcileSoon();
+        },
+      );
     }, delay);
   }
 
   /** A load over peers (or a reload) waits for the group to settle (`waitedMs` of it gone already); a first solo load need not. */
   private loadDelay(settle: boolean, waitedMs: number): number {
-    if (Date.now() - this.lastFailure < RETRY_AFTER_FAILURE_MS) return RETRY_AFTER_FAILURE_MS;
+    const backoff = this.failure ? this.failure.at + retryAfterFailureMs(this.failure.count) - Date.now() : 0;
+    if (backoff > 0) return backoff;
     return settle ? Math.max(0, Math.min(SETTLE_QUIET_MS, SETTLE_MAX_MS - waitedMs)) : 0;
   }
 

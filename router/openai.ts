@@ -39,7 +39,7 @@ export function modelOfBody(text: string): { model: string; json: unknown } | { 
 }
 
 /** The status /v1/models gives: the pool's words, with the mesh's "needs-capacity" beside them. */
-const MESH_STATUS = { ready: "loaded", loading: "loading", unloaded: "unloaded", "needs-capacity": "needs-capacity" } as const;
+const MESH_STATUS = { ready: "loaded", loading: "loading", unloaded: "unloaded", "needs-capacity": "needs-capacity", failed: "failed" } as const;
 
 function meshFields(entry: CatalogModel | undefined) {
   if (!entry) return {};

@@ -4,8 +4,10 @@
  * run it alone (every RPC hop saved). The catalog names the host that plan names.
  */
 import { describe, expect, test } from "bun:test";
-import { catalog, type NodeView } from "../../mesh/catalog.ts";
+import { catalog, type ModelStatus, type NodeView } from "../../mesh/catalog.ts";
 import { splitPlan, type Candidate } from "../../mesh/election.ts";
+import { routeModel } from "../../mesh/route.ts";
+import { retryAfterFailureMs } from "../../node/mesh-models.ts";
 
 const running = (nodeId: string, vramBytes: number, layout: string[]): Candidate => ({ nodeId, vramBytes, ready: true, hosting: true, layout });
 const member = (nodeId: string, vramBytes: number, over: Partial<Candidate> = {}): Candidate => ({ nodeId, vramBytes, ...over });
@@ -44,4 +46,31 @@ describe("the catalog names the host the plan keeps", () => {
     const [m] = catalog([view("c", 80, { ready: ["m"], hosting: true, layout: ["a"] }), view("a", 64), view("z", 200)]);
     expect(m).toMatchObject({ host: "z", servedBy: "c", status: "ready", split: false });
   });
+});
+
+describe("a load that failed on its host", () => {
+  const view = (nodeId: string, over: Partial<NodeView> = {}): NodeView => ({ nodeId, vramBytes: 200, modelsOnDisk: [{ name: "m", sizeBytes: 100, needBytes: 140 }], assigned: "m", ready: [], idle: [], ...over });
+  const failed = { model: "m", error: "llama-server exited: invalid magic", retryInS: 20 };
+  test.each<[string, NodeView[], ModelStatus]>([
+    ["its host says its load failed: failed, not loading", [view("h", { hosting: true, loadFailed: failed }), view("a", { vramBytes: 100 })], "failed"],
+    ["a member that is not its host says so: still loading", [view("h", { hosting: true }), view("a", { vramBytes: 100, loadFailed: failed })], "loading"],
+    ["it failed for another model: loading", [view("h", { hosting: true, loadFailed: { ...failed, model: "other" } })], "loading"],
+    ["another node still serves it: ready", [view("h", { hosting: true, loadFailed: failed }), view("a", { vramBytes: 100, ready: ["m"] })], "ready"],
+    ["the group is short of memory anyway: needs-capacity", [view("h", { vramBytes: 100, hosting: true, loadFailed: failed })], "needs-capacity"],
+  ])("%s", (_, views, status) => expect(catalog(views)[0]!.status).toBe(status));
+
+  test("requests get 503 with the host's reason and its next try, and start no load", () => {
+    const [m] = catalog([view("hostnode00aa", { hosting: true, loadFailed: failed })]);
+    expect(m!.failure).toEqual({ error: failed.error, retryInS: 20 });
+    const route = routeModel(m, { nodeId: "hostnode00aa", model: "m", known: true, hasFiles: true, ready: false, needBytes: 140, vramBytes: 200 }, false);
+    expect(route).toEqual({ to: "unavailable", retryAfterS: 20, message: 'model "m" failed to load on its host hostnode00: llama-server exited: invalid magic; it tries again in 20 s' });
+  });
+
+  test.each([
+    [1, 10_000],
+    [2, 20_000],
+    [3, 40_000],
+    [6, 300_000],
+    [40, 300_000],
+  ])("after %i failures in a row the next try waits %i ms", (failures, ms) => expect(retryAfterFailureMs(failures)).toBe(ms));
 });
