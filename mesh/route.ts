@@ -27,7 +27,7 @@ export interface LocalView {
 }
 
 const short = (id: string) => id.slice(0, 10);
-const gib = (b: number) => `${(b / 2 ** 30).toFixed(2)} GiB`;
+export const gib = (b: number) => `${(b / 2 ** 30).toFixed(2)} GiB`;
 
 /** A load of its own here, unless the model needs more memory than this node offers. */
 function aloneHere(self: LocalView): Route {

@@ -11,11 +11,12 @@ import { catalog, splitCandidates, type CatalogModel, type NodeView } from "../m
 import { holdsWhatTheyNeed, splitPlan, type SplitPlan } from "../mesh/election.ts";
 import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
 import { ANNOUNCEMENT_LIMITS } from "../mesh/messages.ts";
-import { routeModel, type Route } from "../mesh/route.ts";
+import { gib, routeModel, type Route } from "../mesh/route.ts";
 import type { Log } from "../log.ts";
 import { needOf } from "../models/model-need.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import type { EvictionCause, RpcSplit } from "../pool/pool-types.ts";
+import { needsCapacity } from "../pool/errors.ts";
 import type { Pool } from "../pool/pool.ts";
 import type { FetchProgress, ModelFetcher } from "./model-fetcher.ts";
 import { diskFields, hasFiles, nodeView, type ModelFields } from "./model-fields.ts";
@@ -227,20 +228,25 @@ export class MeshModels {
 
   /** The pool's hook: the rpc-servers a load of `model` uses, with layers in proportion to memory. */
   async rpcSplit(model: ModelInfo): Promise<RpcSplit> {
-    if (model.name !== this.assigned) return { endpoints: [] };
+    const need = this.needOf(model);
     const views = this.views();
-    const plan = this.plan(views, model.name, this.needOf(model));
-    if (!plan || plan.host !== views[0]!.nodeId || plan.workers.length === 0) {
-      this.loadedSplit = "";
-      return { endpoints: [] };
-    }
-    this.loadedSplit = plan.workers.join(",");
+    const plan = model.name === this.assigned ? this.plan(views, model.name, need) : undefined;
     const vram = (id: string) => views.find((v) => v.nodeId === id)?.vramBytes ?? 0;
-    const endpoints = await Promise.all(plan.workers.map((id) => this.o.tunnelEndpoint(id)));
+    // Whatever asked for the load (the group, a request, /api/v1/load), no node runs a model beyond
+    // the memory it offers, alone or with the group's workers.
+    const workers = plan?.host === views[0]!.nodeId ? plan.workers : [];
+    const offered = this.o.vramBytes + workers.reduce((sum, id) => sum + vram(id), 0);
+    if (offered < need) {
+      const over = workers.length ? `this node and its ${workers.length} worker(s) offer` : "this node offers";
+      throw needsCapacity(`model "${model.name}" needs ${gib(need)} and ${over} ${gib(offered)}; it runs once nodes with enough memory between them are assigned it`);
+    }
+    if (model.name === this.assigned) this.loadedSplit = workers.join(",");
+    if (workers.length === 0) return { endpoints: [] };
+    const endpoints = await Promise.all(workers.map((id) => this.o.tunnelEndpoint(id)));
     const own = this.o.ownRpcEndpoint();
     // With a GPU the host's own device comes on top of these and its share is llama.cpp's to decide.
     if (!own) return { endpoints };
-    const shares = [...plan.workers.map(vram), this.o.vramBytes];
+    const shares = [...workers.map(vram), this.o.vramBytes];
     return { endpoints: [...endpoints, own], ...(shares.every((s) => s > 0) ? { tensorSplit: shares.map((s) => Math.max(1, Math.round(s / 2 ** 20))) } : {}) };
   }
 

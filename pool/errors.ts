@@ -22,6 +22,8 @@ export const modelNotOnThisNode = (message: string) => new PoolError(message, 40
 export const slotsPinned = (message: string) => new PoolError(message, 409, "conflict_error", "all_slots_pinned");
 /** The slot holds the model this node hosts for its mesh (`--evict-mesh-models off`). */
 export const slotHeldForMesh = (message: string) => new PoolError(message, 409, "conflict_error", "slot_held_for_mesh");
+/** Not enough memory for the model where the load would run it (alone, or over its group). */
+export const needsCapacity = (message: string) => new PoolError(message, 503, "service_unavailable", "model_needs_capacity", 30);
 export const loadTimedOut = (message: string, retryAfter: number) => new PoolError(message, 503, "service_unavailable", "model_load_timeout", retryAfter);
 export const loadFailed = (message: string) => new PoolError(message, 500, "server_error", "model_load_failed");
 export const badLoadRequest = (message: string) => new PoolError(message, 400, "invalid_request_error", "invalid_llamacpp_args");

@@ -34,7 +34,11 @@ export interface PoolOptions {
   log: Log;
   /** Called when the set of loaded servers or their use changes (for the node's announcement). */
   onChange?: () => void;
-  /** How a model is split across RPC endpoints (`--rpc`); none runs it on this node alone. */
+  /**
+   * How a model is split across RPC endpoints (`--rpc`); none runs it on this node alone. Asked once
+   * per load, before any process starts (a retry runs the same layout); what it throws refuses the
+   * load as it is (a PoolError keeps its status: no memory for the model here is no failure to retry).
+   */
   rpcWorkersFor?: (model: ModelInfo) => Promise<RpcSplit>;
   /** Whether `model`'s server is hosted for the mesh and no on-demand load may evict it. */
   heldForMesh?: (model: string) => boolean;

@@ -12,7 +12,7 @@ import { badLoadRequest, loadFailed, loadTimedOut, modelNotFound, slotHeldForMes
 import { idleVictims, planLoad, planNuclear, type ServerView } from "./eviction.ts";
 import { IdleUnload } from "./idle-unload.ts";
 import { freePort } from "./free-port.ts";
-import { mayBeMemory, readyDeadlineMs, sameOptions, type EvictionCause, type Lease, type LoadOptions, type PendingLoad, type PoolOptions } from "./pool-types.ts";
+import { mayBeMemory, readyDeadlineMs, sameOptions, type EvictionCause, type Lease, type LoadOptions, type PendingLoad, type PoolOptions, type RpcSplit } from "./pool-types.ts";
 import { loadArgs, ServerArgsError, serverArgv } from "./server-args.ts";
 import { WrappedServer } from "./wrapped-server.ts";
 
@@ -226,9 +226,10 @@ export class Pool {
       break;
     }
 
+    const split = (await this.opts.rpcWorkersFor?.(model)) ?? { endpoints: [] };
     let server: WrappedServer;
     try {
-      server = await this.spawnReady(model, options, extraArgs);
+      server = await this.spawnReady(model, options, extraArgs, split);
     } catch (first) {
       if (this.closed) throw loadFailed(`the node is shutting down; "${model.name}" was not loaded`);
       if (!existsSync(model.path)) throw modelNotFound(`model "${model.name}": file ${model.path} does not exist`);
@@ -248,7 +249,7 @@ export class Pool {
       });
       await Promise.all(everyone.map((victim) => this.evict(victim, "nuclear")));
       try {
-        server = await this.spawnReady(model, options, extraArgs);
+        server = await this.spawnReady(model, options, extraArgs, split);
       } catch (second) {
         this.counters.loadFailures++;
         throw loadFailed(`model "${model.name}" failed to load: ${(second as Error).message}`);
@@ -270,9 +271,8 @@ export class Pool {
     return server;
   }
 
-  private async spawnReady(model: ModelInfo, options: LoadOptions, extraArgs: string[]): Promise<WrappedServer> {
+  private async spawnReady(model: ModelInfo, options: LoadOptions, extraArgs: string[], split: RpcSplit): Promise<WrappedServer> {
     if (this.closed) throw new Error("the pool is closed");
-    const split = (await this.opts.rpcWorkersFor?.(model)) ?? { endpoints: [] };
     const rpcWorkers = split.endpoints;
     const port = freePort();
     const ctxSize = options.ctxSize ?? model.ctxSize ?? this.opts.defaultCtxSize;
