@@ -35,6 +35,15 @@ export function silentPeers(lastSeen: ReadonlyMap<string, number>, now: number, 
   return [...lastSeen].filter(([, t]) => now - t > timeoutMs).map(([id]) => id);
 }
 
+/**
+ * Members we knew and are no longer connected to (a partition, a peer that froze), to dial again
+ * now: not being dialed, their pause (`nextAt`) over. Without this, two halves of a healed
+ * partition that each kept a peer would never look for each other again.
+ */
+export function dueRedials(remembered: Iterable<string>, busy: ReadonlySet<string>, nextAt: ReadonlyMap<string, number>, now: number): string[] {
+  return [...remembered].filter((id) => !busy.has(id) && (nextAt.get(id) ?? 0) <= now);
+}
+
 /** Delay before the n-th retry of a join (0-based): doubling from 500 ms, capped at 30 s. */
 export function joinBackoffMs(attempt: number): number {
   return Math.min(30_000, 500 * 2 ** Math.min(attempt, 10));

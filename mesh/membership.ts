@@ -7,7 +7,7 @@
 import type { Log } from "../log.ts";
 import { authMac, MAC_BYTES, NONCE_BYTES, newNonce, verifyMac, type AuthContext } from "./auth.ts";
 import type { MemberAddr } from "./join-token.ts";
-import { joinBackoffMs, keepWhich, membersToDial, silentPeers } from "./membership-rules.ts";
+import { dueRedials, joinBackoffMs, keepWhich, membersToDial, silentPeers } from "./membership-rules.ts";
 import { ControlMessageSchema, PROTOCOL_VERSION, type Announcement, type ControlMessage } from "./messages.ts";
 import { shortId } from "./status.ts";
 import type { PeerConnection, Stream, Transport } from "./transport.ts";
@@ -56,8 +56,10 @@ function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 export class Membership {
   readonly peers = new Map<string, Peer>();
   private readonly dialing = new Set<string>();
-  /** Addresses of members we have known, to find the mesh again after losing every peer. */
+  /** Addresses of members we have known, to find the mesh (or the part of it we lost) again. */
   private readonly remembered = new Map<string, MemberAddr>();
+  /** Remembered members we lost: how often dialing them failed, and when to try next. */
+  private readonly redials = new Map<string, { attempt: number; at: number }>();
   private rejoining = false;
   private readonly heartbeat: Timer;
   private stopped = false;
@@ -185,6 +187,7 @@ export class Membership {
     const peer: Peer = { id: conn.remoteId, conn, control, dialer, announcement: hello.announcement, lastSeen: Date.now() };
     this.peers.set(peer.id, peer);
     this.remembered.set(peer.id, memberAddr(hello.announcement));
+    this.redials.delete(peer.id);
     if (!existing) this.opts.log.info("peer joined", { peer: shortId(peer.id), addresses: hello.announcement.addresses.join(",") });
     void conn.closed.then((reason) => this.drop(peer, `connection closed: ${reason}`, false));
     void this.readLoop(peer);
@@ -282,7 +285,10 @@ export class Membership {
     peer.conn.close(junk ? CloseCode.PROTOCOL : CloseCode.SHUTDOWN, reason.slice(0, 100));
     (junk ? this.opts.log.warn : this.opts.log.info)("peer left", { peer: shortId(peer.id), reason });
     // A peer that sent junk or left on purpose is not one to find again.
-    if (junk || reason === "left") this.remembered.delete(peer.id);
+    if (junk || reason === "left") {
+      this.remembered.delete(peer.id);
+      this.redials.delete(peer.id);
+    }
     this.changed();
     if (this.peers.size === 0) void this.rejoin();
   }
@@ -308,6 +314,20 @@ export class Membership {
       if (peer) this.drop(peer, `silent for over ${this.opts.peerTimeoutMs} ms`, false);
     }
     this.announce();
+    this.redialLost(Date.now());
+  }
+
+  /** Dials members we lost while keeping others (`dueRedials`), each on its own growing pause. */
+  private redialLost(now: number): void {
+    if (this.stopped) return;
+    const busy = new Set([...this.peers.keys(), ...this.dialing, this.selfId]);
+    for (const id of dueRedials(this.remembered.keys(), busy, new Map([...this.redials].map(([k, v]) => [k, v.at])), now)) {
+      const addr = this.remembered.get(id)!;
+      const attempt = (this.redials.get(id)?.attempt ?? -1) + 1;
+      this.redials.set(id, { attempt, at: now + joinBackoffMs(attempt) });
+      // Failures are expected while the member is unreachable: the pause grows, nothing to log each time.
+      this.dial(addr).catch(() => undefined);
+    }
   }
 
   /** Tells every peer we are leaving and closes every connection. */

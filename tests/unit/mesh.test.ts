@@ -3,7 +3,7 @@ import { AnnouncementSource } from "../../mesh/announcement.ts";
 import { authMac, newNonce, verifyMac, type AuthContext } from "../../mesh/auth.ts";
 import { decodeJoinToken, encodeJoinToken, type JoinToken } from "../../mesh/join-token.ts";
 import { bindAddresses, boundPorts } from "../../mesh/mesh-node.ts";
-import { joinBackoffMs, keepWhich, membersToDial, silentPeers } from "../../mesh/membership-rules.ts";
+import { dueRedials, joinBackoffMs, keepWhich, membersToDial, silentPeers } from "../../mesh/membership-rules.ts";
 import { ControlMessageSchema } from "../../mesh/messages.ts";
 import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, WireError } from "../../mesh/wire.ts";
 import { fakeAnnouncement } from "../helpers/rogue-peer.ts";
@@ -73,6 +73,14 @@ test("membersToDial skips ourselves, the known and duplicates", () => {
 test("silentPeers and join backoff", () => {
   expect(silentPeers(new Map([["a", 1000], ["b", 9000]]), 10_000, 6000)).toEqual(["a"]);
   expect([0, 1, 2, 5, 20].map(joinBackoffMs)).toEqual([500, 1000, 2000, 16_000, 30_000]);
+});
+
+test("dueRedials: lost members not connected or being dialed, once their pause is over (a healed partition finds itself again)", () => {
+  const remembered = ["a", "b", "c", "d", "e"];
+  const busy = new Set(["a", "b"]);
+  const nextAt = new Map([["c", 5000], ["d", 20_000]]);
+  expect(dueRedials(remembered, busy, nextAt, 10_000)).toEqual(["c", "e"]);
+  expect(dueRedials(remembered, new Set(remembered), new Map(), 10_000)).toEqual([]);
 });
 
 describe("control frames", () => {
