@@ -40,10 +40,10 @@ const tunnels = async (n: LabNode) => ((await (await fetch(`${n.url}/api/status`
 
 /** Two workers and a host with `--model tiny`, by `--vram` a split over all three; resolves once it runs. */
 async function splitLab(l: Lab) {
-  const workerArgs = [...SMALL_LLAMA, ...(await vramFor(tiny, 0.45))];
+  const workerArgs = [...SMALL_LLAMA, ...(await vramFor(tiny, 0.35))];
   const w1 = await l.addNode(workerArgs, { name: "w1" });
   const w2 = await l.addNode([...workerArgs, "--join", w1.token], { name: "w2" });
-  const host = await l.addNode([...SMALL_LLAMA, ...(await vramFor(tiny, 0.6)), "--join", w1.token, "--model", tiny], { name: "host" });
+  const host = await l.addNode([...SMALL_LLAMA, ...(await vramFor(tiny, 0.4)), "--join", w1.token, "--model", tiny], { name: "host" });
   return { w1, w2, host, name: modelName(tiny) };
 }
 
