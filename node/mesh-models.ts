@@ -70,8 +70,8 @@ export class MeshModels {
   private settleTimer: Timer | undefined;
   /** The layout the pending (re)load is for, and when its group first changed. */
   private settling: { workers: string | undefined; since: number } | undefined;
-  /** The assigned model's loads that failed in a row: announced (status `failed`), and they space the next try. */
-  private failure: { model: string; error: string; count: number; at: number } | undefined;
+  /** The assigned model's loads that failed in a row over one layout: announced (status `failed`), and they space the next try. */
+  private failure: { model: string; workers: string | undefined; error: string; count: number; at: number } | undefined;
   private stopped = false;
   private pending = false;
   /** Models whose files we failed to get for good: not chosen again by this node. */
@@ -371,6 +371,8 @@ export class MeshModels {
     const plan = this.plan(views, name, entry.needBytes);
     const wanted = plan?.workers.join(",");
     const runnable = model && plan?.host === views[0]!.nodeId && entry.capacityBytes >= entry.needBytes;
+    // A load that failed over a layout that has changed since (a worker died mid-load) says nothing of the next one.
+    if (this.failure && this.failure.workers !== wanted) this.failure = undefined;
     if (this.hosting !== Boolean(runnable)) {
       this.hosting = Boolean(runnable);
       this.o.mesh()?.announceIfChanged();
@@ -410,8 +412,8 @@ export class MeshModels {
         },
         (err: unknown) => {
           const error = (err as Error).message.split("\n")[0]!.slice(0, FAILURE_TEXT);
-          const count = this.failure?.model === name ? this.failure.count + 1 : 1;
-          this.failure = { model: name, error, count, at: Date.now() };
+          const count = this.failure?.model === name && this.failure.workers === wanted ? this.failure.count + 1 : 1;
+          this.failure = { model: name, workers: wanted, error, count, at: Date.now() };
           this.o.log.error("could not load the assigned model", { model: name, error, next_try_in_s: retryAfterFailureMs(count) / 1000 });
           this.o.mesh()?.announceIfChanged();
           this.reconcileSoon();

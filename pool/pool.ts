@@ -2,7 +2,7 @@
  * The model-type LRU pool of wrapped servers. Loads (and unloads) run one at a time through a
  * queue; each load decides its evictions when it leaves the queue (`planLoad`), waits while its
  * victims are serving, retries once after evicting everything idle when a failure could be memory
- * ("nuclear"; never for a load carrying request arguments), and hands the new server to the
+ * ("nuclear"; never for a load carrying request arguments, nor with nothing idle to evict), and hands the new server to the
  * requests that asked for it before anything else can evict it.
  */
 import { existsSync, mkdirSync } from "node:fs";
@@ -235,13 +235,13 @@ export class Pool {
       if (!existsSync(model.path)) throw modelNotFound(`model "${model.name}": file ${model.path} does not exist`);
       const error = (first as Error).message;
       const requestArgs = options.requestArgs ?? [];
-      if (!mayBeMemory({ requestArgs: requestArgs.length > 0, error })) {
+      const everyone = planNuclear(this.views());
+      if (!mayBeMemory({ requestArgs: requestArgs.length > 0, error }) || everyone.length === 0) {
         this.counters.loadFailures++;
-        this.opts.log.warn("load failed; evicting nothing: the failure is not one that freeing memory fixes", { model: model.name, error: error.split("\n")[0] });
+        this.opts.log.warn("load failed; evicting nothing: freeing memory would not change it", { model: model.name, error: error.split("\n")[0] });
         const given = requestArgs.length ? ` with llamacpp_args "${requestArgs.join(" ")}"; nothing was unloaded to retry it: try other llamacpp_args or none` : "; check --llamacpp-args and models.json";
         throw loadFailed(`model "${model.name}" failed to load${given}. ${error}`);
       }
-      const everyone = planNuclear(this.views());
       this.opts.log.warn("load failed; evicting every idle server and retrying once", {
         model: model.name,
         evicting: everyone.join(",") || "none",
