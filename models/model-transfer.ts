@@ -34,6 +34,9 @@ export class SizeRefused extends TransferRefused {}
 /** The bytes that arrived are not the ones the expected SHA-256 names; the part is gone, so the next try starts over. */
 export class HashMismatch extends TransferError {}
 
+/** The disk filled up under a transfer: trying again cannot help until space is freed there (the part is kept). */
+export class DiskFull extends TransferError {}
+
 const SHARD_SUFFIX = /-(\d{5})-of-(\d{5})\.gguf$/i;
 // One folder segment of a model name: nothing a scan would skip, nothing that climbs out.
 // No control characters either: a name ends up in file names, log lines and announcements.
@@ -178,7 +181,13 @@ export class PartFile {
   async write(bytes: Uint8Array): Promise<void> {
     if (!this.handle) throw new Error("PartFile.write before resume or restart");
     let done = 0;
-    while (done < bytes.length) done += (await this.handle.write(bytes, done, bytes.length - done)).bytesWritten;
+    try {
+      while (done < bytes.length) done += (await this.handle.write(bytes, done, bytes.length - done)).bytesWritten;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== "ENOSPC" && code !== "EDQUOT") throw err;
+      throw new DiskFull(`the disk of ${dirname(this.finalPath)} is full (${code}): ${basename(this.finalPath)} stopped after ${this.offset + done} bytes; free space there and try again, the partial file is kept`, { cause: err });
+    }
     this.hasher.update(bytes);
     this.offset += bytes.length;
   }

@@ -15,7 +15,7 @@ import { FREE_SPACE_MARGIN, PEER_SOURCE_RULE, peerSizeLimit, type SizeLimit, typ
 import { selectRepoFiles } from "./hf-files.ts";
 import { checkFileAccess, listRepoFiles, authHeaders, resolveUrl, type HubConfig } from "./hf-hub.ts";
 import { defaultModelName, exactRef, fileNameOf, pullableRef, refSatisfies, type ModelRef } from "./model-ref.ts";
-import { FileHasher, hashFileInto, HashMismatch, isSafeModelName, moveUnlessTaken, PARTIAL_DIR, SizeRefused, TransferError, TransferRefused } from "./model-transfer.ts";
+import { DiskFull, FileHasher, hashFileInto, HashMismatch, isSafeModelName, moveUnlessTaken, PARTIAL_DIR, SizeRefused, TransferError, TransferRefused } from "./model-transfer.ts";
 import { PullError } from "./pull-error.ts";
 import { PULLS_DIR, readRegistry, REGISTRY_FILE, writeRegistryEntry, type RegistryEntry } from "./registry.ts";
 import { downloadFromUrl } from "./url-download.ts";
@@ -338,6 +338,8 @@ async function fetchFile(opts: PullOptions, plan: Plan, f: PlannedFile, free: nu
     if (err instanceof SizeRefused && !opts.fromPeer) {
       throw new PullError("no_space", `${f.label} does not fit in ${opts.modelsDir}: ${err.message}`, { cause: err });
     }
+    // Space there was when it began went to something else meanwhile.
+    if (err instanceof DiskFull) throw new PullError("no_space", `${f.label} no longer fits in ${opts.modelsDir}: ${err.message}; nothing was installed`, { cause: err });
     if (err instanceof HashMismatch) {
       await rm(dir, { recursive: true, force: true });
       throw hashMismatch(f, err);

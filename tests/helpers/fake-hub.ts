@@ -35,6 +35,8 @@ export interface FakeHubOptions {
   token?: string;
   /** Tree entries per page (the Hub pages at 1000). */
   pageSize?: number;
+  /** Where both servers listen (127.0.0.1): a lab's bridge address, for nodes in their own namespaces. */
+  hostname?: string;
 }
 
 export interface FakeHub {
@@ -141,7 +143,7 @@ export async function startFakeHub(opts: FakeHubOptions): Promise<FakeHub> {
   /** A server on loopback whose every answer is written down in `requests`. */
   const serve = (server: FakeRequest["server"], answer: (req: Request, url: URL) => Response) =>
     Bun.serve({
-      hostname: "127.0.0.1",
+      hostname: opts.hostname ?? "127.0.0.1",
       port: 0,
       fetch(req) {
         const url = new URL(req.url);
