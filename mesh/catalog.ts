@@ -39,6 +39,8 @@ export interface NodeView {
   rpcProtocol?: string;
   /** The model whose files it is getting now (its announced fetch progress). */
   fetching?: string;
+  /** It keeps running layouts (false: an older version, which elects afresh). */
+  keepsLayouts?: boolean;
   /** The workers its running server of its assigned model uses, when it hosts one. */
   layout?: string[];
   /** Its last load of its assigned model failed: why, and when it tries again. */
@@ -85,6 +87,7 @@ export function electionCandidates(nodes: readonly NodeView[], model: string): C
       // Only a node with the files can run llama-server for it; one still fetching hosts once it has them.
       canHost: n.modelsOnDisk.some((d) => d.name === model),
       ...(n.layout ? { layout: n.layout } : {}),
+      ...(n.keepsLayouts === false ? { keepsLayouts: false } : {}),
     }));
 }
 

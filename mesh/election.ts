@@ -18,6 +18,8 @@ export interface Candidate {
   canHost?: boolean;
   /** The workers its running server for the model uses (it announced them), when it runs one. */
   layout?: readonly string[];
+  /** False for a node of an older version, which elects afresh: then the whole group does. */
+  keepsLayouts?: boolean;
 }
 
 export function elect(group: readonly Candidate[]): string | undefined {
@@ -46,10 +48,11 @@ export interface SplitPlan {
  * runs is kept while it can be (every reload of a large model is minutes of downtime): a member
  * joining or leaving changes it only when the running one lost a worker, no longer has the memory,
  * or when one member can hold the model alone, which saves every RPC hop per token. Otherwise the
- * elected host runs it alone if it can, else over every other member of the group.
+ * elected host runs it alone if it can, else over every other member of the group. In a group with
+ * a node of an older version, which knows no kept layouts, every node elects afresh as it does.
  */
 export function splitPlan(group: readonly Candidate[], needBytes: number): SplitPlan | undefined {
-  const kept = runningLayout(group, needBytes);
+  const kept = group.every((n) => n.keepsLayouts !== false) ? runningLayout(group, needBytes) : undefined;
   if (kept) return kept;
   const host = elect(group);
   if (!host) return undefined;
@@ -72,6 +75,23 @@ function runningLayout(group: readonly Candidate[], needBytes: number): SplitPla
   const soloElsewhere = workers.length > 0 && group.some((n) => n.canHost !== false && n.vramBytes >= needBytes);
   if (soloElsewhere) return undefined;
   return { host, workers };
+}
+
+/**
+ * The workers a load on `self` runs over: its plan's when it is the plan's host, none otherwise;
+ * or, when those together offer less than the model needs, what they offer. Whatever asked for the
+ * load (the group, a request, `/api/v1/load`), no node runs a model beyond the memory it offers,
+ * alone or with its workers.
+ */
+export function loadLayout(
+  self: { nodeId: string; vramBytes: number },
+  plan: SplitPlan | undefined,
+  vramOf: (id: string) => number,
+  needBytes: number,
+): { workers: string[] } | { offered: number; workers: string[] } {
+  const workers = plan?.host === self.nodeId ? plan.workers : [];
+  const offered = self.vramBytes + workers.reduce((sum, id) => sum + vramOf(id), 0);
+  return offered >= needBytes ? { workers: [...workers] } : { offered, workers: [...workers] };
 }
 
 /**

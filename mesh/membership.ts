@@ -17,6 +17,10 @@ import { readFrame, StreamKind, WireError, writeFrame } from "./wire.ts";
 export const CloseCode = { SHUTDOWN: 0, AUTH_FAILED: 401, DUPLICATE: 409, PROTOCOL: 400, TIMEOUT: 408 } as const;
 
 const AUTH_DEADLINE_MS = 5_000;
+/** Members remembered to find the mesh again (each one authenticated once): the most recent ones. */
+const REMEMBER_MAX = 1_024;
+/** A lost member is dialed again, on a growing pause, for this long. */
+const FORGET_LOST_AFTER_MS = 6 * 3_600_000;
 
 export interface Peer {
   id: string;
@@ -59,7 +63,7 @@ export class Membership {
   /** Addresses of members we have known, to find the mesh (or the part of it we lost) again. */
   private readonly remembered = new Map<string, MemberAddr>();
   /** Remembered members we lost: how often dialing them failed, and when to try next. */
-  private readonly redials = new Map<string, { attempt: number; at: number }>();
+  private readonly redials = new Map<string, { attempt: number; at: number; since: number }>();
   private rejoining = false;
   private readonly heartbeat: Timer;
   private stopped = false;
@@ -186,7 +190,10 @@ export class Membership {
     }
     const peer: Peer = { id: conn.remoteId, conn, control, dialer, announcement: hello.announcement, lastSeen: Date.now() };
     this.peers.set(peer.id, peer);
+    // Most recently seen last, so the oldest goes first when there are too many to keep.
+    this.remembered.delete(peer.id);
     this.remembered.set(peer.id, memberAddr(hello.announcement));
+    if (this.remembered.size > REMEMBER_MAX) this.remembered.delete(this.remembered.keys().next().value!);
     this.redials.delete(peer.id);
     if (!existing) this.opts.log.info("peer joined", { peer: shortId(peer.id), addresses: hello.announcement.addresses.join(",") });
     void conn.closed.then((reason) => this.drop(peer, `connection closed: ${reason}`, false));
@@ -323,8 +330,15 @@ export class Membership {
     const busy = new Set([...this.peers.keys(), ...this.dialing, this.selfId]);
     for (const id of dueRedials(this.remembered.keys(), busy, new Map([...this.redials].map(([k, v]) => [k, v.at])), now)) {
       const addr = this.remembered.get(id)!;
-      const attempt = (this.redials.get(id)?.attempt ?? -1) + 1;
-      this.redials.set(id, { attempt, at: now + joinBackoffMs(attempt) });
+      const lost = this.redials.get(id);
+      // A member gone this long has left for good (or moved): it is not dialed for ever.
+      if (lost && now - lost.since > FORGET_LOST_AFTER_MS) {
+        this.remembered.delete(id);
+        this.redials.delete(id);
+        continue;
+      }
+      const attempt = (lost?.attempt ?? -1) + 1;
+      this.redials.set(id, { attempt, at: now + joinBackoffMs(attempt), since: lost?.since ?? now });
       // Failures are expected while the member is unreachable: the pause grows, nothing to log each time.
       this.dial(addr).catch(() => undefined);
     }

@@ -79,10 +79,20 @@ export const AnnouncementSchema = z.object({
   idle: z.array(ModelName).max(L.idle).default([]),
   /** Whether it downloads models it is assigned (`--fetch off`: it lends compute only). */
   fetches: z.boolean().default(true),
+  /** It keeps running layouts (see `splitPlan`); nodes of older versions elect afresh, so a group with one does too. */
+  keepsLayouts: z.boolean().default(false),
   /** The workers (node ids) its running server of the assigned model uses, when it hosts one. */
-  layout: z.array(z.string().min(1).max(128)).max(L.layout).optional(),
+  layout: z.array(z.string().min(1).max(128)).max(L.layout).refine((ids) => new Set(ids).size === ids.length, "a worker named twice in layout").optional(),
   /** Its last load of the assigned model failed, and why (it tries again later, less and less often). */
-  loadFailed: z.object({ model: ModelName, error: z.string().max(L.error), retryInS: z.number().nonnegative() }).optional(),
+  loadFailed: z
+    .object({
+      model: ModelName,
+      // Shown to clients in error messages: one line of text.
+      error: z.string().max(L.error).transform((e) => e.replace(/[\x00-\x1f\x7f]/g, " ")),
+      // It becomes a Retry-After header: whole seconds, at most a day.
+      retryInS: z.number().int().min(0).max(86_400),
+    })
+    .optional(),
   /** A model file this node is fetching, and how far it got. */
   fetching: z.object({ model: ModelName, bytes: z.number().nonnegative(), total: z.number().nonnegative(), from: z.string().max(2048) }).optional(),
   apiPort: z.number().int().min(0).max(65535),

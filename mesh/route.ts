@@ -39,8 +39,19 @@ function aloneHere(self: LocalView): Route {
   };
 }
 
+/** Its host tries again on its own schedule: a request, forwarded or not, does not start a load that just failed. */
+function failedLoad(entry: CatalogModel): Route {
+  const retryInS = entry.failure?.retryInS ?? 10;
+  return {
+    to: "unavailable",
+    message: `model "${entry.name}" failed to load on its host ${short(entry.host ?? "")}: ${entry.failure?.error ?? "see that node's log"}; it tries again within ${retryInS} s`,
+    retryAfterS: Math.max(1, retryInS),
+  };
+}
+
 export function routeModel(entry: CatalogModel | undefined, self: LocalView, forwarded: boolean): Route {
   if (self.ready) return { to: "local" };
+  if (entry?.status === "failed") return failedLoad(entry);
   if (forwarded) {
     // Sent here as its host, but the mesh has moved it (views differ for a moment): a load here
     // would run it alone, outside its group. The sender's client retries and lands right.
@@ -67,13 +78,6 @@ export function routeModel(entry: CatalogModel | undefined, self: LocalView, for
       if (host === self.nodeId) return self.hasFiles ? { to: "local" } : fetching("this node");
       return entry.nodesOnDisk.includes(host) ? { to: "peer", peerId: host } : fetching(`node ${short(host)}`);
     }
-    case "failed":
-      // Its host tries again on its own schedule: a request does not start a load that just failed.
-      return {
-        to: "unavailable",
-        message: `model "${entry.name}" failed to load on its host ${short(entry.host ?? "")}: ${entry.failure?.error ?? "see that node's log"}; it tries again in ${entry.failure?.retryInS ?? 10} s`,
-        retryAfterS: Math.max(1, entry.failure?.retryInS ?? 10),
-      };
     case "needs-capacity":
       return {
         to: "unavailable",

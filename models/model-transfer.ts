@@ -34,7 +34,7 @@ export class SizeRefused extends TransferRefused {}
 /** The bytes that arrived are not the ones the expected SHA-256 names; the part is gone, so the next try starts over. */
 export class HashMismatch extends TransferError {}
 
-/** The disk filled up under a transfer: trying again cannot help until space is freed there (the part is kept). */
+/** The disk filled up under a transfer: trying again cannot help until space is freed there (the part is removed). */
 export class DiskFull extends TransferError {}
 
 const SHARD_SUFFIX = /-(\d{5})-of-(\d{5})\.gguf$/i;
@@ -186,7 +186,9 @@ export class PartFile {
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code !== "ENOSPC" && code !== "EDQUOT") throw err;
-      throw new DiskFull(`the disk of ${dirname(this.finalPath)} is full (${code}): ${basename(this.finalPath)} stopped after ${this.offset + done} bytes; free space there and try again, the partial file is kept`, { cause: err });
+      // Resuming would need the very space that is missing, and the part would keep the disk full for everything else.
+      await this.discard();
+      throw new DiskFull(`the disk of ${dirname(this.finalPath)} is full (${code}): ${basename(this.finalPath)} stopped after ${this.offset + done} bytes and its partial file was removed; free space there and try again`, { cause: err });
     }
     this.hasher.update(bytes);
     this.offset += bytes.length;

@@ -8,7 +8,7 @@
 import { allocate, type Assignment } from "../mesh/allocation.ts";
 import { describeLeftOut, fitModels } from "../mesh/announcement.ts";
 import { catalog, splitCandidates, type CatalogModel, type NodeView } from "../mesh/catalog.ts";
-import { holdsWhatTheyNeed, splitPlan, type SplitPlan } from "../mesh/election.ts";
+import { holdsWhatTheyNeed, loadLayout, splitPlan, type SplitPlan } from "../mesh/election.ts";
 import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
 import { ANNOUNCEMENT_LIMITS } from "../mesh/messages.ts";
 import { gib, routeModel, type Route } from "../mesh/route.ts";
@@ -19,22 +19,9 @@ import type { EvictionCause, RpcSplit } from "../pool/pool-types.ts";
 import { needsCapacity } from "../pool/errors.ts";
 import type { Pool } from "../pool/pool.ts";
 import type { FetchProgress, ModelFetcher } from "./model-fetcher.ts";
+import { HostSchedule } from "./host-schedule.ts";
 import { diskFields, hasFiles, nodeView, type ModelFields } from "./model-fields.ts";
 
-/**
- * Joins and leaves come in bursts: a host (re)loads once its group has been quiet this long, so a
- * burst of joins costs one load, not one each...
- */
-const SETTLE_QUIET_MS = 2_000;
-/** ...but a group that never stops changing is not left waiting for ever. */
-const SETTLE_MAX_MS = 10_000;
-/**
- * After a failed load the next try waits longer each time: 10 s, doubling, at most 5 min, so a
- * broken file does not spin llama-server while it may still be a passing fault.
- */
-export const retryAfterFailureMs = (failures: number): number => Math.min(300_000, 10_000 * 2 ** Math.max(0, Math.min(failures, 16) - 1));
-/** Characters of a failed load's error that peers are told. */
-const FAILURE_TEXT = 300;
 /** One and a half heartbeats without a word: the peer is probably gone (it is dropped at three). */
 const SILENT_MS = HEARTBEAT_MS * 1.5;
 
@@ -59,7 +46,6 @@ export interface MeshModelsOptions {
   log: Log;
 }
 
-
 export class MeshModels {
   private assigned: string | undefined;
   /** We host the assigned model: we decided to run it, through loads and reloads. */
@@ -68,10 +54,7 @@ export class MeshModels {
   /** The workers the loaded server of our assigned model runs over. */
   private loadedSplit: string | undefined;
   private settleTimer: Timer | undefined;
-  /** The layout the pending (re)load is for, and when its group first changed. */
-  private settling: { workers: string | undefined; since: number } | undefined;
-  /** The assigned model's loads that failed in a row over one layout: announced (status `failed`), and they space the next try. */
-  private failure: { model: string; workers: string | undefined; error: string; count: number; at: number } | undefined;
+  private readonly schedule = new HostSchedule();
   private stopped = false;
   private pending = false;
   /** Models whose files we failed to get for good: not chosen again by this node. */
@@ -95,9 +78,10 @@ export class MeshModels {
     const peers = [...(this.o.mesh()?.membership.peers.values() ?? [])];
     for (const m of this.idle) if (serving.includes(m) || peers.some((p) => p.announcement.serving.includes(m))) this.idle.delete(m);
     const fetching = this.o.fetcher.progress;
-    const layout = this.runningLayout(serving);
-    const failed = this.failure && this.failure.model === this.assigned && !serving.includes(this.failure.model) ? this.failure : undefined;
-    const loadFailed = failed && { model: failed.model, error: failed.error, retryInS: Math.ceil(retryAfterFailureMs(failed.count) / 1000) };
+    // The workers our running server uses: peers keep that layout in their plans.
+    const running = this.hosting && this.assigned !== undefined && serving.includes(this.assigned);
+    const layout = running && this.loadedSplit !== undefined ? this.loadedSplit.split(",").filter((id) => id !== "") : undefined;
+    const loadFailed = this.schedule.announced(this.assigned, serving);
     return {
       ...this.disk([...this.o.explicit, ...(this.assigned ? [this.assigned] : []), ...serving]),
       serving,
@@ -106,21 +90,16 @@ export class MeshModels {
       idle: [...this.idle],
       fetches: this.o.fetcher.enabled,
       rpcProtocol: this.o.rpcProtocol(),
+      keepsLayouts: true,
       ...(fetching ? { fetching } : {}),
       ...(layout ? { layout } : {}),
       ...(loadFailed ? { loadFailed } : {}),
     };
   }
 
-  /** The workers our running server of the assigned model uses, which peers keep in their plans. */
-  private runningLayout(serving: readonly string[]): string[] | undefined {
-    if (!this.hosting || !this.assigned || !serving.includes(this.assigned) || this.loadedSplit === undefined) return undefined;
-    return this.loadedSplit.split(",").filter((id) => id !== "");
-  }
-
-  /** Whether `model`'s server is held for the mesh: on-demand loads may not take its place. */
+  /** Whether `model`'s server is held for the mesh: on-demand loads may not take its place (alone, a node swaps like a single box). */
   heldForMesh(model: string): boolean {
-    return !this.o.evictMeshModels && this.hosting && model === this.assigned;
+    return !this.o.evictMeshModels && this.hosting && model === this.assigned && (this.o.mesh()?.membership.peers.size ?? 0) > 0;
   }
 
   /**
@@ -222,7 +201,6 @@ export class MeshModels {
 
   /** The split of our assigned model's group, as every member of it works it out. */
   private plan(views: NodeView[], model: string, needBytes: number): SplitPlan | undefined {
-    const self = views[0]!.nodeId;
     return splitPlan(splitCandidates(views, model), needBytes);
   }
 
@@ -232,13 +210,11 @@ export class MeshModels {
     const views = this.views();
     const plan = model.name === this.assigned ? this.plan(views, model.name, need) : undefined;
     const vram = (id: string) => views.find((v) => v.nodeId === id)?.vramBytes ?? 0;
-    // Whatever asked for the load (the group, a request, /api/v1/load), no node runs a model beyond
-    // the memory it offers, alone or with the group's workers.
-    const workers = plan?.host === views[0]!.nodeId ? plan.workers : [];
-    const offered = this.o.vramBytes + workers.reduce((sum, id) => sum + vram(id), 0);
-    if (offered < need) {
+    const layout = loadLayout({ nodeId: views[0]!.nodeId, vramBytes: this.o.vramBytes }, plan, vram, need);
+    const workers = layout.workers;
+    if ("offered" in layout) {
       const over = workers.length ? `this node and its ${workers.length} worker(s) offer` : "this node offers";
-      throw needsCapacity(`model "${model.name}" needs ${gib(need)} and ${over} ${gib(offered)}; it runs once nodes with enough memory between them are assigned it`);
+      throw needsCapacity(`model "${model.name}" needs ${gib(need)} and ${over} ${gib(layout.offered)}; it runs once nodes with enough memory between them are assigned it`);
     }
     if (model.name === this.assigned) this.loadedSplit = workers.join(",");
     if (workers.length === 0) return { endpoints: [] };
@@ -276,8 +252,7 @@ export class MeshModels {
     this.assigned = model;
     this.hosting = false;
     this.loadedSplit = undefined;
-    this.settling = undefined;
-    this.failure = undefined;
+    this.schedule.reset();
     if (model === undefined) this.o.fetcher.cancel();
     this.o.mesh()?.announceIfChanged();
     this.reconcileSoon();
@@ -371,8 +346,7 @@ export class MeshModels {
     const plan = this.plan(views, name, entry.needBytes);
     const wanted = plan?.workers.join(",");
     const runnable = model && plan?.host === views[0]!.nodeId && entry.capacityBytes >= entry.needBytes;
-    // A load that failed over a layout that has changed since (a worker died mid-load) says nothing of the next one.
-    if (this.failure && this.failure.workers !== wanted) this.failure = undefined;
+    this.schedule.layoutIs(name, wanted);
     if (this.hosting !== Boolean(runnable)) {
       this.hosting = Boolean(runnable);
       this.o.mesh()?.announceIfChanged();
@@ -389,44 +363,29 @@ export class MeshModels {
     if (!runnable || this.o.pool.isLoading(name) || (server && this.loadedSplit === wanted)) {
       clearTimeout(this.settleTimer);
       this.settleTimer = undefined;
-      this.settling = undefined;
+      this.schedule.cancel();
       return;
     }
-    // Each change of the layout while we wait starts the quiet time again, up to the cap.
-    if (this.settleTimer && this.settling?.workers === wanted) return;
-    const now = Date.now();
-    const since = this.settling?.since ?? now;
-    this.settling = { workers: wanted, since };
+    const delay = this.schedule.delay(wanted, Boolean(server || wanted), this.settleTimer !== undefined);
+    if (delay === undefined) return;
     clearTimeout(this.settleTimer);
-    const delay = this.loadDelay(Boolean(server || wanted), now - since);
     this.settleTimer = setTimeout(() => {
       this.settleTimer = undefined;
-      this.settling = undefined;
+      this.schedule.cancel();
       if (this.stopped || this.assigned !== name || !this.hosting) return;
       const again = this.o.pool.server(name);
       this.o.log.info(again ? "the group changed; loading the model again across it" : "hosting the model", { model: name, workers: wanted || "none" });
       const load = again ? this.o.pool.reload(model) : this.o.pool.load(model);
       load.then(
-        () => {
-          if (this.failure?.model === name) this.failure = undefined;
-        },
+        () => this.schedule.loaded(name),
         (err: unknown) => {
-          const error = (err as Error).message.split("\n")[0]!.slice(0, FAILURE_TEXT);
-          const count = this.failure?.model === name && this.failure.workers === wanted ? this.failure.count + 1 : 1;
-          this.failure = { model: name, workers: wanted, error, count, at: Date.now() };
-          this.o.log.error("could not load the assigned model", { model: name, error, next_try_in_s: retryAfterFailureMs(count) / 1000 });
+          const nextMs = this.schedule.failed(name, wanted, err as Error);
+          this.o.log.error("could not load the assigned model", { model: name, error: (err as Error).message.split("\n")[0], next_try_in_s: nextMs / 1000 });
           this.o.mesh()?.announceIfChanged();
           this.reconcileSoon();
         },
       );
     }, delay);
-  }
-
-  /** A load over peers (or a reload) waits for the group to settle (`waitedMs` of it gone already); a first solo load need not. */
-  private loadDelay(settle: boolean, waitedMs: number): number {
-    const backoff = this.failure ? this.failure.at + retryAfterFailureMs(this.failure.count) - Date.now() : 0;
-    if (backoff > 0) return backoff;
-    return settle ? Math.max(0, Math.min(SETTLE_QUIET_MS, SETTLE_MAX_MS - waitedMs)) : 0;
   }
 
   status(): { assigned: string | null; idle: string[]; fetching: FetchProgress | null; catalog: CatalogModel[] } {

@@ -21,7 +21,7 @@ import type { Log } from "../log.ts";
 import { PEER_SOURCE_RULE, peerSizeLimit, withoutCredentials } from "../models/download-rules.ts";
 import type { HubConfig } from "../models/hf-hub.ts";
 import { modelRefOf } from "../models/model-ref.ts";
-import { FileHasher, sleep, TransferError, TransferRefused, type TransferProgress } from "../models/model-transfer.ts";
+import { DiskFull, FileHasher, sleep, TransferError, TransferRefused, type TransferProgress } from "../models/model-transfer.ts";
 import { fetchModelFromPeer } from "../models/peer-transfer.ts";
 import { PullError, type PullErrorCode } from "../models/pull-error.ts";
 import { freeBytes, pullModel, type PullProgress } from "../models/pull.ts";
@@ -222,11 +222,11 @@ export class ModelFetcher {
           this.o.log.info("no longer this node's to download; the model comes from the mesh", { model });
           continue;
         }
-        // A refusal by rule (a source a peer may not name, a file in the way) says the same next time.
+        // A refusal by rule (a source a peer may not name, a file in the way), or a full disk, says the same next time.
         // A pull wraps what its download met (a file that is no GGUF, a 404): judged by that, so a
         // peer's reference to such a file is given up, not downloaded again for as long as the node runs.
         const met = err instanceof PullError && err.cause instanceof TransferError ? err.cause : err;
-        const final = met instanceof TransferRefused || (err instanceof PullError && FINAL_PULL_ERRORS.has(err.code));
+        const final = met instanceof TransferRefused || met instanceof DiskFull || (err instanceof PullError && FINAL_PULL_ERRORS.has(err.code));
         const lastingError = met instanceof TransferError || (err instanceof PullError && err.code === "hash_mismatch");
         if (final || (lastingError && ++lasting >= GIVE_UP_AFTER)) return giveUp((err as Error).message);
         const pause = Math.min(MAX_PAUSE_MS, 1_000 * 2 ** failures++);

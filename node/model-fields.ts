@@ -10,7 +10,7 @@ import type { Announcement } from "../mesh/messages.ts";
 import { hasCredentials } from "../models/download-rules.ts";
 import type { ModelInfo } from "../models/model-store.ts";
 
-export type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching" | "rpcProtocol" | "layout" | "loadFailed">;
+export type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching" | "rpcProtocol" | "keepsLayouts" | "layout" | "loadFailed">;
 
 /** Every file of the model is here and whole, as far as a stat can tell. */
 export const hasFiles = (m: ModelInfo) => !m.problem && m.files.every((f) => existsSync(f));
@@ -54,6 +54,7 @@ export function nodeView(nodeId: string, vramBytes: number, a: ModelFields): Nod
     fetches: a.fetches,
     rpcProtocol: a.rpcProtocol,
     ...(a.fetching ? { fetching: a.fetching.model } : {}),
+    keepsLayouts: a.keepsLayouts,
     ...(a.layout ? { layout: a.layout } : {}),
     ...(a.loadFailed ? { loadFailed: a.loadFailed } : {}),
     // A seed left with nothing to get it from (its reference dropped as unreadable) names nothing.

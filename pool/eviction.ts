@@ -43,6 +43,8 @@ export function planLoad(servers: readonly ServerView[], want: LoadWant, limit: 
   const npu = npuConflicts(servers, want.devices);
   const pinnedNpu = npu.filter((s) => s.pinned);
   if (pinnedNpu.length) return { action: "reject", reason: `the NPU is held by pinned model ${pinnedNpu.map((s) => s.model).join(", ")}` };
+  const heldNpu = npu.filter((s) => s.meshHeld);
+  if (heldNpu.length) return { action: "reject", heldForMesh: true, reason: `the NPU holds ${heldNpu.map((s) => s.model).join(", ")}, hosted here for the mesh; start the node with --evict-mesh-models on to let loads on demand take its place` };
   const busyNpu = npu.filter((s) => s.busy);
   if (busyNpu.length) return { action: "wait", blockedBy: busyNpu.map((s) => s.model) };
 

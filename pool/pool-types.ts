@@ -36,8 +36,9 @@ export interface PoolOptions {
   onChange?: () => void;
   /**
    * How a model is split across RPC endpoints (`--rpc`); none runs it on this node alone. Asked once
-   * per load, before any process starts (a retry runs the same layout); what it throws refuses the
-   * load as it is (a PoolError keeps its status: no memory for the model here is no failure to retry).
+   * per load (a retry runs the same layout), before anything is evicted for it: what it throws
+   * refuses the load at no cost (a PoolError keeps its status: no memory here is no failure to retry).
+   * The model comes with the load's context size.
    */
   rpcWorkersFor?: (model: ModelInfo) => Promise<RpcSplit>;
   /** Whether `model`'s server is hosted for the mesh and no on-demand load may evict it. */

@@ -203,6 +203,7 @@ export class Pool {
       throw err instanceof ServerArgsError ? badLoadRequest(err.message) : err;
     }
 
+    const split = (await this.opts.rpcWorkersFor?.(options.ctxSize ? { ...model, ctxSize: options.ctxSize } : model)) ?? { endpoints: [] };
     const current = this.servers.get(model.name);
     if (current && !sameOptions(this.loadedWith.get(current), options)) await this.drainAndEvict(model.name, "reload");
 
@@ -226,7 +227,6 @@ export class Pool {
       break;
     }
 
-    const split = (await this.opts.rpcWorkersFor?.(model)) ?? { endpoints: [] };
     let server: WrappedServer;
     try {
       server = await this.spawnReady(model, options, extraArgs, split);

@@ -66,10 +66,14 @@ test("wide (about 102 MiB) on a 64 MiB host: not loaded alone; three workers joi
   expect(host.child.output()).not.toContain("loading the model again");
 });
 
-test("the model hosted for the mesh is not evicted by a load on demand; allowed, the group lets it go and every status matches the processes", async () => {
+test("the model hosted for the mesh is not evicted by a load on demand; allowed, the group lets it go and every status matches the processes; alone, a node swaps", async () => {
   const models = { [`${TINY}.gguf`]: files[`${TINY}.gguf`]!, [`${TINY_F32}.gguf`]: files[`${TINY_F32}.gguf`]! };
   const held = await startMeshNode([...SMALL_LLAMA, "--model", TINY, "--max-loaded-models", "1"], { models, name: "held" });
   nodes.push(held);
+  // Alone, a node is a single box and swaps; with a peer, its model is the mesh's.
+  const peer = await startMeshNode([...SMALL_LLAMA, "--fetch", "off", "--join", held.token], { name: "peer" });
+  nodes.push(peer);
+  await waitForFullMesh([held, peer]);
   const first = await server(held, TINY);
   const refused = await chat(held, TINY_F32);
   expect(refused.status).toBe(409);
@@ -96,4 +100,11 @@ test("the model hosted for the mesh is not evicted by a load on demand; allowed,
   expect((await chat(b, TINY)).status).toBe(200);
   expect((await loaded(a)).map((s) => s.model_name)).toEqual([TINY]);
   for (const n of [a, b]) await waitFor(async () => (await statusOf(n, TINY)) === "ready" && (await statusOf(n, TINY_F32)) === "unloaded", { what: `${n.child.name} to show tiny ready again` });
+
+  // A node alone is a single box: a load on demand takes the slot, as llama-swap would.
+  const single = await startMeshNode([...SMALL_LLAMA, "--model", TINY, "--max-loaded-models", "1"], { models, name: "single" });
+  nodes.push(single);
+  await server(single, TINY);
+  expect((await chat(single, TINY_F32)).status).toBe(200);
+  expect((await loaded(single)).map((s) => s.model_name)).toEqual([TINY_F32]);
 });

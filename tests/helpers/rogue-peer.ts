@@ -38,6 +38,7 @@ export function fakeAnnouncement(nodeId: string): Announcement {
     seq: 1,
     role: "idle",
     vramBytes: 0,
+    keepsLayouts: true,
     ramBytes: 0,
     modelsOnDisk: [],
     serving: [],

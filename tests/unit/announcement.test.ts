@@ -241,3 +241,20 @@ describe("model references in announcements", () => {
     expect(fitted.seeds.map((x) => x.name)).toEqual(["by-source"]);
   });
 });
+
+describe("what a peer says of its running layout and a failed load", () => {
+  const announce = (over: Record<string, unknown>) => AnnouncementSchema.safeParse({ ...new AnnouncementSource(() => content()).current().announcement, ...over });
+  test.each<[string, Record<string, unknown>, boolean]>([
+    ["a layout of distinct workers", { layout: ["a", "b"] }, true],
+    ["refused: a worker named twice (it would count its memory twice)", { layout: ["a", "a"] }, false],
+    ["refused: more workers than the limit", { layout: Array.from({ length: L.layout + 1 }, (_, i) => `w${i}`) }, false],
+    ["a failed load", { loadFailed: { model: "m", error: "exited", retryInS: 20 } }, true],
+    ["refused: a retry that is no whole number of seconds (a Retry-After header)", { loadFailed: { model: "m", error: "x", retryInS: 12.5 } }, false],
+    ["refused: a retry beyond a day", { loadFailed: { model: "m", error: "x", retryInS: 1e21 } }, false],
+    ["refused: an error over the limit", { loadFailed: { model: "m", error: "x".repeat(L.error + 1), retryInS: 1 } }, false],
+  ])("%s", (_, over, ok) => expect(announce(over).success).toBe(ok));
+  test("an error's control characters become spaces: it is shown to clients as one line", () => {
+    const parsed = announce({ loadFailed: { model: "m", error: "bad\r\nX-Injected: 1\u0000", retryInS: 1 } });
+    expect(parsed.success && parsed.data.loadFailed?.error).toBe("bad  X-Injected: 1 ");
+  });
+});

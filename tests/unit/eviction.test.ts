@@ -35,6 +35,13 @@ describe("planLoad", () => {
       1,
       { action: "reject", heldForMesh: true, reason: "its llm slot(s) hold m, and m is hosted here for the mesh; raise --max-loaded-models, or start the node with --evict-mesh-models on to let loads on demand take its place" },
     ],
+    [
+      "the NPU holds the mesh's model: refused, whatever the type",
+      [s("m", 1, { meshHeld: true, devices: Device.NPU, type: "embedding" })],
+      { model: "b", type: "llm", devices: Device.NPU },
+      -1,
+      { action: "reject", heldForMesh: true, reason: "the NPU holds m, hosted here for the mesh; start the node with --evict-mesh-models on to let loads on demand take its place" },
+    ],
     ["the mesh's model of another type is no obstacle", [s("m", 1, { meshHeld: true, type: "embedding" })], llm("b"), 1, { action: "load", evict: [] }],
   ];
   test.each(cases)("%s", (_, servers, want, limit, plan) => expect(planLoad(servers, want, limit)).toEqual(plan));

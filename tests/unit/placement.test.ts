@@ -7,7 +7,7 @@ import { describe, expect, test } from "bun:test";
 import { catalog, type ModelStatus, type NodeView } from "../../mesh/catalog.ts";
 import { splitPlan, type Candidate } from "../../mesh/election.ts";
 import { routeModel } from "../../mesh/route.ts";
-import { retryAfterFailureMs } from "../../node/mesh-models.ts";
+import { retryAfterFailureMs } from "../../node/host-schedule.ts";
 
 const running = (nodeId: string, vramBytes: number, layout: string[]): Candidate => ({ nodeId, vramBytes, ready: true, hosting: true, layout });
 const member = (nodeId: string, vramBytes: number, over: Partial<Candidate> = {}): Candidate => ({ nodeId, vramBytes, ...over });
@@ -24,6 +24,8 @@ describe("splitPlan keeps the layout that runs", () => {
     ["still loading (not ready): no layout to keep, the elected plan", [member("c", 80, { hosting: true, layout: ["a"] }), member("a", 64), member("z", 96)], 140, { host: "z", workers: ["a", "c"] }],
     ["a layout that names its host as a worker is not kept", [running("c", 80, ["c", "a"]), member("a", 64), member("z", 96)], 140, { host: "z", workers: ["a", "c"] }],
     ["a server up on a node that does not host it (leaving) is no layout", [member("c", 80, { ready: true, layout: ["a"] }), member("a", 64), member("z", 96)], 140, { host: "z", workers: ["a", "c"] }],
+    ["a member of an older version (it elects afresh): so does everyone", [running("c", 80, ["a"]), member("a", 64), member("z", 96, { keepsLayouts: false })], 140, { host: "z", workers: ["a", "c"] }],
+    ["a host of an older version (no layout announced) running a split: its whole group", [member("c", 80, { ready: true, hosting: true, keepsLayouts: false }), member("a", 64)], 140, { host: "c", workers: ["a"] }],
     ["nobody runs it: the most memory hosts, the rest are workers", [member("a", 8), member("c", 24), member("b", 8)], 30, { host: "c", workers: ["a", "b"] }],
   ])("%s", (_, group, need, plan) => expect(splitPlan(group, need)).toEqual(plan));
 });
@@ -63,7 +65,12 @@ describe("a load that failed on its host", () => {
     const [m] = catalog([view("hostnode00aa", { hosting: true, loadFailed: failed })]);
     expect(m!.failure).toEqual({ error: failed.error, retryInS: 20 });
     const route = routeModel(m, { nodeId: "hostnode00aa", model: "m", known: true, hasFiles: true, ready: false, needBytes: 140, vramBytes: 200 }, false);
-    expect(route).toEqual({ to: "unavailable", retryAfterS: 20, message: 'model "m" failed to load on its host hostnode00: llama-server exited: invalid magic; it tries again in 20 s' });
+    expect(route).toEqual({ to: "unavailable", retryAfterS: 20, message: 'model "m" failed to load on its host hostnode00: llama-server exited: invalid magic; it tries again within 20 s' });
+  });
+
+  test("a request forwarded to the host of a failed model starts no load either", () => {
+    const [m] = catalog([view("hostnode00aa", { hosting: true, loadFailed: failed })]);
+    expect(routeModel(m, { nodeId: "hostnode00aa", model: "m", known: true, hasFiles: true, ready: false, needBytes: 140, vramBytes: 200 }, true).to).toBe("unavailable");
   });
 
   test.each([
