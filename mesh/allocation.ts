@@ -40,13 +40,14 @@ export function allocate(
   const needsMe = open.filter((m) => m.status === "needs-capacity" && m.capacityBytes + self.vramBytes >= m.needBytes);
   const unserved = open.filter((m) => m.nodesServing.length === 0 && m.status !== "ready" && self.vramBytes >= m.needBytes);
   const growable = open.filter((m) => m.split && m.status !== "needs-capacity");
+  const toDownload = (list: CatalogModel[]) => (lendsOnly ? [] : list.filter((m) => !onDisk(m)));
 
   return (
     first(1, needsMe) ??
     first(2, unserved.filter(onDisk)) ??
     first(3, growable.filter(onDisk)) ??
-    (lendsOnly ? undefined : first(4, unserved.filter((m) => !onDisk(m)))) ??
-    (lendsOnly ? undefined : first(4, growable.filter((m) => !onDisk(m)))) ??
+    first(4, toDownload(unserved)) ??
+    first(4, toDownload(growable)) ??
     first(5, open, largest)
   );
 }
