@@ -4,76 +4,53 @@
  * bridge) when something else fills the disk half-way; and model files that are corrupt (cut short,
  * garbage in the header, no GGUF magic) on nodes assigned to serve them. Each must end in a clear
  * error, with nothing half-installed, the node serving what it had, other models unaffected, and no
- * load attempted again and again without pause. Each case records a row of the fault table; the
+ * load started by each request for a broken file. Each case records a row of the fault table; the
  * test asserts correctness and generous liveness bounds only.
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
+import { expect } from "bun:test";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { post } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { startFakeHub, type FakeHub } from "../helpers/fake-hub.ts";
+import { startFakeHub } from "../helpers/fake-hub.ts";
 import { waitForFullMesh } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
 import { SMALL_LLAMA } from "../helpers/node.ts";
 import { parseScrape, valueOf } from "../helpers/prometheus.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { FREE_SPACE_MARGIN } from "../../models/download-rules.ts";
 import { PULLS_DIR, REGISTRY_FILE } from "../../models/registry.ts";
 import { sh } from "./lab-net.ts";
-import { faultTable, recordFault, type FaultOutcome } from "./fault-table.ts";
 import { catalogEntry, describeAnswer, halfWritten, LIVENESS_MS, modelNode, seconds } from "./fault-probes.ts";
-import { Lab, labUnavailable, type LabNode } from "./lab.ts";
+import type { Lab, LabNode } from "./lab.ts";
 import { ask, vramFor } from "./lab-mesh.ts";
+import { labSuite } from "./lab-suite.ts";
 
 const WIDE = "wide-q8_0";
 const TINY = "tiny-q8_0";
-const skip = labUnavailable();
-if (skip) console.log(`lab fault tests skipped: ${skip}`);
-
-let wide: string;
-let tiny: string;
-let lab: Lab | undefined;
-let hub: FakeHub | undefined;
-const temps: string[] = [];
-const rows: FaultOutcome[] = [];
-beforeAll(async () => {
-  if (skip !== undefined) return;
-  wide = await testModel("wide", "q8_0");
-  tiny = await testModel("tiny", "q8_0");
-});
-afterEach(async () => {
-  await lab?.close();
-  lab = undefined;
-  await hub?.stop();
-  hub = undefined;
-  for (const d of temps.splice(0)) rmSync(d, { recursive: true, force: true });
-});
-afterAll(async () => {
-  await killAllChildren();
-  if (rows.length) console.log(`\ndisk faults\n${faultTable(rows)}`);
-});
-
-function record(o: FaultOutcome): void {
-  recordFault(o);
-  rows.push(o);
-}
+const { labTest, models, newLab, afterTest, record } = labSuite("disk faults", { wide: ["wide", "q8_0"], tiny: ["tiny", "q8_0"] });
 
 const MiB = 2 ** 20;
 
 /** A models dir on a tmpfs of `bytes`, holding tiny (what the node has and serves before the fault). */
 function smallDisk(l: Lab, bytes: number): { mount: string; models: string } {
   const mount = l.tmpfs(bytes);
-  const models = join(mount, "models");
-  mkdirSync(models);
-  copyFileSync(tiny, join(models, `${TINY}.gguf`));
-  return { mount, models };
+  const dir = join(mount, "models");
+  mkdirSync(dir);
+  copyFileSync(models.tiny, join(dir, `${TINY}.gguf`));
+  return { mount, models: dir };
 }
 
-/** The `error=` field of a log line, unquoted, in at most `max` characters. */
-function loggedError(line: string, max = 90): string {
-  const m = /error=("(?:[^"\\]|\\.)*"|\S+)/.exec(line);
+/** Every file under `dir` (its staging dirs too) whose name holds `name`, with its size. */
+function filesNamed(dir: string, name: string): { path: string; bytes: number }[] {
+  return readdirSync(dir, { recursive: true })
+    .map(String)
+    .filter((f) => f.split("/").pop()!.includes(name) && statSync(join(dir, f)).isFile())
+    .map((f) => ({ path: f, bytes: statSync(join(dir, f)).size }));
+}
+
+/** A field of a log line (`error=` unless named), unquoted, in at most `max` characters. */
+function loggedField(line: string, field = "error", max = 90): string {
+  const m = new RegExp(`${field}=("(?:[^"\\\\]|\\\\.)*"|\\S+)`).exec(line);
   let text = m?.[1] ?? line;
   try {
     if (text.startsWith('"')) text = JSON.parse(text) as string;
@@ -91,46 +68,46 @@ const linesAfter = (n: LabNode, from: number, pattern: RegExp) =>
     .split("\n")
     .filter((l) => pattern.test(l));
 
-test.skipIf(skip !== undefined)(
-  "the disk fills during a copy from a peer: a clear error, nothing installed, the node keeps serving what it had",
+labTest(
+  "the disk fills during a copy from a peer: a clear error, the node gives up and frees the disk, and keeps serving what it had",
   async () => {
-    lab = await Lab.create();
-    const holder = await modelNode(lab, wide, 0.1, "holder");
+    const lab = await newLab();
+    const holder = await modelNode(lab, models.wide, 0.1, "holder");
     // 40 MiB: tiny fits, the 96 MB wide does not; the copy starts as soon as the node joins.
     const disk = smallDisk(lab, 40 * MiB);
     const startedAt = performance.now();
-    const node = await lab.addNode([...SMALL_LLAMA, ...(await vramFor(wide, 0.1)), "--model", WIDE, "--join", holder.token], { modelsDir: disk.models, name: "small-disk" });
-    const failed = await waitFor(() => linesAfter(node, 0, /could not fetch the model.*wide-q8_0/)[0], { what: "the copy to fail", timeoutMs: LIVENESS_MS, intervalMs: 100 });
-    const failedMs = performance.now() - startedAt;
+    const node = await lab.addNode([...SMALL_LLAMA, ...(await vramFor(models.wide, 0.1)), "--model", WIDE, "--join", holder.token], { modelsDir: disk.models, name: "small-disk" });
+    // A full disk is not bad luck: trying again cannot help, so the node gives up (at once) and says why.
+    const gaveUp = await waitFor(() => linesAfter(node, 0, /giving up on the assigned model.*wide-q8_0.*|wide-q8_0.*giving up on the assigned model.*/)[0], {
+      what: "the node to give up on wide",
+      timeoutMs: LIVENESS_MS,
+      intervalMs: 100,
+    }).catch((err: Error) => {
+      throw new Error(`${err.message}\nsmall-disk log:\n${node.child.output().slice(-3000)}`);
+    });
+    const gaveUpMs = performance.now() - startedAt;
+    const tries = linesAfter(node, 0, /fetching model model=wide-q8_0/).length;
+    await waitFor(async () => (await catalogEntry(node, WIDE))?.nodesOnDisk.length === 1, { what: "the catalog to list wide on the holder only" });
     // It serves what it had, through itself and through the peer.
     const local = await ask(node, TINY);
     const viaPeer = await ask(holder, TINY);
-    // A while longer: how often it tries again, and whether it gives up.
-    const from = node.child.output().length;
-    await waitFor(async () => (await catalogEntry(node, WIDE))?.nodesOnDisk.length === 1, { what: "the catalog to list wide on the holder only" });
-    await Bun.sleep(20_000); // an observation window (how often it tries again), not a wait for anything
-    const retries = linesAfter(node, from, /could not fetch the model.*wide-q8_0/).length;
-    const gaveUp = linesAfter(node, 0, /giving up on the assigned model/).length > 0;
-    const half = await halfWritten([{ modelsDir: disk.models }], { [`${TINY}.gguf`]: tiny }, () => "small-disk");
+    const half = await halfWritten([{ modelsDir: disk.models }], { [`${TINY}.gguf`]: models.tiny }, () => "small-disk");
     const orphans = await lab.terminate(node);
-    const partBytes = readdirSync(join(disk.models, ".partial"), { recursive: true })
-      .map((f) => join(disk.models, ".partial", String(f)))
-      .filter((f) => f.endsWith(".part"))
-      .reduce((sum, f) => sum + statSync(f).size, 0);
+    // Nothing of wide anywhere in the dir, its staging dirs included: the disk is freed, no part kept.
+    const left = filesNamed(disk.models, WIDE);
+    const why = loggedField(gaveUp, "why", 1_000).replaceAll(disk.models, "<models dir>");
     record({
       fault: "the disk fills during a copy from a peer (40 MiB tmpfs, 96 MB model)",
-      client: `log: ${loggedError(failed).replace(disk.models, "<models dir>")}; ${retries} more tries in 20 s${gaveUp ? ", then gave up" : ", no giving up"}; a ${(partBytes / MiB).toFixed(0)} MiB part left in the staging dir; tiny: ${describeAnswer(local)} here, ${describeAnswer(viaPeer)} through the peer`,
-      clientMs: Math.round(failedMs),
+      client: `log: gave up after ${tries} ${tries === 1 ? "try" : "tries"}: ${why.slice(0, 140)}; ${left.length ? `left: ${left.map((f) => `${f.path} (${(f.bytes / MiB).toFixed(0)} MiB)`).join(", ")}` : "nothing of it left"}; tiny: ${describeAnswer(local)} here, ${describeAnswer(viaPeer)} through the peer`,
+      clientMs: Math.round(gaveUpMs),
       restoredMs: null,
       halfWritten: half,
       orphans: orphans.length,
     });
 
-    expect(failed).toMatch(/ENOSPC|no space|disk .* is full/i);
-    // A full disk is not bad luck: the node stops trying after a few failures, not never.
-    expect(gaveUp).toBe(true);
-    expect(failedMs).toBeLessThan(LIVENESS_MS);
-    expect(existsSync(join(disk.models, `${WIDE}.gguf`))).toBe(false);
+    expect(why).toMatch(/ENOSPC|no space|disk .* is full/i);
+    expect(gaveUpMs).toBeLessThan(LIVENESS_MS);
+    expect(left).toEqual([]);
     expect(half).toEqual([]);
     expect(local.status).toBe(200);
     expect(viaPeer.status).toBe(200);
@@ -139,12 +116,14 @@ test.skipIf(skip !== undefined)(
   240_000,
 );
 
-test.skipIf(skip !== undefined)(
+labTest(
   "the disk fills during a pull from the Hub: a clear error, nothing installed, the node keeps serving what it had",
   async () => {
-    lab = await Lab.create();
+    const lab = await newLab();
+    const { wide, tiny } = models;
     const repo = "test-org/wide-GGUF";
-    hub = await startFakeHub({ hostname: lab.gateway, repos: [{ repo, files: { [`${WIDE}.gguf`]: { fromFile: wide } } }] });
+    const hub = await startFakeHub({ hostname: lab.gateway, repos: [{ repo, files: { [`${WIDE}.gguf`]: { fromFile: wide } } }] });
+    afterTest(() => hub.stop());
     // Room for wide and the margin a pull keeps free, until something else fills the disk.
     const disk = smallDisk(lab, FREE_SPACE_MARGIN + 160 * MiB);
     const node = await lab.addNode([...SMALL_LLAMA], { modelsDir: disk.models, capMbit: 64, env: { HF_ENDPOINT: hub.endpoint }, name: "pulling" });
@@ -229,28 +208,26 @@ const CORRUPTIONS: Corruption[] = [
   },
 ];
 
-/** Load attempts of `model` the node logged, and its load failures and nuclear evictions by /metrics. */
-async function loadCounts(n: LabNode, model: string) {
+/** Loads the node started, by /metrics: those that finished and those that failed; and its nuclear evictions. */
+async function loadCounts(n: LabNode) {
   const scrape = parseScrape(await (await fetch(`${n.url}/metrics`)).text());
-  return {
-    attempts: linesAfter(n, 0, new RegExp(`loading model model=${model} `)).length,
-    failures: valueOf(scrape, "mesh_model_load_failures_total"),
-    nuclear: valueOf(scrape, "mesh_model_evictions_total", { cause: "nuclear" }),
-  };
+  const failures = valueOf(scrape, "mesh_model_load_failures_total");
+  return { loads: valueOf(scrape, "mesh_model_loads_total") + failures, nuclear: valueOf(scrape, "mesh_model_evictions_total", { cause: "nuclear" }) };
 }
+
+/** The node's log lines for its own (scheduled) loads of `model` that failed. */
+const failedLoads = (n: LabNode, model: string) => linesAfter(n, 0, new RegExp(`could not load the assigned model.*${model}|${model}.*could not load`));
 
 /** Requests a client sends in a row for each broken model. */
 const BURST = 10;
 
-/** The window over which load attempts are counted, with no requests made during it. */
-const WINDOW_MS = 30_000;
-
-test.skipIf(skip !== undefined)(
-  "a corrupt model file on the node assigned to serve it: clean errors, never reported ready, other models unaffected, no reload spin",
+labTest(
+  "a corrupt model file on the node assigned to serve it: clean errors, listed failed, other models unaffected, no load per request",
   async () => {
-    lab = await Lab.create();
+    const lab = await newLab();
+    const tiny = models.tiny;
     const dir = mkdtempSync(join(tmpdir(), "mesh-lab-corrupt-"));
-    temps.push(dir);
+    afterTest(() => rmSync(dir, { recursive: true, force: true }));
     const bytes = new Uint8Array(readFileSync(tiny));
     const nodes: LabNode[] = [];
     for (const c of CORRUPTIONS) {
@@ -262,14 +239,12 @@ test.skipIf(skip !== undefined)(
     // An entry that holds nothing and copies nothing: requests through it cross the mesh.
     const entry = await lab.addNode([...SMALL_LLAMA, "--fetch", "off", "--join", nodes[0]!.token], { name: "entry" });
     await waitForFullMesh([...nodes, entry]);
-    for (const [i, c] of CORRUPTIONS.entries()) {
-      await waitFor(() => linesAfter(nodes[i]!, 0, new RegExp(`could not load the assigned model.*${c.name}|${c.name}.*could not load`)).length > 0, {
-        what: `${c.name}'s node to report the failed load`,
-        timeoutMs: LIVENESS_MS,
-      }).catch((err: Error) => {
+    /** Waits until the node of CORRUPTIONS[i] has logged `count` failed loads of its own. */
+    const failedTimes = (i: number, count: number, what: string) =>
+      waitFor(() => failedLoads(nodes[i]!, CORRUPTIONS[i]!.name).length >= count, { what, timeoutMs: LIVENESS_MS }).catch((err: Error) => {
         throw new Error(`${err.message}\n${nodes[i]!.child.output().slice(-3000)}`);
       });
-    }
+    for (const [i, c] of CORRUPTIONS.entries()) await failedTimes(i, 1, `${c.name}'s node to report the failed load`);
 
     const seen = await Promise.all(
       CORRUPTIONS.map(async (c, i) => {
@@ -280,35 +255,36 @@ test.skipIf(skip !== undefined)(
         return { here, through, listed: listed?.status, catalog: (await catalogEntry(entry, c.name))?.status };
       }),
     );
-    // A client that keeps asking: does each request start another load of the broken file?
+    // A client that keeps asking: does each request start another load of the broken file? The
+    // burst follows the node's own retry (10 s after the first failure), so the next one it
+    // schedules (20 s on) cannot fall into it: every load counted in it was started by a request.
     const burst = await Promise.all(
       CORRUPTIONS.map(async (c, i) => {
-        const from = await loadCounts(nodes[i]!, c.name);
+        await failedTimes(i, 2, `${c.name}'s node to try its load again on its own`);
+        const retried = failedLoads(nodes[i]!, c.name)[1]!;
+        const from = await loadCounts(nodes[i]!);
         const statuses: number[] = [];
         for (let k = 0; k < BURST; k++) statuses.push((await ask(entry, c.name, LIVENESS_MS)).status);
-        return { statuses, attempts: (await loadCounts(nodes[i]!, c.name)).attempts - from.attempts };
+        const to = await loadCounts(nodes[i]!);
+        return { statuses, loads: to.loads - from.loads, nuclear: to.nuclear - from.nuclear, nextTry: /next_try_in_s=(\d+)/.exec(retried)?.[1] };
       }),
     );
-    const tinyBefore = await ask(entry, TINY, LIVENESS_MS);
-    const before = await Promise.all(CORRUPTIONS.map((c, i) => loadCounts(nodes[i]!, c.name)));
-    await Bun.sleep(WINDOW_MS); // an observation window (how often loads are tried), not a wait for anything
-    const after = await Promise.all(CORRUPTIONS.map((c, i) => loadCounts(nodes[i]!, c.name)));
-    const tinyAfter = await Promise.all(nodes.map((n) => ask(n, TINY, LIVENESS_MS)));
+    const tinyAfter = await Promise.all([entry, ...nodes].map((n) => ask(n, TINY, LIVENESS_MS)));
 
     for (const [i, c] of CORRUPTIONS.entries()) {
       const s = seen[i]!;
-      const tries = after[i]!.attempts - before[i]!.attempts;
-      const logged = linesAfter(nodes[i]!, 0, /could not load the assigned model/)[0] ?? "";
+      const b = burst[i]!;
+      const logged = failedLoads(nodes[i]!, c.name)[0] ?? "";
       record({
         fault: `corrupt model file: ${c.how}`,
-        client: `here ${describeAnswer(s.here)} in ${seconds(s.here.ms)}, through a peer ${describeAnswer(s.through)}; listed ${s.listed}, catalog ${s.catalog}; ${tries} load attempts (${after[i]!.failures - before[i]!.failures} failures by /metrics) in ${WINDOW_MS / 1000} s idle, ${burst[i]!.attempts} for ${BURST} requests in a row (${after[i]!.nuclear - before[i]!.nuclear} nuclear evictions); log: ${loggedError(logged, 70)}`,
+        client: `here ${describeAnswer(s.here)} in ${seconds(s.here.ms)}, through a peer ${describeAnswer(s.through)}; listed ${s.listed}, catalog ${s.catalog}; tried again on its own, next in ${b.nextTry ?? "?"} s; ${b.loads} loads for ${BURST} requests in a row (${b.nuclear} nuclear evictions); log: ${loggedField(logged, "error", 70)}`,
         clientMs: Math.round(Math.max(s.here.ms, s.through.ms)),
         restoredMs: null,
         halfWritten: [],
         orphans: 0,
       });
     }
-    const orphans = (await Promise.all([...nodes, entry].map((n) => lab!.terminate(n)))).flat();
+    const orphans = (await Promise.all([...nodes, entry].map((n) => lab.terminate(n)))).flat();
     const files = Object.fromEntries(CORRUPTIONS.map((c) => [`${c.name}.gguf`, join(dir, `${c.name}.gguf`)]));
     const half = await halfWritten(nodes, { ...files, [`${TINY}.gguf`]: tiny }, (i) => nodes[i]!.child.name);
 
@@ -320,16 +296,14 @@ test.skipIf(skip !== undefined)(
         expect((JSON.parse(a.text) as { error: { message: string } }).error.message).toContain(`"${CORRUPTIONS[i]!.name}" failed to load`);
       }
       expect(s.listed).not.toBe("loaded");
-      expect(s.catalog).not.toBe("ready");
+      expect(s.catalog).toBe("failed");
       expect(linesAfter(nodes[i]!, 0, new RegExp(`model ready model=${CORRUPTIONS[i]!.name} `))).toEqual([]);
-      // No spin: at most one attempt per 5 s of the window (the node may retry now and then),
-      // and a client asking again and again does not start a load per request (a load of a
-      // large model reads gigabytes): a few requests in a row are answered from the failure.
-      expect(after[i]!.attempts - before[i]!.attempts).toBeLessThanOrEqual(WINDOW_MS / 5_000);
+      // A client asking again and again does not start a load per request (a load of a large
+      // model reads gigabytes): requests are answered from the failure. How often the node tries
+      // on its own (10 s, doubling to 5 min) is the schedule's, unit-tested in placement.test.ts.
       expect(burst[i]!.statuses.every((st) => st >= 500)).toBe(true);
-      expect(burst[i]!.attempts).toBeLessThanOrEqual(2);
+      expect(burst[i]!.loads).toBe(0);
     }
-    expect(tinyBefore.status).toBe(200);
     for (const a of tinyAfter) expect(a.status).toBe(200);
     expect(orphans).toEqual([]);
     expect(half).toEqual([]);

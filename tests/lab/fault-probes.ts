@@ -138,6 +138,15 @@ export function compact(seen: readonly string[]): string {
   return out.join(", ");
 }
 
+/** Kills `victim` while a request for `model` through `via` is on its way: what that request got, and when from the kill. */
+export async function killDuringRequest(lab: Lab, victim: LabNode, via: TestNode, model: string): Promise<{ killedAt: number; first: Answer; firstMs: number }> {
+  const inFlight = ask(via, model, LIVENESS_MS);
+  const killedAt = performance.now();
+  await lab.kill(victim);
+  const first = await inFlight;
+  return { killedAt, first, firstMs: performance.now() - killedAt };
+}
+
 /** The processes left in the namespaces of the nodes killed, after they had `graceMs` to go (pdeathsig is immediate). */
 export async function orphansOf(lab: Lab, killed: readonly LabNode[], graceMs = 10_000): Promise<{ ns: string; pid: number; cmd: string }[]> {
   const spaces = new Set(killed.map((n) => n.ns));

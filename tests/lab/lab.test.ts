@@ -3,35 +3,18 @@
  * tokens over real addresses, a split across three namespaces over the direct TLS path, and a
  * bandwidth cap that holds a model copy back (measured, not asserted).
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { statSync } from "node:fs";
 import { join } from "node:path";
-import { killAllChildren } from "../helpers/children.ts";
 import { meshStatus, waitForFullMesh } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
 import { SMALL_LLAMA } from "../helpers/node.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
 import { ask, fetchedMs, modelName, readyServer, vramFor } from "./lab-mesh.ts";
-import { delayingRelay, Lab, labUnavailable, type LabNode } from "./lab.ts";
+import { delayingRelay, type Lab, type LabNode } from "./lab.ts";
+import { labSuite } from "./lab-suite.ts";
 
-const why = labUnavailable();
-if (why) console.log(`SKIP tests/lab/lab.test.ts: ${why}`);
-
-let lab: Lab | undefined;
-afterEach(async () => {
-  await lab?.close();
-  lab = undefined;
-});
-afterAll(killAllChildren);
-
-let tiny: string;
-let wide: string;
-beforeAll(async () => {
-  if (why) return;
-  tiny = await testModel("tiny", "q8_0");
-  wide = await testModel("wide", "q8_0");
-});
+const { labTest, models, newLab } = labSuite("tests/lab/lab.test.ts", { tiny: ["tiny", "q8_0"], wide: ["wide", "q8_0"] });
 
 interface Tunnels {
   tunnels: Record<string, { fromPeerHost: { bytes: number }; direct: boolean }>;
@@ -40,16 +23,15 @@ const tunnels = async (n: LabNode) => ((await (await fetch(`${n.url}/api/status`
 
 /** Two workers and a host with `--model tiny`, by `--vram` a split over all three; resolves once it runs. */
 async function splitLab(l: Lab) {
-  const workerArgs = [...SMALL_LLAMA, ...(await vramFor(tiny, 0.35))];
+  const workerArgs = [...SMALL_LLAMA, ...(await vramFor(models.tiny, 0.35))];
   const w1 = await l.addNode(workerArgs, { name: "w1" });
   const w2 = await l.addNode([...workerArgs, "--join", w1.token], { name: "w2" });
-  const host = await l.addNode([...SMALL_LLAMA, ...(await vramFor(tiny, 0.4)), "--join", w1.token, "--model", tiny], { name: "host" });
-  return { w1, w2, host, name: modelName(tiny) };
+  const host = await l.addNode([...SMALL_LLAMA, ...(await vramFor(models.tiny, 0.4)), "--join", w1.token, "--model", models.tiny], { name: "host" });
+  return { w1, w2, host, name: modelName(models.tiny) };
 }
 
-test.skipIf(why !== undefined)("three nodes in namespaces form a mesh by join token; tokens and /api/status carry their lab addresses, no loopback", async () => {
-  lab = await Lab.create();
-  const l = lab;
+labTest("three nodes in namespaces form a mesh by join token; tokens and /api/status carry their lab addresses, no loopback", async () => {
+  const l = await newLab();
   const { w1, w2, host } = await splitLab(l);
   await waitForFullMesh([w1, w2, host]);
   for (const n of [w1, w2, host]) {
@@ -66,8 +48,8 @@ test.skipIf(why !== undefined)("three nodes in namespaces form a mesh by join to
   }
 });
 
-test.skipIf(why !== undefined)("a model split over three namespaces answers through a worker; the host reaches both workers over the direct TLS path", async () => {
-  lab = await Lab.create();
+labTest("a model split over three namespaces answers through a worker; the host reaches both workers over the direct TLS path", async () => {
+  const lab = await newLab();
   const { w1, w2, host, name } = await splitLab(lab);
   await waitForFullMesh([w1, w2, host]);
   await waitFor(async () => (await readyServer(host, name))?.rpc_workers?.length === 3, { what: "the host's model to run across 3 rpc-servers", timeoutMs: 90_000 });
@@ -83,11 +65,12 @@ test.skipIf(why !== undefined)("a model split over three namespaces answers thro
   // lab.kill is kill -9 of the mesh process alone: its llama-server and rpc-server must go with it.
   expect(lab.processesLeft().filter((p) => p.ns === host.ns).length).toBeGreaterThanOrEqual(3);
   await lab.kill(host);
-  await waitFor(() => lab!.processesLeft().every((p) => p.ns !== host.ns), { what: "nothing left in the killed host's namespace", timeoutMs: 10_000 });
+  await waitFor(() => lab.processesLeft().every((p) => p.ns !== host.ns), { what: "nothing left in the killed host's namespace", timeoutMs: 10_000 });
 });
 
-test.skipIf(why !== undefined)("a link capped with tc tbf holds a model copy back; the copy completes and the model is served", async () => {
-  lab = await Lab.create();
+labTest("a link capped with tc tbf holds a model copy back; the copy completes and the model is served", async () => {
+  const lab = await newLab();
+  const wide = models.wide;
   const name = modelName(wide);
   const size = statSync(wide).size;
   const seeder = await lab.addNode([...SMALL_LLAMA, "--model", name], { models: { [`${name}.gguf`]: wide }, name: "seeder" });

@@ -5,46 +5,22 @@
  * bounds and correctness: no hung request, one mesh and one host per model after the fault, no
  * half-written model file, no orphaned process.
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
+import { expect } from "bun:test";
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { killAllChildren } from "../helpers/children.ts";
-import { testModel } from "../helpers/models.ts";
 import { SMALL_LLAMA } from "../helpers/node.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { PARTIAL_DIR } from "../../models/model-transfer.ts";
-import { faultTable, recordFault, type FaultOutcome } from "./fault-table.ts";
-import { ask, fetchedMs, halfWrittenFiles, modelName, probe, readyServer, statusSummary } from "./lab-mesh.ts";
-import { Lab, labUnavailable, type LabNode } from "./lab.ts";
+import { ask, fetchedMs, halfWrittenFiles, probe, readyServer, statusSummary } from "./lab-mesh.ts";
+import type { Lab, LabNode } from "./lab.ts";
 import { llamaServers, oneMeshOneHost, peersOf } from "./lab-state.ts";
+import { labSuite } from "./lab-suite.ts";
 
-const why = labUnavailable();
-if (why) console.log(`SKIP tests/lab/network-faults.test.ts: ${why}`);
-
-let lab: Lab | undefined;
-afterEach(async () => {
-  await lab?.close();
-  lab = undefined;
-});
-const rows: FaultOutcome[] = [];
-afterAll(async () => {
-  await killAllChildren();
-  if (rows.length > 0) console.log(`\nnetwork faults (tests/lab/network-faults.test.ts):\n${faultTable(rows)}\n`);
-});
-function record(o: FaultOutcome): void {
-  rows.push(o);
-  recordFault(o);
-}
-
-let files: Record<string, string>;
-beforeAll(async () => {
-  if (why) return;
-  files = {
-    "tiny-q8_0.gguf": await testModel("tiny", "q8_0"),
-    "tiny-f32.gguf": await testModel("tiny", "f32"),
-    "wide-q8_0.gguf": await testModel("wide", "q8_0"),
-  };
+const { labTest, models: files, newLab, record } = labSuite("network faults (tests/lab/network-faults.test.ts)", {
+  "tiny-q8_0.gguf": ["tiny", "q8_0"],
+  "tiny-f32.gguf": ["tiny", "f32"],
+  "wide-q8_0.gguf": ["wide", "q8_0"],
 });
 
 const vram = (mib: number) => ["--vram", `${mib}MiB`];
@@ -57,9 +33,8 @@ async function orphansAfterStop(l: Lab, nodes: readonly LabNode[]): Promise<numb
   return left.length;
 }
 
-test.skipIf(why !== undefined)("a host frozen for 20 s: clients through another node get a clean 503 or an answer, never a hang; after thaw, one mesh and one host", async () => {
-  lab = await Lab.create();
-  const l = lab;
+labTest("a host frozen for 20 s: clients through another node get a clean 503 or an answer, never a hang; after thaw, one mesh and one host", async () => {
+  const l = await newLab();
   const model = "tiny-q8_0";
   const own = { [`${model}.gguf`]: files[`${model}.gguf`]! };
   const host = await l.addNode([...SMALL_LLAMA, ...vram(64), "--model", model], { models: own, name: "host" });
@@ -99,9 +74,8 @@ test.skipIf(why !== undefined)("a host frozen for 20 s: clients through another 
   expect(orphans).toBe(0);
 });
 
-test.skipIf(why !== undefined)("a 2|2 partition that heals: both sides converge to one mesh, one host per model, every node answers", async () => {
-  lab = await Lab.create();
-  const l = lab;
+labTest("a 2|2 partition that heals: both sides converge to one mesh, one host per model, every node answers", async () => {
+  const l = await newLab();
   const [m1, m2] = ["tiny-q8_0", "tiny-f32"] as const;
   const both = { [`${m1}.gguf`]: files[`${m1}.gguf`]!, [`${m2}.gguf`]: files[`${m2}.gguf`]! };
   const a = await l.addNode([...SMALL_LLAMA, ...vram(64), "--model", m1], { models: both, name: "a" });
@@ -154,9 +128,8 @@ test.skipIf(why !== undefined)("a 2|2 partition that heals: both sides converge 
   expect(orphans).toBe(0);
 });
 
-test.skipIf(why !== undefined)("a link capped at 100 Mbit/s during a model copy: the copy completes, nothing half-written, the copy is served", async () => {
-  lab = await Lab.create();
-  const l = lab;
+labTest("a link capped at 100 Mbit/s during a model copy: the copy completes, nothing half-written, the copy is served", async () => {
+  const l = await newLab();
   const model = "wide-q8_0";
   const source = files[`${model}.gguf`]!;
   const seeder = await l.addNode([...SMALL_LLAMA, "--model", model], { models: { [`${model}.gguf`]: source }, name: "seeder" });

@@ -7,17 +7,16 @@
  * the mesh must say so (needs-capacity, 503 with Retry-After) instead of showing a load that no
  * longer runs. Each case records a row of the fault table; only liveness bounds are asserted.
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
-import { killAllChildren } from "../helpers/children.ts";
+import { expect } from "bun:test";
 import { waitForFullMesh } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
 import { waitFor } from "../helpers/wait.ts";
-import { faultTable, recordFault, type FaultOutcome } from "./fault-table.ts";
+import type { FaultOutcome } from "./fault-table.ts";
 import {
   catalogEntry,
   compact,
   describeAnswer,
   halfWritten,
+  killDuringRequest,
   LIVENESS_MS,
   modelNode,
   orphansOf,
@@ -26,27 +25,11 @@ import {
   untilAnswered,
   whileLoading,
 } from "./fault-probes.ts";
-import { Lab, labUnavailable, type LabNode } from "./lab.ts";
 import { ask } from "./lab-mesh.ts";
+import { labSuite } from "./lab-suite.ts";
 
 const WIDE = "wide-q8_0";
-const skip = labUnavailable();
-if (skip) console.log(`lab fault tests skipped: ${skip}`);
-
-let wide: string;
-let lab: Lab | undefined;
-const rows: FaultOutcome[] = [];
-beforeAll(async () => {
-  if (skip === undefined) wide = await testModel("wide", "q8_0");
-});
-afterEach(async () => {
-  await lab?.close();
-  lab = undefined;
-});
-afterAll(async () => {
-  await killAllChildren();
-  if (rows.length) console.log(`\nkill -9 while loading\n${faultTable(rows)}`);
-});
+const { labTest, models, newLab, record } = labSuite("kill -9 while loading", { wide: ["wide", "q8_0"] });
 
 interface LoadingCase {
   fault: string;
@@ -63,10 +46,11 @@ const CASES: LoadingCase[] = [
   { fault: "kill -9 of the joining node while the host loads over it (no capacity left)", victim: "joiner", via: "worker", capacityLeft: false },
 ];
 
-test.skipIf(skip !== undefined).each(CASES.map((c) => [c.fault, c] as const))(
+labTest.each(CASES.map((c) => [c.fault, c] as const))(
   "%s: the client gets an answer or a clean error, the mesh shows what runs, nothing half-written or orphaned",
   async (fault, c) => {
-    lab = await Lab.create();
+    const lab = await newLab();
+    const wide = models.wide;
     const host = await modelNode(lab, wide, 0.6, "host");
     const worker = await modelNode(lab, wide, 0.3, "worker", host);
     await waitFor(async () => (await catalogEntry(worker, WIDE))?.status === "needs-capacity", { what: "wide to need capacity" });
@@ -78,11 +62,7 @@ test.skipIf(skip !== undefined).each(CASES.map((c) => [c.fault, c] as const))(
     const victim = nodes[c.victim];
     const survivors = Object.values(nodes).filter((n) => n !== victim);
     // A request on its way when the node dies (through the entry, it waits for the load).
-    const inFlight = ask(via, WIDE, LIVENESS_MS);
-    const killedAt = performance.now();
-    await lab.kill(victim);
-    const first = await inFlight;
-    const firstMs = performance.now() - killedAt;
+    const { killedAt, first, firstMs } = await killDuringRequest(lab, victim, via, WIDE);
 
     let restoredMs: number | null = null;
     let after: string;
@@ -121,11 +101,10 @@ test.skipIf(skip !== undefined).each(CASES.map((c) => [c.fault, c] as const))(
       client: `in flight: ${describeAnswer(first)}; ${after}`,
       clientMs: Math.round(firstMs),
       restoredMs: restoredMs === null ? null : Math.round(restoredMs),
-      halfWritten: await halfWritten(lab.nodes, { [`${WIDE}.gguf`]: wide }, (i) => lab!.nodes[i]!.child.name),
+      halfWritten: await halfWritten(lab.nodes, { [`${WIDE}.gguf`]: wide }, (i) => lab.nodes[i]!.child.name),
       orphans: orphans.length,
     };
-    recordFault(row);
-    rows.push(row);
+    record(row);
 
     if (wrong) throw new Error(`${wrong}\nhost log:\n${host.child.output().slice(-4000)}`);
     expect(first.status).not.toBe(0);

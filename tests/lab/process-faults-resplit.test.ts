@@ -7,34 +7,17 @@
  * and nothing may run on in a killed node's namespace. Each case records a row of the fault table;
  * only liveness bounds are asserted.
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
-import { killAllChildren } from "../helpers/children.ts";
+import { expect } from "bun:test";
 import { waitForFullMesh } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
 import { waitFor } from "../helpers/wait.ts";
-import { faultTable, recordFault, type FaultOutcome } from "./fault-table.ts";
-import { assignedOn, compact, describeAnswer, halfWritten, LIVENESS_MS, modelNode, orphansOf, serverOf, untilAnswered } from "./fault-probes.ts";
-import { Lab, labUnavailable, type LabNode } from "./lab.ts";
-import { ask, readyServer } from "./lab-mesh.ts";
+import type { FaultOutcome } from "./fault-table.ts";
+import { assignedOn, compact, describeAnswer, halfWritten, killDuringRequest, LIVENESS_MS, modelNode, orphansOf, serverOf, untilAnswered } from "./fault-probes.ts";
+import type { LabNode } from "./lab.ts";
+import { readyServer } from "./lab-mesh.ts";
+import { labSuite } from "./lab-suite.ts";
 
 const WIDE = "wide-q8_0";
-const skip = labUnavailable();
-if (skip) console.log(`lab fault tests skipped: ${skip}`);
-
-let wide: string;
-let lab: Lab | undefined;
-const rows: FaultOutcome[] = [];
-beforeAll(async () => {
-  if (skip === undefined) wide = await testModel("wide", "q8_0");
-});
-afterEach(async () => {
-  await lab?.close();
-  lab = undefined;
-});
-afterAll(async () => {
-  await killAllChildren();
-  if (rows.length) console.log(`\nkill -9 during a re-split\n${faultTable(rows)}`);
-});
+const { labTest, models, newLab, record } = labSuite("kill -9 during a re-split", { wide: ["wide", "q8_0"] });
 
 interface ResplitCase {
   fault: string;
@@ -48,10 +31,11 @@ const CASES: ResplitCase[] = [
   { fault: "kill -9 of another worker joining the layout, during a re-split", victim: "spareB", via: "spareA" },
 ];
 
-test.skipIf(skip !== undefined).each(CASES.map((c) => [c.fault, c] as const))(
+labTest.each(CASES.map((c) => [c.fault, c] as const))(
   "%s: the client gets an answer or a clean error, the model answers again, nothing half-written or orphaned",
   async (fault, c) => {
-    lab = await Lab.create();
+    const lab = await newLab();
+    const wide = models.wide;
     const host = await modelNode(lab, wide, 0.55, "host");
     const worker = await modelNode(lab, wide, 0.52, "worker", host);
     await waitFor(async () => (await readyServer(host, WIDE))?.rpc_workers?.length === 2, { what: "the host to run wide over the worker", timeoutMs: 90_000 });
@@ -77,11 +61,7 @@ test.skipIf(skip !== undefined).each(CASES.map((c) => [c.fault, c] as const))(
     const via = nodes[c.via];
     const victim = nodes[c.victim];
     const survivors = Object.values(nodes).filter((n) => n !== victim);
-    const inFlight = ask(via, WIDE, LIVENESS_MS);
-    const killedAt = performance.now();
-    await lab.kill(victim);
-    const first = await inFlight;
-    const firstMs = performance.now() - killedAt;
+    const { killedAt, first, firstMs } = await killDuringRequest(lab, victim, via, WIDE);
     const restored = await untilAnswered(via, WIDE, killedAt);
     const orphans = await orphansOf(lab, [worker, victim]);
     const row: FaultOutcome = {
@@ -89,11 +69,10 @@ test.skipIf(skip !== undefined).each(CASES.map((c) => [c.fault, c] as const))(
       client: `in flight: ${describeAnswer(first)}; then ${compact(restored.seen)}`,
       clientMs: Math.round(firstMs),
       restoredMs: Math.round(restored.ms),
-      halfWritten: await halfWritten(lab.nodes, { [`${WIDE}.gguf`]: wide }, (i) => lab!.nodes[i]!.child.name),
+      halfWritten: await halfWritten(lab.nodes, { [`${WIDE}.gguf`]: wide }, (i) => lab.nodes[i]!.child.name),
       orphans: orphans.length,
     };
-    recordFault(row);
-    rows.push(row);
+    record(row);
 
     expect(before.status).toBe(200);
     expect(first.status).not.toBe(0);

@@ -7,19 +7,18 @@
  * models dir, finish the copy. Nobody here has the memory to run wide: only the files move. Each
  * case records a row of the fault table (restored: the whole file in place on the joiner).
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
+import { expect } from "bun:test";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { killAllChildren } from "../helpers/children.ts";
 import { meshStatus } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
 import { SMALL_LLAMA } from "../helpers/node.ts";
 import { waitFor } from "../helpers/wait.ts";
-import { faultTable, recordFault, type FaultOutcome } from "./fault-table.ts";
+import type { FaultOutcome } from "./fault-table.ts";
 import { halfWritten, LIVENESS_MS, modelNode, orphansOf, seconds } from "./fault-probes.ts";
-import { Lab, labUnavailable, type LabNode } from "./lab.ts";
+import type { Lab, LabNode } from "./lab.ts";
 import { vramFor } from "./lab-mesh.ts";
+import { labSuite } from "./lab-suite.ts";
 import { PARTIAL_DIR } from "../../models/model-transfer.ts";
 import type { FetchProgress } from "../../node/model-fetcher.ts";
 
@@ -27,32 +26,13 @@ const WIDE = "wide-q8_0";
 const FILE = `${WIDE}.gguf`;
 /** The joiner's link: 96 MB take about 12 s at 64 Mbit/s. */
 const CAP_MBIT = 64;
-const skip = labUnavailable();
-if (skip) console.log(`lab fault tests skipped: ${skip}`);
-
-let wide: string;
-let lab: Lab | undefined;
-let joinerDir: string | undefined;
-const rows: FaultOutcome[] = [];
-beforeAll(async () => {
-  if (skip === undefined) wide = await testModel("wide", "q8_0");
-});
-afterEach(async () => {
-  await lab?.close();
-  lab = undefined;
-  if (joinerDir) rmSync(joinerDir, { recursive: true, force: true });
-  joinerDir = undefined;
-});
-afterAll(async () => {
-  await killAllChildren();
-  if (rows.length) console.log(`\nkill -9 mid-transfer\n${faultTable(rows)}`);
-});
+const { labTest, models, newLab, afterTest, record } = labSuite("kill -9 mid-transfer", { wide: ["wide", "q8_0"] });
 
 const fetching = async (n: LabNode) => ((await meshStatus(n)) as unknown as { models: { fetching: FetchProgress | null } }).models.fetching;
 
 /** A node without wide that is assigned it (by --model) and copies it over its capped link, into `modelsDir`. */
 async function joiner(l: Lab, to: LabNode, modelsDir: string, name: string): Promise<LabNode> {
-  const args = [...SMALL_LLAMA, ...(await vramFor(wide, 0.1)), "--model", WIDE, "--join", to.token];
+  const args = [...SMALL_LLAMA, ...(await vramFor(models.wide, 0.1)), "--model", WIDE, "--join", to.token];
   return l.addNode(args, { modelsDir, capMbit: CAP_MBIT, name });
 }
 
@@ -105,14 +85,16 @@ const CASES: TransferCase[] = [
   { fault: "kill -9 of the joining node, mid-transfer (then started again)", victim: "joiner", otherHolders: 0 },
 ];
 
-test.skipIf(skip !== undefined).each(CASES.map((c) => [c.fault, c] as const))(
+labTest.each(CASES.map((c) => [c.fault, c] as const))(
   "%s: nothing half-written in place; the copy completes from a holder left, or the joiner says it waits",
   async (fault, c) => {
-    lab = await Lab.create();
+    const lab = await newLab();
+    const wide = models.wide;
     const first = await modelNode(lab, wide, 0.1, "holder-1");
     const holders = [first];
     for (let i = 0; i < c.otherHolders; i++) holders.push(await modelNode(lab, wide, 0.1, `holder-${i + 2}`, first));
-    joinerDir = mkdtempSync(join(tmpdir(), "mesh-lab-joiner-models-"));
+    const joinerDir = mkdtempSync(join(tmpdir(), "mesh-lab-joiner-models-"));
+    afterTest(() => rmSync(joinerDir, { recursive: true, force: true }));
     const j = await joiner(lab, first, joinerDir, "joiner");
     const progress = await aQuarterIn(j);
     const sender = holders.find((h) => h.nodeId === progress.from);
@@ -161,8 +143,7 @@ test.skipIf(skip !== undefined).each(CASES.map((c) => [c.fault, c] as const))(
       halfWritten: await halfWritten([...holders, { modelsDir: joinerDir }], { [FILE]: wide }, (i) => (i < holders.length ? holders[i]!.child.name : "joiner")),
       orphans: orphans.length,
     };
-    recordFault(row);
-    rows.push(row);
+    record(row);
 
     expect(orphans).toEqual([]);
     expect(row.halfWritten).toEqual([]);

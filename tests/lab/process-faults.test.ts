@@ -8,36 +8,19 @@
  * fault table: the goals (an error within 10 s, service back within 15 s) are measured there, the
  * test asserts only a generous liveness bound.
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
-import { killAllChildren } from "../helpers/children.ts";
+import { expect } from "bun:test";
 import { waitForFullMesh } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
 import { waitFor } from "../helpers/wait.ts";
-import { faultTable, recordFault, type FaultOutcome } from "./fault-table.ts";
+import type { FaultOutcome } from "./fault-table.ts";
 import { assignedOn, compact, describeStreamEnd, halfWritten, LIVENESS_MS, modelNode, openStream, orphansOf, untilAnswered } from "./fault-probes.ts";
-import { Lab, labUnavailable, type LabNode } from "./lab.ts";
+import type { Lab, LabNode } from "./lab.ts";
 import { readyServer } from "./lab-mesh.ts";
+import { labSuite } from "./lab-suite.ts";
 
 const WIDE = "wide-q8_0";
-const skip = labUnavailable();
-if (skip) console.log(`lab fault tests skipped: ${skip}`);
+const { labTest, models, newLab, record } = labSuite("kill -9 mid-stream", { wide: ["wide", "q8_0"] });
 
-let wide: string;
-let lab: Lab | undefined;
-const rows: FaultOutcome[] = [];
-beforeAll(async () => {
-  if (skip === undefined) wide = await testModel("wide", "q8_0");
-});
-afterEach(async () => {
-  await lab?.close();
-  lab = undefined;
-});
-afterAll(async () => {
-  await killAllChildren();
-  if (rows.length) console.log(`\nkill -9 mid-stream\n${faultTable(rows)}`);
-});
-
-const wideNode = (l: Lab, share: number, name: string, join?: LabNode) => modelNode(l, wide, share, name, join);
+const wideNode = (l: Lab, share: number, name: string, join?: LabNode) => modelNode(l, models.wide, share, name, join);
 
 /**
  * The host (0.55 of wide's need) runs wide over the worker (0.52); the spare (0.52) joins after:
@@ -66,10 +49,10 @@ const CASES: StreamCase[] = [
   { fault: "kill -9 of a joining node, mid-stream", victim: "joiner" },
 ];
 
-test.skipIf(skip !== undefined).each(CASES.map((c) => [c.fault, c] as const))(
+labTest.each(CASES.map((c) => [c.fault, c] as const))(
   "%s: the stream ends in a way the client detects, the model answers again, nothing half-written or orphaned",
   async (fault, c) => {
-    lab = await Lab.create();
+    const lab = await newLab();
     const mesh = await splitWithSpare(lab);
     let victim: LabNode;
     if (c.victim === "joiner") {
@@ -92,11 +75,10 @@ test.skipIf(skip !== undefined).each(CASES.map((c) => [c.fault, c] as const))(
       clientMs: Math.round(end.ms),
       // Nothing the stream used died: there was no service to restore.
       restoredMs: c.victim === "joiner" ? null : Math.round(restored.ms),
-      halfWritten: await halfWritten(lab.nodes, { [`${WIDE}.gguf`]: wide }, (i) => lab!.nodes[i]!.child.name),
+      halfWritten: await halfWritten(lab.nodes, { [`${WIDE}.gguf`]: models.wide }, (i) => lab.nodes[i]!.child.name),
       orphans: orphans.length,
     };
-    recordFault(row);
-    rows.push(row);
+    record(row);
 
     expect(end.how).not.toBe("no end");
     // The stream ran on the host and the worker: the client must be able to tell it was cut short.
