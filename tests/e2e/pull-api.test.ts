@@ -182,22 +182,40 @@ describe("deleting", () => {
   });
 });
 
-/** A streaming pull whose head came: its reader and the lines so far. */
+/**
+ * A streaming pull whose head came, read all the time as a real client reads it (the node cuts a
+ * client that stops reading for its idle timeout), with the lines so far.
+ */
 async function openPull(model: string, signal: AbortSignal) {
   const res = await fetch(`${node.url}/api/pull`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model }), signal });
   expect(res.status).toBe(200);
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
   let text = "";
+  let ended = false;
+  let wake: (() => void) | undefined;
+  void (async () => {
+    try {
+      for (let r = await reader.read(); !r.done; r = await reader.read()) {
+        text += decoder.decode(r.value, { stream: true });
+        wake?.();
+      }
+    } catch {
+      // aborted by the test: the stream is over
+    }
+    ended = true;
+    wake?.();
+  })();
   return {
-    /** Reads until a line matches (or the lines so far do); resolves with every line so far. */
+    /** Waits until a line matches (or the lines so far do); resolves with every line so far. */
     async until(test: (line: Record<string, unknown>) => boolean, all?: (lines: Record<string, unknown>[]) => boolean): Promise<Record<string, unknown>[]> {
       for (;;) {
-        const lines = text.split("\n").filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+        const news = new Promise<void>((r) => (wake = r));
+        const whole = text.slice(0, text.lastIndexOf("\n") + 1);
+        const lines = whole.split("\n").filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
         if (all ? all(lines) : lines.some(test)) return lines;
-        const { done, value } = await reader.read();
-        if (done) throw new Error(`the stream ended before the line looked for: ${text}`);
-        text += decoder.decode(value, { stream: true });
+        if (ended) throw new Error(`the stream ended before the line looked for: ${text}`);
+        await news;
       }
     },
   };
