@@ -94,6 +94,9 @@ export function loadLayout(
   return offered >= needBytes ? { workers: [...workers] } : { offered, workers: [...workers] };
 }
 
+/** The node ids of a layout kept as text (comma-joined, as a loaded server records its workers). */
+export const workerIds = (workers: string | undefined): string[] => (workers ?? "").split(",").filter((id) => id !== "");
+
 /**
  * Whether a server of ours, loaded over `ourWorkers` (comma-joined node ids), holds an rpc-server
  * that the split `plan` of another host needs: this node is one of its workers (a CPU node's own
@@ -101,5 +104,5 @@ export function loadLayout(
  */
 export function holdsWhatTheyNeed(self: string, ourWorkers: string | undefined, plan: { host: string; workers: readonly string[] }): boolean {
   const needed = new Set([plan.host, ...plan.workers]);
-  return plan.workers.includes(self) || (ourWorkers ?? "").split(",").some((id) => id !== "" && needed.has(id));
+  return plan.workers.includes(self) || workerIds(ourWorkers).some((id) => needed.has(id));
 }

@@ -4,6 +4,7 @@
  * quiet for a while, and loads that failed over one layout space the next try further each time,
  * so a broken file does not spin llama-server while a passing fault still gets another chance.
  */
+import { workerIds } from "../mesh/election.ts";
 
 /** A load over peers starts once the layout it is for has not changed for this long... */
 export const SETTLE_QUIET_MS = 2_000;
@@ -16,7 +17,6 @@ export const retryAfterFailureMs = (failures: number): number => Math.min(300_00
 /** Characters of a failed load's error that peers are told. */
 const FAILURE_TEXT = 300;
 
-const idsOf = (workers: string | undefined) => (workers ?? "").split(",").filter((id) => id !== "");
 
 export interface LoadFailure {
   model: string;
@@ -42,7 +42,7 @@ export class HostSchedule {
    */
   layoutIs(model: string, wanted: string | undefined): void {
     const f = this.failure;
-    if (f?.model === model && idsOf(f.workers).some((id) => !idsOf(wanted).includes(id))) this.failure = undefined;
+    if (f?.model === model && workerIds(f.workers).some((id) => !workerIds(wanted).includes(id))) this.failure = undefined;
   }
 
   /**

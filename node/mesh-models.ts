@@ -8,7 +8,7 @@
 import { allocate, type Assignment } from "../mesh/allocation.ts";
 import { describeLeftOut, fitModels } from "../mesh/announcement.ts";
 import { catalog, splitCandidates, type CatalogModel, type NodeView } from "../mesh/catalog.ts";
-import { holdsWhatTheyNeed, loadLayout, splitPlan, type SplitPlan } from "../mesh/election.ts";
+import { holdsWhatTheyNeed, loadLayout, splitPlan, workerIds, type SplitPlan } from "../mesh/election.ts";
 import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
 import { ANNOUNCEMENT_LIMITS } from "../mesh/messages.ts";
 import { gib, routeModel, type Route } from "../mesh/route.ts";
@@ -80,7 +80,7 @@ export class MeshModels {
     const fetching = this.o.fetcher.progress;
     // The workers our running server uses: peers keep that layout in their plans.
     const running = this.hosting && this.assigned !== undefined && serving.includes(this.assigned);
-    const layout = running && this.loadedSplit !== undefined ? this.loadedSplit.split(",").filter((id) => id !== "") : undefined;
+    const layout = running && this.loadedSplit !== undefined ? workerIds(this.loadedSplit) : undefined;
     const loadFailed = this.schedule.announced(this.assigned, serving);
     return {
       ...this.disk([...this.o.explicit, ...(this.assigned ? [this.assigned] : []), ...serving]),
