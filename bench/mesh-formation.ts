@@ -16,6 +16,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { printTable } from "./report.ts";
+import { rssMiB } from "./rss.ts";
 import { killAllChildren, spawnChild } from "../tests/helpers/children.ts";
 import { meshStatus, startMeshNode, type MeshTestNode } from "../tests/helpers/mesh.ts";
 import { waitFor } from "../tests/helpers/wait.ts";
@@ -33,11 +34,6 @@ if ((await build.proc.exited) !== 0) throw new Error(`build failed:\n${build.out
 function loopbackBytes(): number {
   const line = readFileSync("/proc/net/dev", "utf8").split("\n").find((l) => l.trim().startsWith("lo:"));
   return Number(line!.split(":")[1]!.trim().split(/\s+/)[0]);
-}
-
-function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return Number(m![1]) / 1024;
 }
 
 async function fullMesh(nodes: readonly MeshTestNode[]): Promise<void> {
@@ -78,7 +74,7 @@ try {
     const bytesPerSecond = (loopbackBytes() - before) / ((performance.now() - t0) / 1000);
     const pairs = (size * (size - 1)) / 2;
     const perPeer = pairs ? bytesPerSecond / pairs / 2 : 0; // each pair's bytes, as seen by each of its two ends
-    const rss = nodes.map((n) => rssMiB(n.child.proc.pid));
+    const rss = nodes.map((n) => rssMiB(n.child.proc.pid) ?? 0);
 
     if (size === 5) {
       const [leaver, victim, ...rest] = joiners as [MeshTestNode, MeshTestNode, ...MeshTestNode[]];
