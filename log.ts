@@ -24,8 +24,15 @@ export function formatJson(level: LogLevel, msg: string, fields: LogFields = {},
   return JSON.stringify({ time: now.toISOString(), level, msg, ...fields });
 }
 
-export function createLog(format: "text" | "json", write: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): Log {
-  const emit = (level: LogLevel) => (msg: string, fields?: LogFields) =>
+/** `tap` also gets every line as data (the console's `LogRing`). */
+export function createLog(
+  format: "text" | "json",
+  write: (line: string) => void = (l) => process.stderr.write(`${l}\n`),
+  tap?: (level: LogLevel, msg: string, fields?: LogFields) => void,
+): Log {
+  const emit = (level: LogLevel) => (msg: string, fields?: LogFields) => {
     write(format === "json" ? formatJson(level, msg, fields) : formatText(level, msg, fields));
+    tap?.(level, msg, fields);
+  };
   return { debug: emit("debug"), info: emit("info"), warn: emit("warn"), error: emit("error") };
 }

@@ -18,7 +18,10 @@ import { parseCli, UsageError, type Command } from "./config/parse-cli.ts";
 import { availableBackends, listDevices } from "./llama/devices.ts";
 import { describeExpectedLlama } from "./llama/pin.ts";
 import { describeBuild, provideLlama } from "./llama/resolve.ts";
+import { openConsole } from "./commands/open.ts";
 import { createLog } from "./log.ts";
+import { LogRing } from "./log-ring.ts";
+import { consoleSource } from "./node/console-source.ts";
 import { describeTransport } from "./mesh/transport.ts";
 import { createNode, NodeSetupError, type NodeParts } from "./node/node.ts";
 import { createApp, viaListener } from "./router/app.ts";
@@ -31,7 +34,8 @@ import { NODE_FLAGS } from "./config/flags.ts";
 const isLoopback = (host: string) => host === "localhost" || host === "::1" || /^127\./.test(host);
 
 async function startNode(config: Config): Promise<void> {
-  const log = createLog(config.logFormat);
+  const logs = new LogRing();
+  const log = createLog(config.logFormat, undefined, (level, msg, fields) => logs.add(level, msg, fields));
   // Read into the config already: children (llama-server, rpc-server) inherit the environment, and
   // the mesh secret or an API key has no business there.
   for (const f of NODE_FLAGS) if (f.secret) delete process.env[envName(f.name)];
@@ -83,6 +87,7 @@ async function startNode(config: Config): Promise<void> {
     meshMetrics: { peers: () => node.mesh()?.membership.peers.size ?? 0, tunnels: () => node.tunnels.counters },
     browser: { listen: config.listen, corsOrigins: config.corsOrigins },
     keepAliveMs: keepAliveMsFor(config.idleTimeoutS),
+    console: consoleSource({ version: pkg.version, mesh: node.mesh, models: node.models, pool: node.pool, tunnels: node.tunnels, logs }),
   });
   node.setHttpHandler(async (req) => app.fetch(req));
   let server: ReturnType<typeof Bun.serve>;
@@ -143,6 +148,7 @@ async function startNode(config: Config): Promise<void> {
     models: node.store.list().length,
     llama: llama.dir,
   });
+  log.info(`console at ${localUrl({ listen: config.listen, port: apiPort })}/ (\`mesh open\`)`);
   // After the line above: tools (and tests) read the first "listening on" as the main API.
   if (ollamaServer) log.info(`ollama API listening on ${localUrl({ listen: ollamaListen!.host, port: ollamaServer.port ?? ollamaListen!.port })}`);
   node.start(apiPort);
@@ -160,6 +166,8 @@ async function run(cmd: Command): Promise<void> {
       return showStatus(cmd.config, cmd.json);
     case "token":
       return showToken(cmd.config);
+    case "open":
+      return openConsole(cmd.config, cmd.print);
     case "pull":
       return pullCommand(cmd.config, cmd.ref, cmd.name);
     case "models":

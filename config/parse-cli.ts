@@ -17,6 +17,7 @@ export type Command =
   | { kind: "node"; config: Config }
   | { kind: "status"; config: Config; json: boolean }
   | { kind: "token"; config: Config }
+  | { kind: "open"; config: Config; print: boolean }
   | { kind: "pull"; config: Config; ref: string; name: string | undefined }
   | { kind: "models"; config: Config; json: boolean }
   | { kind: "rm"; config: Config; name: string }
@@ -39,6 +40,12 @@ export const COMMANDS: readonly CommandSpec[] = [
     usage: "mesh status [--json]",
     help: "ask the local node (at --listen:--port) how it and its mesh are",
     flags: [{ name: "json", help: "print the node's status as JSON" }],
+  },
+  {
+    name: "open",
+    usage: "mesh open [--print]",
+    help: "open the console of the local node (at --listen:--port) in a browser, or print its URL",
+    flags: [{ name: "print", help: "print the URL only" }],
   },
   {
     name: "token",
@@ -177,6 +184,8 @@ export function parseCli(argv: readonly string[], home?: string, io: SettingsIo 
       return { kind: "status", config, json: values.json === true };
     case "token":
       return { kind: "token", config };
+    case "open":
+      return { kind: "open", config, print: values.print === true };
     case "pull": {
       const [ref, ...more] = positionals;
       if (!ref || more.length) throw new UsageError("usage: mesh pull REF [--name NAME] (one reference: org/repo[:QUANT], org/repo/file.gguf, hf.co/org/repo:QUANT, an https:// URL or a catalog id)");

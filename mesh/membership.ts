@@ -74,6 +74,11 @@ export class Membership {
     this.heartbeat = setInterval(() => this.tick(), opts.heartbeatMs);
   }
 
+  /** Our announcement as peers get it now. */
+  own(): Announcement {
+    return this.opts.announcement();
+  }
+
   private changed(): void {
     this.opts.onChange?.();
   }

@@ -12,7 +12,7 @@ import { encodeJoinToken } from "./join-token.ts";
 import { writeJoinToken } from "./join-token-file.ts";
 import { Membership } from "./membership.ts";
 import { meshStatus, type MeshStatus } from "./status.ts";
-import { Transport, type Stream } from "./transport.ts";
+import { Transport, type QuicPathKind, type Stream } from "./transport.ts";
 
 /** Heartbeat and silence limit: a killed peer is gone from every view within about 7 s. */
 export const HEARTBEAT_MS = 2_000;
@@ -69,6 +69,8 @@ export interface MeshNode {
   founded: boolean;
   membership: Membership;
   status(): MeshStatus;
+  /** How the QUIC connection to a peer goes now (direct UDP, relay, both, none). */
+  quicPath(peerId: string): Promise<QuicPathKind>;
   /** Sends our announcement now if it changed since the last one. */
   announceIfChanged(): void;
   /** Says goodbye to every peer and closes the endpoint. */
@@ -122,6 +124,7 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
     founded,
     membership: m,
     status: () => meshStatus(m),
+    quicPath: (peerId) => transport.pathTo(peerId),
     announceIfChanged: () => {
       if (source.current().changed) m.announce();
     },

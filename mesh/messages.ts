@@ -41,7 +41,16 @@ const Source = z.string().url().max(L.source);
  * the limit, is dropped on its own: the model it names stays, and so does the peer.
  */
 const Ref = z.string().max(L.ref).refine(isModelRef).optional().catch(undefined);
-export const ModelOnDiskSchema = z.object({ name: ModelName, size: z.number().nonnegative(), need: z.number().nonnegative(), source: Source.optional(), ref: Ref });
+export const ModelOnDiskSchema = z.object({
+  name: ModelName,
+  size: z.number().nonnegative(),
+  need: z.number().nonnegative(),
+  source: Source.optional(),
+  ref: Ref,
+  // Shown by consoles only: one a node cannot read is dropped on its own, never the model.
+  type: z.string().max(32).optional().catch(undefined),
+  quant: z.string().max(32).optional().catch(undefined),
+});
 /** A model this node can name but has no file of: by a source URL (its registry) or a reference (`--model REF`). */
 export const SeedSchema = z.object({ name: ModelName, source: Source.optional(), ref: Ref });
 
@@ -99,6 +108,8 @@ export const AnnouncementSchema = z.object({
   /** Last request per model, ms since the epoch. */
   lastRequest: z.record(ModelName, z.number()).refine((r) => Object.keys(r).length <= L.lastRequest, `at most ${L.lastRequest} models in lastRequest`),
   meshVersion: z.string().max(64),
+  /** When it started, ms since the epoch by its clock (consoles show uptime); older versions send none. */
+  startedAt: z.number().int().nonnegative().optional().catch(undefined),
   llamaBuild: z.string().max(128),
   rpcProtocol: z.string().max(32),
   /** The direct RPC path (TLS), when this node offers one: its port and pinned certificate hash. */

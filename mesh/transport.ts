@@ -90,6 +90,8 @@ export class PeerConnection {
   }
 }
 
+export type QuicPathKind = "direct" | "relay" | "mixed" | "none";
+
 export interface TransportOptions {
   secretKey: Uint8Array;
   /** Socket addresses to bind (`127.0.0.1:0`, `[::1]:4433`); iroh's defaults (all interfaces) where absent. */
@@ -157,6 +159,14 @@ export class Transport {
     const addr: MemberAddr = { nodeId: a.nodeId, addresses: a.addresses ?? [] };
     if (this.relay === "default" && a.relayUrl) addr.relayUrl = a.relayUrl;
     return addr;
+  }
+
+  /** How the connection to a peer goes now, as iroh sees it: over UDP directly, through a relay, both, or neither (yet). */
+  async pathTo(nodeId: string): Promise<QuicPathKind> {
+    const { PublicKey } = await import("@number0/iroh");
+    const info = await this.node.net.remoteInfo(PublicKey.fromString(nodeId)).catch(() => null);
+    const type = String(info?.connType.type ?? "None").toLowerCase();
+    return type === "direct" || type === "relay" || type === "mixed" ? type : "none";
   }
 
   async dial(addr: MemberAddr): Promise<PeerConnection> {

@@ -6,6 +6,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { EvictionCause, Pool } from "../pool/pool.ts";
+import type { TrafficSample } from "../console/protocol.ts";
 import type { RequestStats } from "../router/request-stats.ts";
 import type { PeerTunnelCounters } from "../tunnel/tunnels.ts";
 import { DURATION_BUCKETS, peerLabel, tunnelBytes } from "./labels.ts";
@@ -172,6 +173,38 @@ export class NodeMetrics {
 
   forwarded(peerId: string): void {
     this.toPeers.inc({ peer: peerLabel(peerId) });
+  }
+
+  /**
+   * This node's counters as the console charts them (cumulative; the page draws rates): requests,
+   * tokens and time to first byte per model (requests that named none, or an unknown one, left out),
+   * and requests sent to each peer by its short id.
+   */
+  async traffic(): Promise<{ models: TrafficSample["models"]; forwarded: Map<string, number> }> {
+    if (this.pending.length) this.drain();
+    const models: TrafficSample["models"] = {};
+    const of = (model: unknown) => {
+      if (typeof model !== "string" || model === "" || model === "unknown") return undefined;
+      return (models[model] ??= { requests: 0, tokensIn: 0, tokensOut: 0, ttftSumS: 0, ttftCount: 0 });
+    };
+    for (const v of (await this.requests.get()).values) {
+      const m = of(v.labels.model);
+      if (m) m.requests += v.value;
+    }
+    for (const v of (await this.tokens.get()).values) {
+      const m = of(v.labels.model);
+      if (m && v.labels.direction === "in") m.tokensIn += v.value;
+      else if (m) m.tokensOut += v.value;
+    }
+    for (const v of (await this.firstByte.get()).values) {
+      const m = of(v.labels.model);
+      const name = (v as { metricName?: string }).metricName ?? "";
+      if (m && name.endsWith("_sum")) m.ttftSumS += v.value;
+      else if (m && name.endsWith("_count")) m.ttftCount += v.value;
+    }
+    const forwarded = new Map<string, number>();
+    for (const v of (await this.toPeers.get()).values) forwarded.set(String(v.labels.peer), v.value);
+    return { models, forwarded };
   }
 
   /** The exposition text, with every answer so far counted. */

@@ -32,7 +32,7 @@ export function diskFields(list: readonly ModelInfo[], refs: ReadonlyMap<string,
   const seeds = list.filter((m) => !hasFiles(m) && (source(m).source || m.ref));
   const named = new Set([...onDisk, ...seeds].map((m) => m.name));
   return {
-    modelsOnDisk: onDisk.map((m) => ({ name: m.name, size: m.sizeBytes, need: needOf(m), ...source(m), ...ref(m.name, m.ref) })),
+    modelsOnDisk: onDisk.map((m) => ({ name: m.name, size: m.sizeBytes, need: needOf(m), ...source(m), ...ref(m.name, m.ref), type: m.type, ...(m.quant ? { quant: m.quant } : {}) })),
     seeds: [
       ...seeds.map((m) => ({ name: m.name, ...source(m), ...ref(m.name, m.ref) })),
       ...[...refs.keys()].filter((name) => !named.has(name)).map((name) => ({ name, ...ref(name, undefined) })),

@@ -111,6 +111,7 @@ export interface NodeParts {
 
 export async function createNode(config: Config, llama: LlamaBinaries, devices: readonly LlamaDevice[], log: Log): Promise<NodeParts> {
   const startedAt = performance.now();
+  const startedAtMs = Date.now();
   mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
   const files = config.models.filter((m) => isPath(m) && existsSync(m));
   const store = new ModelStore({ modelsDir: config.modelsDir, extraFiles: files, hasGpu: devices.length > 0, stores: storeRoots(config) });
@@ -271,6 +272,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           // To 10 s: every request would otherwise be an announcement to every peer.
           lastRequest: Object.fromEntries(pool.loaded().map((s) => [s.model, Math.floor(s.lastUse / 10_000) * 10_000])),
           meshVersion: pkg.version,
+          startedAt: startedAtMs,
           llamaBuild: llama.build ?? "unknown",
           ...(direct && identity ? { direct: { port: direct.port, certSha256: identity.certSha256 } } : {}),
         }),

@@ -1,6 +1,6 @@
 /**
- * The node's HTTP API as one Hono app: `/health`, `/metrics`, the OpenAI-compatible `/v1`, the
- * management `/api/v1`. Cross-cutting rules live here once: request metrics, the browser guard,
+ * The node's HTTP API as one Hono app: `/health`, `/metrics`, the console at `/`, the
+ * OpenAI-compatible `/v1`, the management `/api/v1`. Cross-cutting rules live here once: request metrics, the browser guard,
  * API keys, body size limit, error shape, unknown routes.
  */
 import { Hono, type MiddlewareHandler } from "hono";
@@ -9,7 +9,10 @@ import type { LlamaDevice } from "../llama/devices.ts";
 import { NodeMetrics, type MetricSources } from "../metrics/node-metrics.ts";
 import { requireApiKey } from "./api-keys.ts";
 import { browserGuard, type BrowserPolicy } from "./browser-guard.ts";
+import { ConsoleFeed, type ConsoleSources } from "./console-feed.ts";
+import { consoleRoutes } from "./console.ts";
 import { errorResponse, respondToError } from "./errors.ts";
+import { KEEP_ALIVE_MS } from "./proxy.ts";
 import { managementRoutes } from "./management.ts";
 import { requestMetrics, scrapeMetrics } from "./metrics.ts";
 import { openAiCall, ollamaRoutes } from "./ollama.ts";
@@ -32,6 +35,8 @@ export interface AppOptions {
   browser?: BrowserPolicy;
   /** Silence after which an SSE answer gets a keep-alive comment (`keepAliveMsFor` the idle timeout). */
   keepAliveMs?: number;
+  /** What the console shows (a node's state, its log); without it the page is served and its state answers 503. */
+  console?: ConsoleSources;
 }
 
 /** What the front door tells the app about a request from a socket; forwarded requests have none. */
@@ -95,6 +100,8 @@ export function createApp(serving: Serving, opts: AppOptions): Hono<AppEnv> {
     app.use(path, readBody);
   }
   app.get("/api/status", (c) => c.json({ version: serving.version, ...serving.mesh.status() }));
+  const feed = opts.console ? new ConsoleFeed(opts.console, metrics) : undefined;
+  app.route("/", consoleRoutes(feed, opts.keepAliveMs ?? KEEP_ALIVE_MS));
   const v1 = openAiRoutes(serving, observer, opts.keepAliveMs);
   app.route("/v1", v1);
   // llama-server's own model routes (`/tokenize`...) at the root, where its clients call them.

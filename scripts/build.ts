@@ -1,18 +1,21 @@
 #!/usr/bin/env bun
 /**
- * Builds `dist/mesh`: one self-contained executable (Bun runtime, our code, iroh's native addon).
+ * Builds `dist/mesh`: one self-contained executable (Bun runtime, our code, iroh's native addon,
+ * and the console page, bundled into console/dist and embedded beside the code).
  *
  *   bun scripts/build.ts [--outfile PATH]
  */
 import { parseArgs } from "node:util";
 import { join } from "node:path";
+import { DIST_DIR, writeConsoleDist } from "../console/bundle.ts";
 
 const root = join(import.meta.dir, "..");
 const { values } = parseArgs({ options: { outfile: { type: "string", default: join(root, "dist", "mesh") } } });
 
 const started = performance.now();
+await writeConsoleDist(root);
 const proc = Bun.spawn(
-  [process.execPath, "build", "--compile", "--minify-syntax", "--sourcemap", join(root, "main.ts"), "--outfile", values.outfile!],
+  [process.execPath, "build", "--compile", "--minify-syntax", "--sourcemap", join(root, "main.ts"), "--asset", DIST_DIR, "--outfile", values.outfile!],
   { cwd: root, stdout: "inherit", stderr: "inherit" },
 );
 const code = await proc.exited;

@@ -33,3 +33,23 @@ test("the executable starts a node that answers /health and stops on SIGTERM", a
   expect(await (await fetch(`${node.url}/health`)).json()).toEqual({ status: "ok" });
   expect(await node.stop()).toBe(0);
 });
+
+test("the executable serves the console it carries: the page, its script and its stylesheet, from another directory", async () => {
+  const node = await startNode([], { command: [binary], cwd: tmpdir() });
+  try {
+    const page = await fetch(`${node.url}/`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toContain("text/html");
+    const html = await page.text();
+    expect(html).toContain('src="/console/app.js"');
+    const js = await fetch(`${node.url}/console/app.js`);
+    expect(js.headers.get("content-type")).toContain("javascript");
+    // The bundle, not a placeholder: Preact and the page's own stream reading are in it.
+    expect((await js.text()).length).toBeGreaterThan(10_000);
+    const css = await fetch(`${node.url}/console/app.css`);
+    expect(css.status).toBe(200);
+    expect((await css.text()).length).toBeGreaterThan(100);
+  } finally {
+    await node.stop();
+  }
+});

@@ -1,0 +1,83 @@
+/**
+ * The console's view of a running node: gathers what `consoleState` needs from the mesh, the
+ * catalog, the pool and the tunnels, and keeps the little the console remembers on its own (nodes
+ * that left, when each model started loading, how each peer is reached, which iroh is asked
+ * between states rather than per state).
+ */
+import type { ConsoleNode, ConsoleState, QuicPath } from "../console/protocol.ts";
+import { peerLabel, tunnelBytes } from "../metrics/labels.ts";
+import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
+import type { LogRing } from "../log-ring.ts";
+import type { Pool } from "../pool/pool.ts";
+import type { ConsoleSources } from "../router/console-feed.ts";
+import type { Tunnels } from "../tunnel/tunnels.ts";
+import { consoleState, rememberGone } from "./console-state.ts";
+import type { MeshModels } from "./mesh-models.ts";
+
+export interface ConsoleSourceParts {
+  version: string;
+  mesh: () => MeshNode | undefined;
+  models: Pick<MeshModels, "views" | "catalog">;
+  pool: Pick<Pool, "loaded" | "isLoading">;
+  tunnels: Pick<Tunnels, "counters">;
+  logs: LogRing;
+}
+
+export function consoleSource(parts: ConsoleSourceParts): ConsoleSources {
+  let shown: { nodes: ConsoleNode[]; at: number } = { nodes: [], at: Date.now() };
+  const loadingSince = new Map<string, number>();
+  const paths = new Map<string, QuicPath>();
+
+  const state = (): ConsoleState => {
+    const now = Date.now();
+    const mesh = parts.mesh();
+    const peers = [...(mesh?.membership.peers.values() ?? [])].sort((a, b) => (a.id < b.id ? -1 : 1));
+    const catalog = parts.models.catalog();
+    const local = parts.pool.loaded();
+    const loadingHere = new Set(catalog.map((m) => m.name).filter((name) => parts.pool.isLoading(name)));
+    for (const m of catalog) {
+      const loading = m.status === "loading" || loadingHere.has(m.name);
+      if (!loading) loadingSince.delete(m.name);
+      else if (!loadingSince.has(m.name)) loadingSince.set(m.name, now);
+    }
+    const gone = rememberGone(shown.nodes, new Set(peers.map((p) => p.id)), now, shown.at);
+    const s = consoleState({
+      now,
+      version: parts.version,
+      heartbeatMs: HEARTBEAT_MS,
+      self: mesh?.membership.own(),
+      peers: peers.map((p) => {
+        const counters = parts.tunnels.counters.get(p.id);
+        const bytes = counters ? tunnelBytes(counters) : { in: 0, out: 0 };
+        return {
+          announcement: p.announcement,
+          lastSeenMsAgo: now - p.lastSeen,
+          rttMs: p.conn.rttMs(),
+          quicPath: paths.get(p.id) ?? "none",
+          tunnel: { ...bytes, direct: counters?.direct ?? false },
+        };
+      }),
+      views: parts.models.views(),
+      catalog,
+      local: local.map((s) => ({ model: s.model, pinned: s.pinned })),
+      loadingHere,
+      loadingSince,
+      gone,
+    });
+    shown = { nodes: s.nodes, at: now };
+    return s;
+  };
+
+  return {
+    state,
+    logs: parts.logs,
+    tunnelBytes: () => new Map([...parts.tunnels.counters].map(([id, c]) => [peerLabel(id), tunnelBytes(c)])),
+    refresh: async () => {
+      const mesh = parts.mesh();
+      if (!mesh) return;
+      const ids = [...mesh.membership.peers.keys()];
+      for (const id of paths.keys()) if (!ids.includes(id)) paths.delete(id);
+      await Promise.all(ids.map(async (id) => paths.set(id, await mesh.quicPath(id))));
+    },
+  };
+}
