@@ -23,10 +23,13 @@ export interface ConsoleSourceParts {
   logs: LogRing;
 }
 
+const PATHS_EVERY_MS = 2_000;
+
 export function consoleSource(parts: ConsoleSourceParts): ConsoleSources {
   let shown: { nodes: ConsoleNode[]; at: number } = { nodes: [], at: Date.now() };
   const loadingSince = new Map<string, number>();
   const paths = new Map<string, QuicPath>();
+  let pathsAt = 0;
 
   const state = (): ConsoleState => {
     const now = Date.now();
@@ -74,7 +77,9 @@ export function consoleSource(parts: ConsoleSourceParts): ConsoleSources {
     tunnelBytes: () => new Map([...parts.tunnels.counters].map(([id, c]) => [peerLabel(id), tunnelBytes(c)])),
     refresh: async () => {
       const mesh = parts.mesh();
-      if (!mesh) return;
+      // A path changes when iroh upgrades or loses one: every couple of seconds is often enough to ask.
+      if (!mesh || Date.now() - pathsAt < PATHS_EVERY_MS) return;
+      pathsAt = Date.now();
       const ids = [...mesh.membership.peers.keys()];
       for (const id of paths.keys()) if (!ids.includes(id)) paths.delete(id);
       await Promise.all(ids.map(async (id) => paths.set(id, await mesh.quicPath(id))));
