@@ -100,6 +100,8 @@ export function createApp(serving: Serving, opts: AppOptions): Hono<AppEnv> {
     app.use(path, readBody);
   }
   app.get("/api/status", (c) => c.json({ version: serving.version, ...serving.mesh.status() }));
+  // Ollama's own root answers this, and its tools probe for it where they look for Ollama (`--ollama-listen`).
+  app.get("/", (c, next) => ((c.env as AppEnv["Bindings"] | undefined)?.listen !== undefined ? c.text("Ollama is running") : next()));
   const feed = opts.console ? new ConsoleFeed(opts.console, metrics) : undefined;
   app.route("/", consoleRoutes(feed, opts.keepAliveMs ?? KEEP_ALIVE_MS));
   const v1 = openAiRoutes(serving, observer, opts.keepAliveMs);
