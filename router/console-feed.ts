@@ -55,7 +55,9 @@ export class ConsoleFeed {
     void this.sample();
   }
 
-  hello(): ConsoleHello {
+  /** Everything a page opened now shows, with the peers' paths asked first (a page's first look should not say "none"). */
+  async hello(): Promise<ConsoleHello> {
+    await this.sources.refresh?.();
     return { state: this.sources.state(), traffic: [...this.history], logs: this.sources.logs.recent() };
   }
 

@@ -28,17 +28,21 @@ export function consoleEventStream(feed: ConsoleFeed, keepAliveMs: number, signa
   let stop = () => {};
   return new ReadableStream<Uint8Array>(
     {
-      start(controller) {
+      async start(controller) {
         let quietSince = Date.now();
+        let closed = false;
         const push = (bytes: Uint8Array) => {
+          if (closed) return;
           if ((controller.desiredSize ?? 0) <= 0) return stop();
           controller.enqueue(bytes);
           quietSince = Date.now();
         };
         const send = <K extends keyof ConsoleEvents>(event: K, data: ConsoleEvents[K]) => push(frame(event, data));
         const keepAlive = setInterval(() => Date.now() - quietSince >= keepAliveMs && push(encoder.encode(": keep-alive\n\n")), Math.max(250, keepAliveMs / 2));
-        const unsubscribe = feed.subscribe(send);
+        let unsubscribe = () => {};
         stop = () => {
+          if (closed) return;
+          closed = true;
           clearInterval(keepAlive);
           unsubscribe();
           signal.removeEventListener("abort", stop);
@@ -49,7 +53,9 @@ export function consoleEventStream(feed: ConsoleFeed, keepAliveMs: number, signa
           }
         };
         signal.addEventListener("abort", stop);
-        send("hello", feed.hello());
+        // The hello first, then every event after it, in order.
+        send("hello", await feed.hello());
+        if (!closed) unsubscribe = feed.subscribe(send);
       },
       cancel() {
         stop();
@@ -67,7 +73,7 @@ export function consoleRoutes(feed: ConsoleFeed | undefined, keepAliveMs: number
   app.get("/console/app.js", file((a) => a.js, "text/javascript; charset=utf-8"));
   app.get("/console/app.css", file((a) => a.css, "text/css; charset=utf-8"));
   const noFeed = (c: Parameters<typeof errorResponse>[0]) => errorResponse(c, 503, "this node serves no console state (it runs without a mesh node)", "service_unavailable", "console_unavailable");
-  app.get("/api/console/state", (c) => (feed ? c.json(feed.hello().state) : noFeed(c)));
+  app.get("/api/console/state", async (c) => (feed ? c.json((await feed.hello()).state) : noFeed(c)));
   app.get("/api/console/events", (c) => {
     if (!feed) return noFeed(c);
     return new Response(consoleEventStream(feed, keepAliveMs, c.req.raw.signal), {

@@ -1,0 +1,155 @@
+/**
+ * The Mesh tab: the map of nodes and groups, its legend, and one row per node with what this node
+ * knows of it (state, path, round trip, memory, roles, llama.cpp build, uptime, tunnel bytes).
+ */
+import type { ConsoleNode, ConsoleState, GroupRole, NodeState } from "../../protocol.ts";
+import { DASH, formatAgo, formatBytes, formatDuration, formatMs } from "../format.ts";
+import { mapGroups, MeshMap } from "./mesh-map.tsx";
+import { Card, Cell, Empty, Meter, Pill, type Tone } from "./parts.tsx";
+
+const STATE_TONE: Record<NodeState, Tone> = { up: "ok", silent: "warn", gone: "muted" };
+const ROLE_TONE: Record<GroupRole, Tone> = { host: "accent", worker: "info", standby: "muted" };
+
+function pathText(n: ConsoleNode): string {
+  if (n.self) return "this node";
+  const quic = { self: "self", direct: "QUIC direct", relay: "QUIC relay", mixed: "QUIC mixed", none: "no QUIC path" }[n.quicPath];
+  return n.directTls ? `direct TLS (${quic})` : quic;
+}
+
+function NodeRow({ n }: { n: ConsoleNode }) {
+  return (
+    <tr data-testid="node-row" data-node-id={n.id} data-state={n.state} class={`state-${n.state}`}>
+      <Cell label="Node">
+        <span class="mono strong" title={n.id}>
+          {n.shortId}
+        </span>{" "}
+        {n.self && <Pill tone="accent">this node</Pill>}
+        <div class="sub">mesh {n.meshVersion || DASH}</div>
+      </Cell>
+      <Cell label="State">
+        <Pill tone={STATE_TONE[n.state]}>{n.state}</Pill>
+        {!n.self && n.state !== "up" && <div class="sub">seen {formatAgo(n.lastSeenMsAgo)}</div>}
+      </Cell>
+      <Cell label="Path">
+        {pathText(n)}
+        <div class="sub">{n.self ? "" : `rtt ${formatMs(n.rttMs)}`}</div>
+      </Cell>
+      <Cell label="Memory">
+        <Meter value={n.memoryUsedBytes} max={n.memoryOfferedBytes} label={`memory used of offered on ${n.shortId}`} />
+        <div class="sub">
+          {formatBytes(n.memoryUsedBytes)} / {formatBytes(n.memoryOfferedBytes)}
+          <span title="the machine's RAM"> · RAM {formatBytes(n.ramBytes)}</span>
+        </div>
+      </Cell>
+      <Cell label="Roles">
+        {n.roles.length === 0 ? (
+          <Pill tone="muted">idle</Pill>
+        ) : (
+          <ul class="chips">
+            {n.roles.map((r) => (
+              <li key={r.model}>
+                <Pill tone={ROLE_TONE[r.role]} title={`${r.role} of ${r.model}`}>
+                  {r.role}
+                </Pill>{" "}
+                <span class="mono">{r.model}</span>
+              </li>
+            ))}
+          </ul>
+        )}
+      </Cell>
+      <Cell label="llama.cpp">
+        <span class="mono">{n.llamaBuild || DASH}</span>
+        <div class="sub">rpc {n.rpcProtocol || DASH}</div>
+      </Cell>
+      <Cell label="Uptime" class="nowrap">
+        {formatDuration(n.uptimeS)}
+      </Cell>
+      <Cell label="Tunnel">
+        {n.self ? (
+          DASH
+        ) : (
+          <span class="nowrap">
+            <span title="received">↓ {formatBytes(n.tunnelBytes.in)}</span>
+            <br />
+            <span title="sent">↑ {formatBytes(n.tunnelBytes.out)}</span>
+          </span>
+        )}
+      </Cell>
+      <Cell label="Addresses">
+        <ul class="addrs mono">
+          {n.addresses.length === 0 ? <li>{DASH}</li> : n.addresses.map((a) => <li key={a}>{a}</li>)}
+        </ul>
+        {n.apiPort > 0 && <div class="sub">api :{n.apiPort}</div>}
+      </Cell>
+    </tr>
+  );
+}
+
+export function MeshView({ state }: { state: ConsoleState | null }) {
+  if (!state) return <Empty>Waiting for the node…</Empty>;
+  const groups = mapGroups(state.models);
+  const up = state.nodes.filter((n) => n.state === "up").length;
+  return (
+    <div class="stack">
+      <Card title="Mesh" actions={<span class="muted">{`${up} of ${state.nodes.length} node${state.nodes.length === 1 ? "" : "s"} up`}</span>}>
+        <div class="map-wrap">
+          <MeshMap nodes={state.nodes} groups={groups} />
+          <div class="legends">
+          <ul class="legend" aria-label="Model groups">
+            {groups.length === 0 && <li class="muted">No model groups yet.</li>}
+            {groups.map((g) => (
+              <li key={g.model.name}>
+                <span class="swatch" style={{ background: g.color }} aria-hidden="true" />
+                <span class="mono">{g.model.name}</span>
+                <span class="muted">
+                  {" "}
+                  {g.model.members.length} node{g.model.members.length === 1 ? "" : "s"}
+                  {g.model.split ? " · split" : ""}
+                </span>
+              </li>
+            ))}
+          </ul>
+          <ul class="legend legend-paths" aria-label="Link styles">
+            <li>
+              <span class="line-swatch path-direct" aria-hidden="true" /> direct
+            </li>
+            <li>
+              <span class="line-swatch path-relay" aria-hidden="true" /> relay
+            </li>
+            <li>
+              <span class="line-swatch path-none" aria-hidden="true" /> no path
+            </li>
+            <li>
+              <span class="line-swatch path-tls" aria-hidden="true" /> direct TLS for RPC
+            </li>
+          </ul>
+          </div>
+        </div>
+      </Card>
+      <Card title="Nodes">
+        <div class="table-wrap">
+          <table class="table stackable">
+            <thead>
+              <tr>
+                <th scope="col">Node</th>
+                <th scope="col">State</th>
+                <th scope="col">Path</th>
+                <th scope="col">Memory</th>
+                <th scope="col">Roles</th>
+                <th scope="col">llama.cpp</th>
+                <th scope="col">Uptime</th>
+                <th scope="col">Tunnel</th>
+                <th scope="col">Addresses</th>
+              </tr>
+            </thead>
+            <tbody>
+              {state.nodes.map((n) => (
+                <NodeRow key={n.id} n={n} />
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </Card>
+    </div>
+  );
+}

@@ -1,0 +1,194 @@
+/**
+ * The Traffic tab: requests, tokens in and out, time to first token and tunnel bytes over the last
+ * minutes, drawn from the node's cumulative counters, and the latest rates per model and per peer.
+ */
+import { useMemo } from "preact/hooks";
+import type { ConsoleState, TrafficSample } from "../../protocol.ts";
+import { formatByteRate, formatBytes, formatCompact, formatMs, formatRate, shortId } from "../format.ts";
+import {
+  latest,
+  merge,
+  pickForwarded,
+  pickRequests,
+  pickTokensIn,
+  pickTokensOut,
+  pickTunnelIn,
+  pickTunnelOut,
+  rates,
+  ttftMeans,
+  type Rates,
+} from "../rates.ts";
+import { Chart } from "./chart.tsx";
+import { Card, Cell, colorAt, Empty } from "./parts.tsx";
+
+const PEER = "peer:";
+const IN = "in:";
+const OUT = "out:";
+
+interface Derived {
+  requests: Rates;
+  tokens: Rates;
+  ttft: Rates;
+  tunnel: Rates;
+  perModel: Rates[];
+  perPeer: Rates[];
+}
+
+function derive(samples: readonly TrafficSample[]): Derived {
+  const req = rates(samples, pickRequests);
+  const tin = rates(samples, pickTokensIn);
+  const tout = rates(samples, pickTokensOut);
+  const ttft = ttftMeans(samples);
+  const fwd = rates(samples, pickForwarded);
+  const bin = rates(samples, pickTunnelIn);
+  const bout = rates(samples, pickTunnelOut);
+  return {
+    requests: merge([
+      { prefix: "", rates: req },
+      { prefix: PEER, rates: fwd },
+    ]),
+    tokens: merge([
+      { prefix: IN, rates: tin },
+      { prefix: OUT, rates: tout },
+    ]),
+    ttft,
+    tunnel: merge([
+      { prefix: IN, rates: bin },
+      { prefix: OUT, rates: bout },
+    ]),
+    perModel: [req, tin, tout, ttft],
+    perPeer: [fwd, bin, bout],
+  };
+}
+
+const valueOf = (r: Rates, key: string) => latest(r.series.find((s) => s.key === key)?.values ?? []);
+
+export function TrafficView({ traffic, state }: { traffic: readonly TrafficSample[]; state: ConsoleState | null }) {
+  const d = useMemo(() => derive(traffic), [traffic]);
+  const names = new Map((state?.nodes ?? []).map((n) => [n.id, n.shortId]));
+  const peerName = (id: string) => names.get(id) ?? shortId(id);
+  const label = (key: string) => {
+    if (key.startsWith(PEER)) return `→ ${peerName(key.slice(PEER.length))}`;
+    if (key.startsWith(IN)) return `in ${key.slice(IN.length)}`;
+    if (key.startsWith(OUT)) return `out ${key.slice(OUT.length)}`;
+    return key;
+  };
+  const tunnelLabel = (key: string) => (key.startsWith(IN) ? `↓ ${peerName(key.slice(IN.length))}` : `↑ ${peerName(key.slice(OUT.length))}`);
+  const last = traffic.at(-1);
+  const [req, tin, tout, ttft] = d.perModel as [Rates, Rates, Rates, Rates];
+  const [fwd, bin, bout] = d.perPeer as [Rates, Rates, Rates];
+  const models = Object.keys(last?.models ?? {}).sort();
+  const peers = Object.keys(last?.peers ?? {}).sort();
+  const modelKeys = d.perModel[0]!.series.map((s) => s.key);
+  const peerKeys = d.perPeer[1]!.series.map((s) => s.key);
+
+  return (
+    <div class="stack">
+      <div class="charts">
+        <Chart name="requests" title="Requests / s" rates={d.requests} format={(v) => formatRate(v, "/s")} axisFormat={formatCompact} labelOf={label} />
+        <Chart
+          name="tokens"
+          title="Tokens / s (dashed: in, solid: out)"
+          rates={d.tokens}
+          format={(v) => formatRate(v, "tok/s")}
+          axisFormat={formatCompact}
+          labelOf={label}
+          styleOf={(key) => pairStyle(key, modelKeys)}
+        />
+        <Chart name="ttft" title="Time to first token (mean, s)" rates={d.ttft} format={(v) => formatMs(v * 1000)} axisFormat={(v) => `${formatCompact(v)}s`} labelOf={label} spanGaps />
+        <Chart
+          name="tunnel"
+          title="Tunnel bytes / s (dashed: received, solid: sent)"
+          rates={d.tunnel}
+          format={formatByteRate}
+          axisFormat={formatCompact}
+          labelOf={tunnelLabel}
+          styleOf={(key) => pairStyle(key, peerKeys)}
+        />
+      </div>
+      {traffic.length < 2 && <Empty>Rates appear after two samples (one every 2 s).</Empty>}
+      <Card title="Per model">
+        {models.length === 0 ? (
+          <Empty>No requests answered yet.</Empty>
+        ) : (
+          <div class="table-wrap">
+            <table class="table stackable">
+              <thead>
+                <tr>
+                  <th scope="col">Model</th>
+                  <th scope="col">Requests/s</th>
+                  <th scope="col">Tokens in/s</th>
+                  <th scope="col">Tokens out/s</th>
+                  <th scope="col">TTFT</th>
+                  <th scope="col">Requests</th>
+                </tr>
+              </thead>
+              <tbody>
+                {models.map((m) => (
+                  <tr key={m}>
+                    <Cell label="Model" class="mono strong">
+                      {m}
+                    </Cell>
+                    <Cell label="Requests/s">{formatRate(valueOf(req, m), "/s")}</Cell>
+                    <Cell label="Tokens in/s">{formatRate(valueOf(tin, m), "tok/s")}</Cell>
+                    <Cell label="Tokens out/s">{formatRate(valueOf(tout, m), "tok/s")}</Cell>
+                    <Cell label="TTFT">{formatMs(mul(valueOf(ttft, m), 1000))}</Cell>
+                    <Cell label="Requests">{last?.models[m]?.requests ?? 0}</Cell>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </Card>
+      <Card title="Per peer">
+        {peers.length === 0 ? (
+          <Empty>No peers exchanged traffic with this node yet.</Empty>
+        ) : (
+          <div class="table-wrap">
+            <table class="table stackable">
+              <thead>
+                <tr>
+                  <th scope="col">Peer</th>
+                  <th scope="col">Forwarded/s</th>
+                  <th scope="col">Tunnel in</th>
+                  <th scope="col">Tunnel out</th>
+                  <th scope="col">Forwarded</th>
+                  <th scope="col">Tunnel total</th>
+                </tr>
+              </thead>
+              <tbody>
+                {peers.map((p) => {
+                  const c = last?.peers[p];
+                  return (
+                    <tr key={p}>
+                      <Cell label="Peer" class="mono strong" title={p}>
+                        {peerName(p)}
+                      </Cell>
+                      <Cell label="Forwarded/s">{formatRate(valueOf(fwd, p), "/s")}</Cell>
+                      <Cell label="Tunnel in">{formatByteRate(valueOf(bin, p))}</Cell>
+                      <Cell label="Tunnel out">{formatByteRate(valueOf(bout, p))}</Cell>
+                      <Cell label="Forwarded">{c?.forwarded ?? 0}</Cell>
+                      <Cell label="Tunnel total">
+                        ↓ {formatBytes(c?.tunnelIn ?? 0)} ↑ {formatBytes(c?.tunnelOut ?? 0)}
+                      </Cell>
+                    </tr>
+                  );
+                })}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </Card>
+    </div>
+  );
+}
+
+/** An `in:`/`out:` series coloured by what it is of (its model or peer), dashed when it is the `in` half. */
+function pairStyle(key: string, of: readonly string[]): { color: string; dashed: boolean } {
+  const dashed = key.startsWith(IN);
+  const base = key.slice(dashed ? IN.length : OUT.length);
+  return { color: colorAt(Math.max(0, of.indexOf(base))), dashed };
+}
+
+const mul = (v: number | null, k: number) => (v === null ? null : v * k);
