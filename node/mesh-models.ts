@@ -233,8 +233,12 @@ export class MeshModels {
    * would evict the other one straight back.
    */
   onEvict(model: string, cause: EvictionCause): void {
-    if (model !== this.assigned || cause === "unload" || cause === "reload") return;
-    const why = cause === "idle" ? "the model had no requests for the idle time" : "the model made room for one asked for on demand";
+    // The pool unloads the model we host only when someone asks it to (an unload from the API or a
+    // console, Ollama's keep_alive 0): the group lets it go then, as when idle, rather than load it
+    // again at once. Its other unloads keep our place: handing over to another host (we no longer
+    // host it then) and a reload.
+    if (model !== this.assigned || cause === "reload" || (cause === "unload" && !this.hosting)) return;
+    const why = cause === "idle" ? "the model had no requests for the idle time" : cause === "unload" ? "the model was unloaded on request" : "the model made room for one asked for on demand";
     this.o.log.info(`${why}; leaving its group`, { model, cause });
     this.idle.add(model);
     this.setAssigned(undefined);

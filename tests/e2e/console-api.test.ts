@@ -117,3 +117,28 @@ test("the state answers whole, and the page's files are served with a policy tha
   expect(js.status).toBe(200);
   expect(js.headers.get("content-type")).toContain("javascript");
 });
+
+test("unloading the model a node hosts for its mesh (its --model) lets it go, as when idle: it stays unloaded until a request", async () => {
+  const hosting = await startNode([...SMALL_LLAMA, "--model", "tiny-q8_0"], { models: { "tiny-q8_0.gguf": await testModel("tiny", "q8_0") } });
+  const controller = new AbortController();
+  try {
+    const res = await fetch(`${hosting.url}/api/console/events`, { signal: controller.signal });
+    const stream = events(res);
+    await next(stream, (e) => ((e.event === "hello" || e.event === "state") && modelIn("state" in e.data ? e.data.state : e.data)?.status === "ready" ? true : undefined), "the model ready");
+    expect((await post(hosting, "/api/v1/unload", { model_name: "tiny-q8_0" })).status).toBe(200);
+    await next(stream, (e) => (e.event === "state" && modelIn(e.data)?.status === "unloaded" ? true : undefined), "the model unloaded");
+    // Two traffic samples later (4 s, in which a bounce would have started a load) it is still down.
+    let samples = 0;
+    await next(stream, (e) => {
+      if (e.event === "state") expect(modelIn(e.data)?.status).toBe("unloaded");
+      return e.event === "traffic" && ++samples === 2 ? true : undefined;
+    }, "two traffic samples");
+    const health = (await (await fetch(`${hosting.url}/api/v1/health`)).json()) as { all_models_loaded: unknown[] };
+    expect(health.all_models_loaded).toEqual([]);
+    // A request loads it again on demand.
+    expect((await chat(hosting, "tiny-q8_0", 2)).status).toBe(200);
+  } finally {
+    controller.abort();
+    await hosting.stop();
+  }
+});
