@@ -46,6 +46,11 @@ export function formatMs(ms: number | null | undefined): string {
   return `${(ms / 1000).toFixed(2)} s`;
 }
 
+/** A round trip as QUIC reports it, in whole milliseconds: 0 is under one. */
+export function formatRtt(ms: number | null | undefined): string {
+  return ms === 0 ? "< 1 ms" : formatMs(ms);
+}
+
 /** How long ago, from a count of milliseconds: `just now` under a second. */
 export function formatAgo(msAgo: number | null | undefined): string {
   if (msAgo === null || msAgo === undefined || !Number.isFinite(msAgo) || msAgo < 0) return DASH;

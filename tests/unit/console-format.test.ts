@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { parseChunk } from "../../console/src/chat-stream.ts";
-import { DASH, formatAgo, formatBytes, formatByteRate, formatCompact, formatDuration, formatMs, formatPercent, formatRate, shortId } from "../../console/src/format.ts";
+import { DASH, formatAgo, formatBytes, formatByteRate, formatCompact, formatDuration, formatMs, formatPercent, formatRtt, formatRate, shortId } from "../../console/src/format.ts";
 import { atLeast, fieldsText, filterLogs } from "../../console/src/log-filter.ts";
 import { idlePull, pullEvent } from "../../console/src/pull-progress.ts";
 import { errorText } from "../../console/src/error-text.ts";
@@ -44,6 +44,14 @@ describe("formatting", () => {
     [null, DASH],
   ])("formatMs(%p) = %s", (v, out) => {
     expect(formatMs(v)).toBe(out);
+  });
+
+  test.each<[number | null, string]>([
+    [0, "< 1 ms"],
+    [1, "1.0 ms"],
+    [null, DASH],
+  ])("formatRtt(%p) = %s (QUIC's whole milliseconds)", (v, out) => {
+    expect(formatRtt(v)).toBe(out);
   });
 
   test.each<[() => string, string]>([

@@ -5,7 +5,7 @@
  * coloured arc from its host to its members. Silent nodes are amber, gone ones faded and dashed.
  */
 import type { ConsoleModel, ConsoleNode } from "../../protocol.ts";
-import { formatBytes, formatMs } from "../format.ts";
+import { formatBytes, formatRtt } from "../format.ts";
 import { colorAt } from "./parts.tsx";
 
 const W = 640;
@@ -59,7 +59,7 @@ function Link({ from, to }: { from: Placed; to: Placed }) {
   const p = to.node;
   const mx = (from.x + to.x) / 2;
   const my = (from.y + to.y) / 2;
-  const label = `${p.directTls ? "TLS" : PATH_LABEL[p.quicPath]}${p.rttMs !== null ? ` · ${formatMs(p.rttMs)}` : ""}`;
+  const label = `${p.directTls ? "TLS" : PATH_LABEL[p.quicPath]}${p.rttMs !== null ? ` · ${formatRtt(p.rttMs)}` : ""}`;
   // Beside a steep line, above a flat one, so the label never sits on the line or a node's label.
   const steep = Math.abs(to.y - from.y) > Math.abs(to.x - from.x);
   return (
@@ -122,7 +122,7 @@ export function MeshMap({ nodes, groups }: { nodes: readonly ConsoleNode[]; grou
         const n = p.node;
         return (
           <g key={n.id} class={`map-node state-${n.state} ${n.self ? "map-self" : ""}`} transform={`translate(${p.x} ${p.y})`}>
-            <title>{`${n.id}\n${n.state}${n.rttMs !== null ? `, rtt ${formatMs(n.rttMs)}` : ""}\nmemory ${formatBytes(n.memoryUsedBytes)} of ${formatBytes(n.memoryOfferedBytes)}`}</title>
+            <title>{`${n.id}\n${n.state}${n.rttMs !== null ? `, rtt ${formatRtt(n.rttMs)}` : ""}\nmemory ${formatBytes(n.memoryUsedBytes)} of ${formatBytes(n.memoryOfferedBytes)}`}</title>
             <circle r={R_NODE} />
             <text class="map-node-id" y={4} text-anchor="middle">
               {n.shortId.slice(0, 6)}

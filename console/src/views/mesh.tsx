@@ -3,7 +3,7 @@
  * knows of it (state, path, round trip, memory, roles, llama.cpp build, uptime, tunnel bytes).
  */
 import type { ConsoleNode, ConsoleState, GroupRole, NodeState } from "../../protocol.ts";
-import { DASH, formatAgo, formatBytes, formatDuration, formatMs } from "../format.ts";
+import { DASH, formatAgo, formatBytes, formatDuration, formatRtt } from "../format.ts";
 import { mapGroups, MeshMap } from "./mesh-map.tsx";
 import { Card, Cell, Empty, Meter, Pill, type Tone } from "./parts.tsx";
 
@@ -32,7 +32,7 @@ function NodeRow({ n }: { n: ConsoleNode }) {
       </Cell>
       <Cell label="Path">
         {pathText(n)}
-        <div class="sub">{n.self ? "" : `rtt ${formatMs(n.rttMs)}`}</div>
+        <div class="sub">{n.self ? "" : `rtt ${formatRtt(n.rttMs)}`}</div>
       </Cell>
       <Cell label="Memory">
         <Meter value={n.memoryUsedBytes} max={n.memoryOfferedBytes} label={`memory used of offered on ${n.shortId}`} />
