@@ -5,7 +5,7 @@
 import type { ConsoleNode, ConsoleState, GroupRole, NodeState } from "../../protocol.ts";
 import { DASH, formatAgo, formatBytes, formatDuration, formatRtt } from "../format.ts";
 import { mapGroups, MeshMap } from "./mesh-map.tsx";
-import { Card, Cell, Empty, Meter, Pill, type Tone } from "./parts.tsx";
+import { Card, Cell, Empty, Meter, Pill, Table, type Tone } from "./parts.tsx";
 
 const STATE_TONE: Record<NodeState, Tone> = { up: "ok", silent: "warn", gone: "muted" };
 const ROLE_TONE: Record<GroupRole, Tone> = { host: "accent", worker: "info", standby: "muted" };
@@ -127,28 +127,11 @@ export function MeshView({ state }: { state: ConsoleState | null }) {
         </div>
       </Card>
       <Card title="Nodes">
-        <div class="table-wrap">
-          <table class="table stackable">
-            <thead>
-              <tr>
-                <th scope="col">Node</th>
-                <th scope="col">State</th>
-                <th scope="col">Path</th>
-                <th scope="col">Memory</th>
-                <th scope="col">Roles</th>
-                <th scope="col">llama.cpp</th>
-                <th scope="col">Uptime</th>
-                <th scope="col">Tunnel</th>
-                <th scope="col">Addresses</th>
-              </tr>
-            </thead>
-            <tbody>
-              {state.nodes.map((n) => (
-                <NodeRow key={n.id} n={n} />
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table columns={["Node", "State", "Path", "Memory", "Roles", "llama.cpp", "Uptime", "Tunnel", "Addresses"]}>
+          {state.nodes.map((n) => (
+            <NodeRow key={n.id} n={n} />
+          ))}
+        </Table>
       </Card>
     </div>
   );

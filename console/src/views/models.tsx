@@ -8,7 +8,7 @@ import { useState } from "preact/hooks";
 import type { ConsoleModel, ConsoleModelStatus, ConsoleNode, ConsoleState } from "../../protocol.ts";
 import { describeError, postJson } from "../api.ts";
 import { DASH, formatBytes, formatDuration, formatPercent, shortId } from "../format.ts";
-import { Card, Cell, Empty, Pill, type Tone } from "./parts.tsx";
+import { Card, Cell, Empty, Pill, Table, type Tone } from "./parts.tsx";
 import { PullForm } from "./pull.tsx";
 
 const STATUS_TONE: Record<ConsoleModelStatus, Tone> = {
@@ -155,24 +155,11 @@ export function ModelsView({ state }: { state: ConsoleState | null }) {
         {state.models.length === 0 ? (
           <Empty>No models yet: pull one below, or put a GGUF file in a models directory.</Empty>
         ) : (
-          <div class="table-wrap">
-            <table class="table stackable">
-              <thead>
-                <tr>
-                  <th scope="col">Model</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">Host</th>
-                  <th scope="col">Group</th>
-                  <th scope="col">Actions</th>
-                </tr>
-              </thead>
-              <tbody>
-                {state.models.map((m) => (
-                  <ModelRow key={m.name} m={m} nameOf={nameOf} />
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table columns={["Model", "Status", "Host", "Group", "Actions"]}>
+            {state.models.map((m) => (
+              <ModelRow key={m.name} m={m} nameOf={nameOf} />
+            ))}
+          </Table>
         )}
       </Card>
       <PullForm />

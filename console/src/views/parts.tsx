@@ -52,3 +52,23 @@ export function Cell({ label, class: cls, title, children }: { label: string; cl
     </td>
   );
 }
+
+/** A table whose rows become labelled cards on narrow screens (`Cell` gives each its label). */
+export function Table({ columns, children }: { columns: readonly string[]; children: ComponentChildren }) {
+  return (
+    <div class="table-wrap">
+      <table class="table stackable">
+        <thead>
+          <tr>
+            {columns.map((c) => (
+              <th scope="col" key={c}>
+                {c}
+              </th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>{children}</tbody>
+      </table>
+    </div>
+  );
+}

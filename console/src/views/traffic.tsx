@@ -19,7 +19,7 @@ import {
   type Rates,
 } from "../rates.ts";
 import { Chart } from "./chart.tsx";
-import { Card, Cell, colorAt, Empty } from "./parts.tsx";
+import { Card, Cell, Empty, Table, colorAt } from "./parts.tsx";
 
 const PEER = "peer:";
 const IN = "in:";
@@ -111,73 +111,45 @@ export function TrafficView({ traffic, state }: { traffic: readonly TrafficSampl
         {models.length === 0 ? (
           <Empty>No requests answered yet.</Empty>
         ) : (
-          <div class="table-wrap">
-            <table class="table stackable">
-              <thead>
-                <tr>
-                  <th scope="col">Model</th>
-                  <th scope="col">Requests/s</th>
-                  <th scope="col">Tokens in/s</th>
-                  <th scope="col">Tokens out/s</th>
-                  <th scope="col">TTFT</th>
-                  <th scope="col">Requests</th>
-                </tr>
-              </thead>
-              <tbody>
-                {models.map((m) => (
-                  <tr key={m}>
-                    <Cell label="Model" class="mono strong">
-                      {m}
-                    </Cell>
-                    <Cell label="Requests/s">{formatRate(valueOf(req, m), "/s")}</Cell>
-                    <Cell label="Tokens in/s">{formatRate(valueOf(tin, m), "tok/s")}</Cell>
-                    <Cell label="Tokens out/s">{formatRate(valueOf(tout, m), "tok/s")}</Cell>
-                    <Cell label="TTFT">{formatMs(mul(valueOf(ttft, m), 1000))}</Cell>
-                    <Cell label="Requests">{last?.models[m]?.requests ?? 0}</Cell>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table columns={["Model", "Requests/s", "Tokens in/s", "Tokens out/s", "TTFT", "Requests"]}>
+            {models.map((m) => (
+              <tr key={m}>
+                <Cell label="Model" class="mono strong">
+                  {m}
+                </Cell>
+                <Cell label="Requests/s">{formatRate(valueOf(req, m), "/s")}</Cell>
+                <Cell label="Tokens in/s">{formatRate(valueOf(tin, m), "tok/s")}</Cell>
+                <Cell label="Tokens out/s">{formatRate(valueOf(tout, m), "tok/s")}</Cell>
+                <Cell label="TTFT">{formatMs(mul(valueOf(ttft, m), 1000))}</Cell>
+                <Cell label="Requests">{last?.models[m]?.requests ?? 0}</Cell>
+              </tr>
+            ))}
+          </Table>
         )}
       </Card>
       <Card title="Per peer">
         {peers.length === 0 ? (
           <Empty>No peers exchanged traffic with this node yet.</Empty>
         ) : (
-          <div class="table-wrap">
-            <table class="table stackable">
-              <thead>
-                <tr>
-                  <th scope="col">Peer</th>
-                  <th scope="col">Forwarded/s</th>
-                  <th scope="col">Tunnel in</th>
-                  <th scope="col">Tunnel out</th>
-                  <th scope="col">Forwarded</th>
-                  <th scope="col">Tunnel total</th>
+          <Table columns={["Peer", "Forwarded/s", "Tunnel in", "Tunnel out", "Forwarded", "Tunnel total"]}>
+            {peers.map((p) => {
+              const c = last?.peers[p];
+              return (
+                <tr key={p}>
+                  <Cell label="Peer" class="mono strong" title={p}>
+                    {peerName(p)}
+                  </Cell>
+                  <Cell label="Forwarded/s">{formatRate(valueOf(fwd, p), "/s")}</Cell>
+                  <Cell label="Tunnel in">{formatByteRate(valueOf(bin, p))}</Cell>
+                  <Cell label="Tunnel out">{formatByteRate(valueOf(bout, p))}</Cell>
+                  <Cell label="Forwarded">{c?.forwarded ?? 0}</Cell>
+                  <Cell label="Tunnel total">
+                    ↓ {formatBytes(c?.tunnelIn ?? 0)} ↑ {formatBytes(c?.tunnelOut ?? 0)}
+                  </Cell>
                 </tr>
-              </thead>
-              <tbody>
-                {peers.map((p) => {
-                  const c = last?.peers[p];
-                  return (
-                    <tr key={p}>
-                      <Cell label="Peer" class="mono strong" title={p}>
-                        {peerName(p)}
-                      </Cell>
-                      <Cell label="Forwarded/s">{formatRate(valueOf(fwd, p), "/s")}</Cell>
-                      <Cell label="Tunnel in">{formatByteRate(valueOf(bin, p))}</Cell>
-                      <Cell label="Tunnel out">{formatByteRate(valueOf(bout, p))}</Cell>
-                      <Cell label="Forwarded">{c?.forwarded ?? 0}</Cell>
-                      <Cell label="Tunnel total">
-                        ↓ {formatBytes(c?.tunnelIn ?? 0)} ↑ {formatBytes(c?.tunnelOut ?? 0)}
-                      </Cell>
-                    </tr>
-                  );
-                })}
-              </tbody>
-            </table>
-          </div>
+              );
+            })}
+          </Table>
         )}
       </Card>
     </div>
