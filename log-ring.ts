@@ -22,7 +22,14 @@ export class LogRing {
     const line: LogLine = { seq: ++this.seq, at, level, msg: cut(msg), fields: kept };
     this.lines.push(line);
     if (this.lines.length > this.max) this.lines.splice(0, this.lines.length - this.max);
-    for (const listener of this.listeners) listener(line);
+    for (const listener of this.listeners) {
+      // A listener is a page's stream: one that fails must not break the log call that fed it, nor the others.
+      try {
+        listener(line);
+      } catch {
+        this.listeners.delete(listener);
+      }
+    }
   }
 
   recent(): LogLine[] {

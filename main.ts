@@ -87,7 +87,7 @@ async function startNode(config: Config): Promise<void> {
     meshMetrics: { peers: () => node.mesh()?.membership.peers.size ?? 0, tunnels: () => node.tunnels.counters },
     browser: { listen: config.listen, corsOrigins: config.corsOrigins },
     keepAliveMs: keepAliveMsFor(config.idleTimeoutS),
-    console: consoleSource({ version: pkg.version, mesh: node.mesh, models: node.models, pool: node.pool, tunnels: node.tunnels, logs }),
+    console: consoleSource({ version: pkg.version, mesh: node.mesh, models: node.models, pool: node.pool, tunnels: node.tunnels, logs, log }),
   });
   node.setHttpHandler(async (req) => app.fetch(req));
   let server: ReturnType<typeof Bun.serve>;

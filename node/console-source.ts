@@ -5,14 +5,25 @@
  * between states rather than per state).
  */
 import type { ConsoleNode, ConsoleState, QuicPath } from "../console/protocol.ts";
+import type { Log } from "../log.ts";
 import { peerLabel, tunnelBytes } from "../metrics/labels.ts";
 import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
 import type { LogRing } from "../log-ring.ts";
 import type { Pool } from "../pool/pool.ts";
-import type { ConsoleSources } from "../router/console-feed.ts";
 import type { Tunnels } from "../tunnel/tunnels.ts";
 import { consoleState, rememberGone } from "./console-state.ts";
 import type { MeshModels } from "./mesh-models.ts";
+
+/** What the console's feed (`router/console-feed.ts`) reads from a node. */
+export interface ConsoleSources {
+  state(): ConsoleState;
+  logs: LogRing;
+  log: Pick<Log, "warn">;
+  /** Tunnel bytes by peer short id, for the traffic samples. */
+  tunnelBytes(): Map<string, { in: number; out: number }>;
+  /** Work that must not run per state (asking iroh how each peer is reached), done between states. */
+  refresh(): Promise<void>;
+}
 
 export interface ConsoleSourceParts {
   version: string;
@@ -21,15 +32,40 @@ export interface ConsoleSourceParts {
   pool: Pick<Pool, "loaded" | "isLoading">;
   tunnels: Pick<Tunnels, "counters">;
   logs: LogRing;
+  log: Pick<Log, "warn">;
+}
+
+/** A connection closing as we ask has no round trip to tell. */
+function rttOf(conn: { rttMs(): number }): number | null {
+  try {
+    return conn.rttMs();
+  } catch {
+    return null;
+  }
 }
 
 const PATHS_EVERY_MS = 2_000;
+/** iroh answers in microseconds; one that does not is not waited for (the paths already known stay). */
+const PATHS_DEADLINE_MS = 1_000;
 
 export function consoleSource(parts: ConsoleSourceParts): ConsoleSources {
   let shown: { nodes: ConsoleNode[]; at: number } = { nodes: [], at: Date.now() };
   const loadingSince = new Map<string, number>();
   const paths = new Map<string, QuicPath>();
   let pathsAt = 0;
+  /** The asking in progress: a page opened meanwhile waits for it rather than show paths not known yet. */
+  let refreshing: Promise<void> | undefined;
+
+  const askPaths = async () => {
+    const mesh = parts.mesh();
+    // A path changes when iroh upgrades or loses one: every couple of seconds is often enough to ask.
+    if (!mesh || Date.now() - pathsAt < PATHS_EVERY_MS) return;
+    pathsAt = Date.now();
+    const ids = [...mesh.membership.peers.keys()];
+    for (const id of paths.keys()) if (!ids.includes(id)) paths.delete(id);
+    const asked = Promise.all(ids.map(async (id) => paths.set(id, await mesh.quicPath(id).catch(() => "none" as const))));
+    await Promise.race([asked, Bun.sleep(PATHS_DEADLINE_MS)]);
+  };
 
   const state = (): ConsoleState => {
     const now = Date.now();
@@ -38,12 +74,10 @@ export function consoleSource(parts: ConsoleSourceParts): ConsoleSources {
     const catalog = parts.models.catalog();
     const local = parts.pool.loaded();
     const loadingHere = new Set(catalog.map((m) => m.name).filter((name) => parts.pool.isLoading(name)));
-    for (const m of catalog) {
-      const loading = m.status === "loading" || loadingHere.has(m.name);
-      if (!loading) loadingSince.delete(m.name);
-      else if (!loadingSince.has(m.name)) loadingSince.set(m.name, now);
-    }
-    const gone = rememberGone(shown.nodes, new Set(peers.map((p) => p.id)), now, shown.at);
+    const loading = new Set(catalog.filter((m) => m.status === "loading" || loadingHere.has(m.name)).map((m) => m.name));
+    for (const name of loadingSince.keys()) if (!loading.has(name)) loadingSince.delete(name);
+    for (const name of loading) if (!loadingSince.has(name)) loadingSince.set(name, now);
+    const gone = rememberGone(shown.nodes, new Set([...(mesh ? [mesh.nodeId] : []), ...peers.map((p) => p.id)]), now, shown.at);
     const s = consoleState({
       now,
       version: parts.version,
@@ -55,7 +89,7 @@ export function consoleSource(parts: ConsoleSourceParts): ConsoleSources {
         return {
           announcement: p.announcement,
           lastSeenMsAgo: now - p.lastSeen,
-          rttMs: p.conn.rttMs(),
+          rttMs: rttOf(p.conn),
           quicPath: paths.get(p.id) ?? "none",
           tunnel: { ...bytes, direct: counters?.direct ?? false },
         };
@@ -75,14 +109,7 @@ export function consoleSource(parts: ConsoleSourceParts): ConsoleSources {
     state,
     logs: parts.logs,
     tunnelBytes: () => new Map([...parts.tunnels.counters].map(([id, c]) => [peerLabel(id), tunnelBytes(c)])),
-    refresh: async () => {
-      const mesh = parts.mesh();
-      // A path changes when iroh upgrades or loses one: every couple of seconds is often enough to ask.
-      if (!mesh || Date.now() - pathsAt < PATHS_EVERY_MS) return;
-      pathsAt = Date.now();
-      const ids = [...mesh.membership.peers.keys()];
-      for (const id of paths.keys()) if (!ids.includes(id)) paths.delete(id);
-      await Promise.all(ids.map(async (id) => paths.set(id, await mesh.quicPath(id))));
-    },
+    log: parts.log,
+    refresh: () => (refreshing ??= askPaths().finally(() => (refreshing = undefined))),
   };
 }

@@ -47,7 +47,7 @@ export interface ConsoleInput {
 /** A member of a model's group, its role and the share of the layers it runs. */
 type Member = ConsoleModel["members"][number];
 
-/** The group of a model: the host, the workers its server runs over (or is to), and members standing by. */
+/** The group of a model: the host, the workers its server runs over (or is to), members standing by, and other nodes serving it. */
 export function groupOf(m: CatalogModel, views: readonly NodeView[]): Member[] {
   const view = (id: string) => views.find((v) => v.nodeId === id);
   const host = m.host ?? m.servedBy;
@@ -60,7 +60,10 @@ export function groupOf(m: CatalogModel, views: readonly NodeView[]): Member[] {
   const total = memory.reduce((a, b) => a + b, 0);
   const share = (i: number) => (running.length === 1 ? 1 : total > 0 ? memory[i]! / total : 1 / running.length);
   const members: Member[] = running.map((id, i) => ({ id, role: i === 0 ? "host" : "worker", share: share(i) }));
-  for (const id of m.nodesServing) if (!running.includes(id)) members.push({ id, role: "standby", share: 0 });
+  // Any other node whose server answers for it runs it whole: an old host handing over, a load on demand.
+  const serves = (id: string) => view(id)?.ready.includes(m.name) === true;
+  for (const id of m.nodesServing) if (!running.includes(id)) members.push(serves(id) ? { id, role: "host", share: 1 } : { id, role: "standby", share: 0 });
+  for (const v of views) if (serves(v.nodeId) && !members.some((x) => x.id === v.nodeId)) members.push({ id: v.nodeId, role: "host", share: 1 });
   return members;
 }
 

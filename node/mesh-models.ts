@@ -57,6 +57,8 @@ export class MeshModels {
   private readonly schedule = new HostSchedule();
   private stopped = false;
   private pending = false;
+  /** Models whose server we unload because another node hosts them now (not on anyone's request). */
+  private readonly handingOver = new Set<string>();
   /** Models whose files we failed to get for good: not chosen again by this node. */
   private readonly unfetchable = new Set<string>();
   /** An explicit --model the mesh does not know yet, said once. */
@@ -227,17 +229,13 @@ export class MeshModels {
   }
 
   /**
-   * The pool is unloading a model. One we host that went idle, or that made room for a model asked
-   * for on demand (`--evict-mesh-models on`), frees our group: the mesh shows it unloaded, as it is,
-   * and a request for it loads it again on demand, like on a single box; loading it again at once
-   * would evict the other one straight back.
+   * The pool is unloading a model. One we host that went idle, made room for one asked for on demand
+   * (`--evict-mesh-models on`) or was unloaded on request (the API, a console, Ollama's keep_alive 0)
+   * frees our group: the mesh shows it unloaded and a request loads it again; a hand-over or reload does not.
    */
   onEvict(model: string, cause: EvictionCause): void {
-    // The pool unloads the model we host only when someone asks it to (an unload from the API or a
-    // console, Ollama's keep_alive 0): the group lets it go then, as when idle, rather than load it
-    // again at once. Its other unloads keep our place: handing over to another host (we no longer
-    // host it then) and a reload.
-    if (model !== this.assigned || cause === "reload" || (cause === "unload" && !this.hosting)) return;
+    const handover = this.handingOver.delete(model);
+    if (model !== this.assigned || cause === "reload" || (cause === "unload" && handover)) return;
     const why = cause === "idle" ? "the model had no requests for the idle time" : cause === "unload" ? "the model was unloaded on request" : "the model made room for one asked for on demand";
     this.o.log.info(`${why}; leaving its group`, { model, cause });
     this.idle.add(model);
@@ -266,10 +264,7 @@ export class MeshModels {
   private reconcileSoon(): void {
     if (this.pending) return;
     this.pending = true;
-    setImmediate(() => {
-      this.pending = false;
-      this.reconcile();
-    });
+    setImmediate(() => void ((this.pending = false), this.reconcile()));
   }
 
   /**
@@ -361,7 +356,8 @@ export class MeshModels {
     // rpc-server serves one client at a time, so theirs would wait for ours to go, and ours for theirs.
     if (server && !server.draining && plan && plan.host !== views[0]!.nodeId && (entry.servedBy === plan.host || holdsWhatTheyNeed(views[0]!.nodeId, this.loadedSplit, plan))) {
       this.o.log.info("another node hosts the model now; unloading ours", { model: name, host: plan.host.slice(0, 10) });
-      void this.o.pool.unload(name).catch(() => undefined);
+      this.handingOver.add(name);
+      void this.o.pool.unload(name).catch(() => this.handingOver.delete(name));
       return;
     }
     if (!runnable || this.o.pool.isLoading(name) || (server && this.loadedSplit === wanted)) {

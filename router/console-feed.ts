@@ -6,21 +6,14 @@
  * lines as they are written. Each page gets them in order; one that stops reading is let go.
  */
 import { CONSOLE_LIMITS, type ConsoleEvents, type ConsoleHello, type ConsoleState, type TrafficSample } from "../console/protocol.ts";
-import type { LogRing } from "../log-ring.ts";
 import type { NodeMetrics } from "../metrics/node-metrics.ts";
-
-export interface ConsoleSources {
-  state(): ConsoleState;
-  logs: LogRing;
-  /** Tunnel bytes by peer short id, for the traffic samples. */
-  tunnelBytes(): Map<string, { in: number; out: number }>;
-  /** Work that must not run per state (asking iroh how each peer is reached), done between states. */
-  refresh?(): Promise<void>;
-}
+import type { ConsoleSources } from "../node/console-source.ts";
 
 export type ConsoleSend = <K extends keyof ConsoleEvents>(event: K, data: ConsoleEvents[K]) => void;
 
 const STATE_CHECK_MS = 500;
+/** Pages listening at once: each holds a subscription and up to `MAX_UNREAD_BYTES` of queue. */
+export const MAX_CONSOLE_PAGES = 32;
 /** A state is sent at least this often while a page listens, for the figures left out of `stateKey`. */
 const STATE_REFRESH_MS = 5_000;
 
@@ -45,44 +38,65 @@ export class ConsoleFeed {
   private last: { key: string; at: number } | undefined;
   private stateTimer: Timer | undefined;
   private checking = false;
+  /** The last failure said, by what failed ("state", "traffic sample"). */
+  private readonly lastFailure = new Map<string, string>();
 
   constructor(
     private readonly sources: ConsoleSources,
     private readonly metrics: Pick<NodeMetrics, "traffic">,
   ) {
     // Sampled whether or not a page is open: a page opened later shows the minutes before it.
-    setInterval(() => void this.sample(), CONSOLE_LIMITS.trafficEveryMs).unref();
-    void this.sample();
+    const sample = () => void this.sample().catch((err: unknown) => this.failed("traffic sample", err));
+    setInterval(sample, CONSOLE_LIMITS.trafficEveryMs).unref();
+    sample();
   }
 
-  /** Everything a page opened now shows, with the peers' paths asked first (a page's first look should not say "none"). */
+  /** The state now, with the peers' paths asked first (a page's first look should not say "none"). */
+  async state(): Promise<ConsoleState> {
+    await this.sources.refresh();
+    return this.sources.state();
+  }
+
+  /** Everything a page opened now shows. */
   async hello(): Promise<ConsoleHello> {
-    await this.sources.refresh?.();
-    return { state: this.sources.state(), traffic: [...this.history], logs: this.sources.logs.recent() };
+    return { state: await this.state(), traffic: [...this.history], logs: this.sources.logs.recent() };
+  }
+
+  /** Whether one more page may listen. */
+  get full(): boolean {
+    return this.pages.size >= MAX_CONSOLE_PAGES;
   }
 
   /** Sends every event to `send` from now on, until the returned function is called. */
   subscribe(send: ConsoleSend): () => void {
     this.pages.add(send);
+    // A change sent to the other pages while this one's hello was being made: sent again to all.
+    this.last = undefined;
     const unlog = this.sources.logs.subscribe((line) => send("log", line));
-    this.stateTimer ??= setInterval(() => void this.checkState(), STATE_CHECK_MS);
+    this.stateTimer ??= setInterval(() => void this.checkState().catch((err: unknown) => this.failed("state", err)), STATE_CHECK_MS);
     return () => {
       unlog();
       this.pages.delete(send);
       if (this.pages.size === 0 && this.stateTimer) {
         clearInterval(this.stateTimer);
         this.stateTimer = undefined;
-        this.last = undefined;
       }
     };
+  }
+
+  /** What the console shows must never take the node down; a failure is said once until it changes (it recurs every tick). */
+  private failed(what: string, err: unknown): void {
+    const error = err instanceof Error ? err.message : String(err);
+    if (this.lastFailure.get(what) === error) return;
+    this.lastFailure.set(what, error);
+    this.sources.log.warn(`the console's ${what} failed`, { error });
   }
 
   private async checkState(): Promise<void> {
     if (this.checking) return;
     this.checking = true;
     try {
-      await this.sources.refresh?.();
-      const state = this.sources.state();
+      const state = await this.state();
       const key = stateKey(state);
       if (!stateDue(key, this.last, state.at)) return;
       this.last = { key, at: state.at };

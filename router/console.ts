@@ -6,7 +6,7 @@
 import { Hono } from "hono";
 import { consoleAssets, type ConsoleAssets } from "../console/bundle.ts";
 import type { ConsoleEvents } from "../console/protocol.ts";
-import type { ConsoleFeed } from "./console-feed.ts";
+import { MAX_CONSOLE_PAGES, type ConsoleFeed } from "./console-feed.ts";
 import { errorResponse } from "./errors.ts";
 
 /** The page runs only its own files, talks only to its node, and no other page may frame it (its buttons load and unload). */
@@ -47,7 +47,8 @@ export function consoleEventStream(feed: ConsoleFeed, keepAliveMs: number, signa
           unsubscribe();
           signal.removeEventListener("abort", stop);
           try {
-            controller.close();
+            // An error, not a close: a close would keep what is queued until the socket goes.
+            controller.error(new Error("the console stream ended"));
           } catch {
             // already closed or cancelled
           }
@@ -73,9 +74,10 @@ export function consoleRoutes(feed: ConsoleFeed | undefined, keepAliveMs: number
   app.get("/console/app.js", file((a) => a.js, "text/javascript; charset=utf-8"));
   app.get("/console/app.css", file((a) => a.css, "text/css; charset=utf-8"));
   const noFeed = (c: Parameters<typeof errorResponse>[0]) => errorResponse(c, 503, "this node serves no console state (it runs without a mesh node)", "service_unavailable", "console_unavailable");
-  app.get("/api/console/state", async (c) => (feed ? c.json((await feed.hello()).state) : noFeed(c)));
+  app.get("/api/console/state", async (c) => (feed ? c.json(await feed.state()) : noFeed(c)));
   app.get("/api/console/events", (c) => {
     if (!feed) return noFeed(c);
+    if (feed.full) return errorResponse(c, 429, `${MAX_CONSOLE_PAGES} console pages are open on this node, its limit; close one`, "rate_limit_error", "too_many_console_pages", 5);
     return new Response(consoleEventStream(feed, keepAliveMs, c.req.raw.signal), {
       headers: { "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "X-Accel-Buffering": "no" },
     });

@@ -81,7 +81,7 @@ function Views({ tab, view }: { tab: Tab; view: ConsoleView }) {
       <div hidden={tab !== "models"}>
         <ModelsView state={state} />
       </div>
-      {tab === "traffic" && <TrafficView traffic={view.traffic} state={state} />}
+      {tab === "traffic" && <TrafficView traffic={view.traffic} />}
       <div hidden={tab !== "chat"}>
         <ChatView state={state} />
       </div>

@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { ConsoleEvents, ConsoleHello, ConsoleState, TrafficSample } from "../../console/protocol.ts";
+import { SseParser } from "../../console/src/sse.ts";
 import { chat, post } from "../helpers/api.ts";
 import { killAllChildren } from "../helpers/children.ts";
 import { testModel } from "../helpers/models.ts";
@@ -26,23 +27,15 @@ afterAll(async () => {
 
 type Event = { [K in keyof ConsoleEvents]: { event: K; data: ConsoleEvents[K] } }[keyof ConsoleEvents];
 
-/** Reads the stream's events as they come (a small SSE reader: `event:` and one `data:` line each). */
+/** Reads the stream's events as they come, with the page's own parser. */
 async function* events(res: Response): AsyncGenerator<Event> {
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = "";
+  const parser = new SseParser();
+  const reader = res.body!.getReader();
   try {
     for (;;) {
       const { value, done } = await reader.read();
       if (done) return;
-      buffer += value;
-      let end: number;
-      while ((end = buffer.indexOf("\n\n")) !== -1) {
-        const block = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        const event = /^event: (.+)$/m.exec(block)?.[1];
-        const data = /^data: (.+)$/m.exec(block)?.[1];
-        if (event && data) yield { event, data: JSON.parse(data) } as Event;
-      }
+      for (const m of parser.push(value)) yield { event: m.event, data: JSON.parse(m.data) } as Event;
     }
   } finally {
     await reader.cancel().catch(() => undefined);
@@ -135,6 +128,9 @@ test("unloading the model a node hosts for its mesh (its --model) lets it go, as
     }, "two traffic samples");
     const health = (await (await fetch(`${hosting.url}/api/v1/health`)).json()) as { all_models_loaded: unknown[] };
     expect(health.all_models_loaded).toEqual([]);
+    // Out of its group, as an idle model is: nothing will load it but a request.
+    const status = (await (await fetch(`${hosting.url}/api/status`)).json()) as { models: { assigned: string | null; idle: string[] } };
+    expect(status.models).toMatchObject({ assigned: null, idle: ["tiny-q8_0"] });
     // A request loads it again on demand.
     expect((await chat(hosting, "tiny-q8_0", 2)).status).toBe(200);
   } finally {

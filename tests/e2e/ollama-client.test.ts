@@ -196,7 +196,7 @@ test("--ollama-listen: the same API on a second listener, with the keys, and the
   const rebind = { host: "rebind.attacker.example", authorization: "Bearer k" };
   expect((await fetch(`${url}/api/tags`, { headers: rebind })).status).toBe(421);
   expect((await fetch(`${node.url}/api/tags`, { headers: rebind })).status).toBe(200);
-  // Its root answers as Ollama's does (tools probe it); the console stays on the main listener.
+  // Its root answers as Ollama's does (tools probe it); the console's page is the main listener's root.
   expect(await (await fetch(`${url}/`)).text()).toBe("Ollama is running");
   expect(await (await fetch(`${node.url}/`)).text()).toContain("/console/app.js");
 });

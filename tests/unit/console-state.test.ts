@@ -103,6 +103,17 @@ describe("consoleState", () => {
     });
   }
 
+  test("two nodes serving a model on demand, in no group: both run it whole, and its memory counts on both", () => {
+    const self = announcement(id("a"), { modelsOnDisk: [model("m", GIB)], serving: ["m"] });
+    const other = announcement(id("b"), { modelsOnDisk: [model("m", GIB)], serving: ["m"] });
+    const s = consoleState(input(self, [peer(other)]));
+    expect(s.models[0]!.members).toEqual([
+      { id: id("a"), role: "host", share: 1 },
+      { id: id("b"), role: "host", share: 1 },
+    ]);
+    expect(s.nodes.map((n) => n.memoryUsedBytes)).toEqual([GIB, GIB]);
+  });
+
   test("a peer not heard from for over two heartbeats is silent; within them, up", () => {
     const self = announcement(id("a"));
     const s = consoleState(input(self, [peer(announcement(id("b")), { lastSeenMsAgo: 4_400 }), peer(announcement(id("c")), { lastSeenMsAgo: 4_600 })]));

@@ -3,7 +3,7 @@
  * it is kept (in this tab's sessionStorage only), so a wrong one is said on the form at once.
  */
 import { useState } from "preact/hooks";
-import { apiFetch, describeError, setKey, Unauthorized } from "../api.ts";
+import { apiFetch, describeError, ensureOk, setKey, Unauthorized } from "../api.ts";
 
 export function KeyForm({ onAccepted }: { onAccepted: () => void }) {
   const [value, setValue] = useState("");
@@ -17,7 +17,8 @@ export function KeyForm({ onAccepted }: { onAccepted: () => void }) {
     setBusy(true);
     setError("");
     try {
-      const res = await apiFetch("/api/console/state", { key });
+      // Kept only once the node took it: a 5xx says nothing about the key.
+      const res = await ensureOk(await apiFetch("/api/console/state", { key }));
       await res.body?.cancel();
       setKey(key);
       setValue("");

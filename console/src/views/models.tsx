@@ -51,8 +51,8 @@ function StatusDetail({ m, nameOf }: { m: ConsoleModel; nameOf: NameOf }) {
   }
 }
 
-/** A share as a percentage: a fraction of the layers (0..1). */
-const shareText = (share: number) => formatPercent(share > 1 ? share / 100 : share);
+/** A member's share of the layers (0 to 1), as a percentage. */
+const shareText = (share: number) => formatPercent(share);
 
 function ModelRow({ m, nameOf }: { m: ConsoleModel; nameOf: NameOf }) {
   const [busy, setBusy] = useState<"" | "load" | "unload" | "pin">("");

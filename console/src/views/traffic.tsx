@@ -3,8 +3,8 @@
  * minutes, drawn from the node's cumulative counters, and the latest rates per model and per peer.
  */
 import { useMemo } from "preact/hooks";
-import type { ConsoleState, TrafficSample } from "../../protocol.ts";
-import { formatByteRate, formatBytes, formatCompact, formatMs, formatRate, shortId } from "../format.ts";
+import type { TrafficSample } from "../../protocol.ts";
+import { formatByteRate, formatBytes, formatCompact, formatMs, formatRate } from "../format.ts";
 import {
   latest,
   merge,
@@ -63,17 +63,16 @@ function derive(samples: readonly TrafficSample[]): Derived {
 
 const valueOf = (r: Rates, key: string) => latest(r.series.find((s) => s.key === key)?.values ?? []);
 
-export function TrafficView({ traffic, state }: { traffic: readonly TrafficSample[]; state: ConsoleState | null }) {
+/** Peers are named by the short ids the samples key them by. */
+export function TrafficView({ traffic }: { traffic: readonly TrafficSample[] }) {
   const d = useMemo(() => derive(traffic), [traffic]);
-  const names = new Map((state?.nodes ?? []).map((n) => [n.id, n.shortId]));
-  const peerName = (id: string) => names.get(id) ?? shortId(id);
   const label = (key: string) => {
-    if (key.startsWith(PEER)) return `→ ${peerName(key.slice(PEER.length))}`;
+    if (key.startsWith(PEER)) return `→ ${key.slice(PEER.length)}`;
     if (key.startsWith(IN)) return `in ${key.slice(IN.length)}`;
     if (key.startsWith(OUT)) return `out ${key.slice(OUT.length)}`;
     return key;
   };
-  const tunnelLabel = (key: string) => (key.startsWith(IN) ? `↓ ${peerName(key.slice(IN.length))}` : `↑ ${peerName(key.slice(OUT.length))}`);
+  const tunnelLabel = (key: string) => (key.startsWith(IN) ? `↓ ${key.slice(IN.length)}` : `↑ ${key.slice(OUT.length)}`);
   const last = traffic.at(-1);
   const [req, tin, tout, ttft] = d.perModel as [Rates, Rates, Rates, Rates];
   const [fwd, bin, bout] = d.perPeer as [Rates, Rates, Rates];
@@ -137,7 +136,7 @@ export function TrafficView({ traffic, state }: { traffic: readonly TrafficSampl
               return (
                 <tr key={p}>
                   <Cell label="Peer" class="mono strong" title={p}>
-                    {peerName(p)}
+                    {p}
                   </Cell>
                   <Cell label="Forwarded/s">{formatRate(valueOf(fwd, p), "/s")}</Cell>
                   <Cell label="Tunnel in">{formatByteRate(valueOf(bin, p))}</Cell>
