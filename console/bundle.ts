@@ -35,11 +35,21 @@ export async function writeConsoleDist(root: string): Promise<string> {
   return dir;
 }
 
-/** In the compiled binary the code runs from Bun's `/$bunfs/root`, where `--asset` put the bundle under its relative path. */
-const compiledRoot = (dir: string) => (dir.startsWith("/$bunfs/") ? "/$bunfs/root" : undefined);
+/** Whether this runs as the compiled binary (its code lives in Bun's embedded file system). */
+const compiled = import.meta.dir.startsWith("/$bunfs/");
 
-async function embedded(root: string): Promise<ConsoleAssets> {
-  const read = (name: string) => Bun.file(join(root, DIST_DIR, name)).text();
+/**
+ * The bundle `--asset console/dist` embedded. Bun names embedded assets by their path under the
+ * asset folder's parent (`dist/app.js` in Bun 1.4), so they are found by that tail, not by a
+ * directory guessed here.
+ */
+async function embedded(): Promise<ConsoleAssets> {
+  const files = Bun.embeddedFiles as readonly (Blob & { name?: string })[];
+  const read = (name: string) => {
+    const file = files.find((f) => f.name === `dist/${name}` || f.name?.endsWith(`/dist/${name}`));
+    if (!file) throw new Error(`the console's ${name} is not in this executable (built without scripts/build.ts?)`);
+    return file.text();
+  };
   const [html, js, css] = await Promise.all([read("index.html"), read("app.js"), read("app.css")]);
   return { html, js, css };
 }
@@ -49,8 +59,7 @@ let loading: Promise<ConsoleAssets> | undefined;
 /** The page's files, read or bundled once per process. */
 export function consoleAssets(): Promise<ConsoleAssets> {
   if (!loading) {
-    const root = compiledRoot(import.meta.dir);
-    loading = root ? embedded(root) : bundleConsole();
+    loading = compiled ? embedded() : bundleConsole();
     // A failed bundle is tried again on the next request rather than remembered.
     loading.catch(() => (loading = undefined));
   }

@@ -51,8 +51,8 @@ export class MeshModels {
   /** We host the assigned model: we decided to run it, through loads and reloads. */
   private hosting = false;
   private readonly idle = new Set<string>();
-  /** The workers the loaded server of our assigned model runs over. */
-  private loadedSplit: string | undefined;
+  /** The workers each of our loaded servers runs over (one loaded on demand too, should it become our assigned model). */
+  private readonly loadedSplits = new Map<string, string>();
   private settleTimer: Timer | undefined;
   private readonly schedule = new HostSchedule();
   private stopped = false;
@@ -72,6 +72,10 @@ export class MeshModels {
   private worked: { key: string; views: NodeView[]; catalog: CatalogModel[] } | undefined;
 
   constructor(private readonly o: MeshModelsOptions) {}
+
+  private get loadedSplit(): string | undefined {
+    return this.assigned === undefined ? undefined : this.loadedSplits.get(this.assigned);
+  }
 
   /** What we announce about models. */
   announced(): ModelFields {
@@ -104,11 +108,7 @@ export class MeshModels {
     return !this.o.evictMeshModels && this.hosting && model === this.assigned && (this.o.mesh()?.membership.peers.size ?? 0) > 0;
   }
 
-  /**
-   * The models on disk and the seeds, worked out once per scan of the models dir (or change of the
-   * models we must not leave out, `keep`): a stat per file and a need per model are not hot-path
-   * work. Trimmed to what peers accept, with a log line when that leaves models out.
-   */
+  /** The models on disk and the seeds, trimmed to what peers accept (said when that leaves some out), worked out once per scan or change of `keep`. */
   private disk(keep: readonly string[]): Pick<ModelFields, "modelsOnDisk" | "seeds"> {
     const list = this.o.store.list();
     const keepKey = keep.join("\n");
@@ -134,9 +134,8 @@ export class MeshModels {
   }
 
   /**
-   * Views and catalog as of the last change: worked out again only when this node heard of a
-   * change (`reconcile`: membership reports a peer's announcement only when its content changed)
-   * or its own state moved, never per request.
+   * Views and catalog as of the last change this node heard of (`reconcile`: membership reports a
+   * peer's announcement only when its content changed) or its own state moved, never per request.
    */
   private current(): { views: NodeView[]; catalog: CatalogModel[] } {
     const mesh = this.o.mesh();
@@ -218,7 +217,7 @@ export class MeshModels {
       const over = workers.length ? `this node and its ${workers.length} worker(s) offer` : "this node offers";
       throw needsCapacity(`model "${model.name}" needs ${gib(need)} and ${over} ${gib(layout.offered)}; it runs once nodes with enough memory between them are assigned it`);
     }
-    if (model.name === this.assigned) this.loadedSplit = workers.join(",");
+    this.loadedSplits.set(model.name, workers.join(","));
     if (workers.length === 0) return { endpoints: [] };
     const endpoints = await Promise.all(workers.map((id) => this.o.tunnelEndpoint(id)));
     const own = this.o.ownRpcEndpoint();
@@ -235,6 +234,8 @@ export class MeshModels {
    */
   onEvict(model: string, cause: EvictionCause): void {
     const handover = this.handingOver.delete(model);
+    // A reload asked for its split before this eviction: that one stays.
+    if (cause !== "reload") this.loadedSplits.delete(model);
     if (model !== this.assigned || cause === "reload" || (cause === "unload" && handover)) return;
     const why = cause === "idle" ? "the model had no requests for the idle time" : cause === "unload" ? "the model was unloaded on request" : "the model made room for one asked for on demand";
     this.o.log.info(`${why}; leaving its group`, { model, cause });
@@ -253,7 +254,6 @@ export class MeshModels {
   private setAssigned(model: string | undefined): void {
     this.assigned = model;
     this.hosting = false;
-    this.loadedSplit = undefined;
     this.schedule.reset();
     if (model === undefined) this.o.fetcher.cancel();
     this.o.mesh()?.announceIfChanged();

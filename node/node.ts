@@ -228,9 +228,19 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     catalog: () => models.catalog(),
     route: (model, forwarded) => models.route(model, forwarded),
     forward: async (peerId, req, signal) => {
-      const stream = await mesh?.membership.openStream(peerId, StreamKind.HTTP);
-      if (!stream) throw new Error(`peer ${peerId.slice(0, 10)} is not connected`);
-      return forwardHttp(stream, req, signal, { headMs: config.loadTimeoutMs + FORWARD_ANSWER_MS, idleMs: RESPONSE_IDLE_MS });
+      for (let attempt = 0; ; attempt++) {
+        const carrier = mesh?.membership.peers.get(peerId)?.conn;
+        try {
+          const stream = await mesh?.membership.openStream(peerId, StreamKind.HTTP);
+          if (!stream) throw new Error(`peer ${peerId.slice(0, 10)} is not connected`);
+          return await forwardHttp(stream, req, signal, { headMs: config.loadTimeoutMs + FORWARD_ANSWER_MS, idleMs: RESPONSE_IDLE_MS });
+        } catch (err) {
+          // Two members that dial each other at once keep one connection and close the other; a request
+          // that went out on the closed one before any answer goes once more on the one kept.
+          const replaced = mesh?.membership.peers.get(peerId)?.conn;
+          if (attempt > 0 || signal.aborted || replaced === undefined || replaced === carrier) throw err;
+        }
+      }
     },
   };
 

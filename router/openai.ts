@@ -93,7 +93,9 @@ async function forward(serving: Serving, peer: string, path: string, body: Array
   try {
     return await serving.routing!.forward(peer, { method: "POST", path, headers: { "content-type": "application/json" }, body: new Uint8Array(body) }, signal);
   } catch (err) {
-    throw serverGone(`the node serving this model (${peer.slice(0, 10)}) could not be reached: ${(err as Error).message}`);
+    // iroh's errors carry their causes and a native stack trace over several lines: the causes are enough.
+    const why = (err as Error).message.split(/\n\s*Stack backtrace:/)[0]!.replace(/\s+/g, " ").trim();
+    throw serverGone(`the node serving this model (${peer.slice(0, 10)}) could not be reached: ${why}`);
   }
 }
 
