@@ -45,6 +45,10 @@ export interface NodeView {
   layout?: string[];
   /** Its last load of its assigned model failed: why, and when it tries again. */
   loadFailed?: { model: string; error: string; retryInS: number };
+  /** Models it loads or serves as a replica (`mesh/replicas.ts`): never its host's, nor its group's. */
+  replicating?: string[];
+  /** It may be given replicas (`--replicas on`); older versions and `off` are not. */
+  takesReplicas?: boolean;
 }
 
 export type ModelStatus = "unloaded" | "loading" | "ready" | "needs-capacity" | "failed";
@@ -66,6 +70,8 @@ export interface CatalogModel {
   host: string | undefined;
   /** The node whose server for it answers requests now: the host, or one still serving while the host loads. */
   servedBy: string | undefined;
+  /** Every node whose server for it answers now (`servedBy` first, then by id): its host and its replicas, where requests may go. */
+  servers: string[];
   /** The host cannot hold it alone: it runs split over the group, so another node adds capacity. */
   split: boolean;
   /** Let go for lack of requests and served by nobody: not to be assigned until one comes (its group disbands). */
@@ -82,7 +88,8 @@ export function electionCandidates(nodes: readonly NodeView[], model: string): C
     .map((n) => ({
       nodeId: n.nodeId,
       vramBytes: n.vramBytes,
-      ready: n.ready.includes(model),
+      // A replica answers, but as a replica: election ranks the group's own servers only.
+      ready: n.ready.includes(model) && !n.replicating?.includes(model),
       hosting: n.hosting === true,
       // Only a node with the files can run llama-server for it; one still fetching hosts once it has them.
       canHost: n.modelsOnDisk.some((d) => d.name === model),
@@ -123,6 +130,7 @@ export function puller(group: readonly NodeView[], model: string): string | unde
 function indexViews(nodes: readonly NodeView[]) {
   const onDisk = new Map<string, string[]>();
   const readyOn = new Map<string, string[]>();
+  const replicaOn = new Map<string, string[]>();
   const groups = new Map<string, NodeView[]>();
   const idle = new Set<string>();
   const add = <T>(map: Map<string, T[]>, key: string, value: T) => {
@@ -134,10 +142,11 @@ function indexViews(nodes: readonly NodeView[]) {
     // A node that lists a model twice is one node that has it.
     for (const name of new Set(n.modelsOnDisk.map((d) => d.name))) add(onDisk, name, n.nodeId);
     for (const name of new Set(n.ready)) add(readyOn, name, n.nodeId);
+    for (const name of new Set(n.replicating ?? [])) add(replicaOn, name, n.nodeId);
     for (const name of n.idle) idle.add(name);
     if (n.assigned !== undefined) add(groups, n.assigned, n);
   }
-  return { onDisk, readyOn, groups, idle };
+  return { onDisk, readyOn, replicaOn, groups, idle };
 }
 
 /**
@@ -176,12 +185,15 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
       const candidates = group.length ? splitCandidates(nodes, m.name) : [];
       const capacityBytes = candidates.reduce((s, n) => s + n.vramBytes, 0);
       const readyOn = [...(index.readyOn.get(m.name) ?? [])].sort(byCodePoint);
+      // Replicas serve beside the model's own servers and say nothing of its host or status (`mesh/replicas.ts`).
+      const replicas = index.replicaOn.get(m.name) ?? [];
+      const ownReadyOn = readyOn.filter((id) => !replicas.includes(id));
       // A model nobody is assigned can still be up on a node that loaded it on demand.
-      const host = splitPlan(candidates, m.needBytes)?.host ?? readyOn[0];
+      const host = splitPlan(candidates, m.needBytes)?.host ?? ownReadyOn[0];
       const hostNode = group.find((n) => n.nodeId === host);
       // Requests go to the host once it answers; until then (a newly elected host loading) to a
       // group member, or any node, whose server for it still answers.
-      const servedBy = host && readyOn.includes(host) ? host : (readyOn.find((id) => group.some((n) => n.nodeId === id)) ?? readyOn[0]);
+      const servedBy = host && ownReadyOn.includes(host) ? host : (ownReadyOn.find((id) => group.some((n) => n.nodeId === id)) ?? ownReadyOn[0]);
       const failure = hostNode?.loadFailed?.model === m.name ? hostNode.loadFailed : undefined;
       const status: ModelStatus = servedBy
         ? "ready"
@@ -207,8 +219,9 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
         capacityBytes,
         host,
         servedBy,
+        servers: servedBy === undefined ? [] : [servedBy, ...readyOn.filter((id) => id !== servedBy)],
         split: hostNode !== undefined && hostNode.vramBytes < m.needBytes,
-        idle: readyOn.length === 0 && index.idle.has(m.name),
+        idle: ownReadyOn.length === 0 && index.idle.has(m.name),
         status,
         ...(status === "failed" && failure ? { failure: { error: failure.error, retryInS: failure.retryInS } } : {}),
       };

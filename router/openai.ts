@@ -49,6 +49,8 @@ function meshFields(entry: CatalogModel | undefined) {
       status: entry.status,
       host: entry.host ?? null,
       nodes_serving: entry.nodesServing,
+      // Where requests for it may go: its host and its replicas.
+      servers: entry.servers,
       nodes_on_disk: entry.nodesOnDisk,
       need_bytes: entry.needBytes,
       capacity_bytes: entry.capacityBytes,

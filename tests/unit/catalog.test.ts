@@ -48,6 +48,24 @@ describe("catalog", () => {
     expect(m!.status).toBe(status);
     expect(m!.host).toBe(host);
   });
+  test.each<[string, NodeView[], string[]]>([
+    ["nobody serves it: no servers", [node("a", 24, { modelsOnDisk: [model("m", 5)], assigned: "m" })], []],
+    ["its host alone", [node("a", 24, { modelsOnDisk: [model("m", 5)], assigned: "m", ready: ["m"] })], ["a"]],
+    [
+      "its host first, then every other node whose server answers (replicas, loads on demand) by id",
+      [node("z", 4, { modelsOnDisk: [model("m", 1)], ready: ["m"] }), node("b", 24, { modelsOnDisk: [model("m", 1)], assigned: "m", ready: ["m"] }), node("c", 4, { ready: ["m", "m"] })],
+      ["b", "c", "z"],
+    ],
+    [
+      "a new host still loading: the member still serving comes first, the host is not listed until it answers",
+      [node("a", 8, { modelsOnDisk: [model("m", 1)], assigned: "m", ready: ["m"] }), node("b", 24, { modelsOnDisk: [model("m", 1)], assigned: "m" }), node("c", 4, { ready: ["m"] })],
+      ["a", "c"],
+    ],
+  ])("servers: %s", (_, nodes, servers) => {
+    expect(catalog(nodes)[0]!.servers).toEqual(servers);
+    // Every node lists them alike, whatever order it hears the announcements in.
+    expect(catalog([...nodes].reverse())[0]!.servers).toEqual(servers);
+  });
   test("seeded models nobody has yet are listed with their source; the list is sorted by name", () => {
     const list = catalog([node("a", 8, { modelsOnDisk: [model("zeta", 1)] }), node("b", 8, { seeds: [model("alpha", 3, { source: "https://example.invalid/alpha.gguf" })] })]);
     expect(list.map((m) => [m.name, m.nodesOnDisk, m.source])).toEqual([

@@ -140,7 +140,7 @@ test("groupOf: a host still loading a split runs over the rest of its group, sha
     { nodeId: "h", vramBytes: 3, modelsOnDisk: [], assigned: "m", ready: [], idle: [], hosting: true },
     { nodeId: "w", vramBytes: 1, modelsOnDisk: [], assigned: "m", ready: [], idle: [] },
   ];
-  const m = { name: "m", source: undefined, sizeBytes: 1, needBytes: 4, nodesOnDisk: [], nodesServing: ["h", "w"], capacityBytes: 4, host: "h", servedBy: undefined, split: true, idle: false, status: "loading" as const };
+  const m = { name: "m", source: undefined, sizeBytes: 1, needBytes: 4, nodesOnDisk: [], nodesServing: ["h", "w"], capacityBytes: 4, host: "h", servedBy: undefined, servers: [], split: true, idle: false, status: "loading" as const };
   expect(groupOf(m, views)).toEqual([
     { id: "h", role: "host", share: 0.75 },
     { id: "w", role: "worker", share: 0.25 },

@@ -19,6 +19,7 @@ const entry = (over: Partial<CatalogModel>): CatalogModel => ({
   capacityBytes: 0,
   host: undefined,
   servedBy: undefined,
+  servers: [],
   split: false,
   idle: false,
   status: "loading",

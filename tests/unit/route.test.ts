@@ -12,6 +12,7 @@ const entry = (over: Partial<CatalogModel>): CatalogModel => ({
   capacityBytes: 0,
   host: undefined,
   servedBy: undefined,
+  servers: [],
   split: false,
   idle: false,
   status: "unloaded",
