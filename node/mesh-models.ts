@@ -6,11 +6,9 @@
  * works the catalog out again only then: requests read the one worked out last.
  */
 import { allocate, type Assignment } from "../mesh/allocation.ts";
-import { describeLeftOut, fitModels } from "../mesh/announcement.ts";
 import { catalog, splitCandidates, type CatalogModel, type NodeView } from "../mesh/catalog.ts";
 import { holdsWhatTheyNeed, loadLayout, splitPlan, workerIds, type SplitPlan } from "../mesh/election.ts";
 import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
-import { ANNOUNCEMENT_LIMITS } from "../mesh/messages.ts";
 import { gib, routeModel, type Route } from "../mesh/route.ts";
 import type { Log } from "../log.ts";
 import { needOf } from "../models/model-need.ts";
@@ -20,7 +18,7 @@ import { needsCapacity } from "../pool/errors.ts";
 import type { Pool } from "../pool/pool.ts";
 import type { FetchProgress, ModelFetcher } from "./model-fetcher.ts";
 import { HostSchedule } from "./host-schedule.ts";
-import { diskFields, hasFiles, nodeView, type ModelFields } from "./model-fields.ts";
+import { AnnouncedDisk, hasFiles, nodeView, type ModelFields } from "./model-fields.ts";
 
 /** One and a half heartbeats without a word: the peer is probably gone (it is dropped at three). */
 const SILENT_MS = HEARTBEAT_MS * 1.5;
@@ -63,10 +61,7 @@ export class MeshModels {
   private readonly unfetchable = new Set<string>();
   /** An explicit --model the mesh does not know yet, said once. */
   private toldUnknown = false;
-  private diskCache: { list: readonly ModelInfo[]; keep: string; fields: Pick<ModelFields, "modelsOnDisk" | "seeds"> } | undefined;
-  private diskVersion = 0;
-  /** What the announcement last left out (logged once per change, not per heartbeat). */
-  private leftOut: string | undefined;
+  private readonly disk = new AnnouncedDisk(() => this.o, (m) => this.needOf(m));
   /** Bumped by every change this node hears of (see `reconcile`). */
   private changes = 0;
   private worked: { key: string; views: NodeView[]; catalog: CatalogModel[] } | undefined;
@@ -89,7 +84,7 @@ export class MeshModels {
     const layout = running && this.loadedSplit !== undefined ? workerIds(this.loadedSplit) : undefined;
     const loadFailed = this.schedule.announced(this.assigned, serving);
     return {
-      ...this.disk([...this.o.explicit, ...(this.assigned ? [this.assigned] : []), ...serving]),
+      ...this.disk.fields([...this.o.explicit, ...(this.assigned ? [this.assigned] : []), ...serving]),
       serving,
       ...(this.assigned ? { assigned: this.assigned } : {}),
       hosting: this.hosting,
@@ -106,22 +101,6 @@ export class MeshModels {
   /** Whether `model`'s server is held for the mesh: on-demand loads may not take its place (alone, a node swaps like a single box). */
   heldForMesh(model: string): boolean {
     return !this.o.evictMeshModels && this.hosting && model === this.assigned && (this.o.mesh()?.membership.peers.size ?? 0) > 0;
-  }
-
-  /** The models on disk and the seeds, trimmed to what peers accept (said when that leaves some out), worked out once per scan or change of `keep`. */
-  private disk(keep: readonly string[]): Pick<ModelFields, "modelsOnDisk" | "seeds"> {
-    const list = this.o.store.list();
-    const keepKey = keep.join("\n");
-    if (this.diskCache?.list !== list || this.diskCache.keep !== keepKey) {
-      const all = diskFields(list, this.o.refs, (m) => this.needOf(m));
-      const { lists, left } = fitModels(all, new Set(keep), ANNOUNCEMENT_LIMITS.modelBytes);
-      const leftOut = describeLeftOut(left, { modelsOnDisk: all.modelsOnDisk.length, seeds: all.seeds.length });
-      if (leftOut && leftOut !== this.leftOut) this.o.log.warn(leftOut);
-      this.leftOut = leftOut;
-      this.diskCache = { list, keep: keepKey, fields: lists };
-      this.diskVersion++;
-    }
-    return this.diskCache.fields;
   }
 
   private needOf(m: ModelInfo): number {
@@ -143,7 +122,7 @@ export class MeshModels {
     const peers = [...(mesh?.membership.peers.values() ?? [])];
     const key = JSON.stringify([
       this.changes,
-      this.diskVersion,
+      this.disk.version,
       mesh?.nodeId,
       own.serving,
       own.assigned,

@@ -4,11 +4,12 @@
  * the reference and source peers may pull it by), and the same fields read back from any node.
  */
 import { existsSync } from "node:fs";
-import { announcedRef } from "../mesh/announcement.ts";
+import { announcedRef, describeLeftOut, fitModels } from "../mesh/announcement.ts";
 import type { NodeModel, NodeView } from "../mesh/catalog.ts";
-import type { Announcement } from "../mesh/messages.ts";
+import { ANNOUNCEMENT_LIMITS, type Announcement } from "../mesh/messages.ts";
+import type { Log } from "../log.ts";
 import { hasCredentials } from "../models/download-rules.ts";
-import type { ModelInfo } from "../models/model-store.ts";
+import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 
 export type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching" | "rpcProtocol" | "keepsLayouts" | "layout" | "loadFailed">;
 
@@ -38,6 +39,39 @@ export function diskFields(list: readonly ModelInfo[], refs: ReadonlyMap<string,
       ...[...refs.keys()].filter((name) => !named.has(name)).map((name) => ({ name, ...ref(name, undefined) })),
     ],
   };
+}
+
+/**
+ * The models on disk and the seeds as announced: trimmed to what peers accept (said once per change
+ * when that leaves some out), worked out again only when the store's list or the models to keep change.
+ */
+export class AnnouncedDisk {
+  /** Moves whenever the fields do. */
+  version = 0;
+  private cache: { list: readonly ModelInfo[]; keep: string; fields: Pick<ModelFields, "modelsOnDisk" | "seeds"> } | undefined;
+  private leftOut: string | undefined;
+
+  constructor(
+    private readonly o: () => { store: Pick<ModelStore, "list">; refs: ReadonlyMap<string, string>; log: Log },
+    private readonly needOf: (m: ModelInfo) => number,
+  ) {}
+
+  /** The fields, keeping the models named in `keep` above the others when the budget cuts. */
+  fields(keep: readonly string[]): Pick<ModelFields, "modelsOnDisk" | "seeds"> {
+    const { store, refs, log } = this.o();
+    const list = store.list();
+    const keepKey = keep.join("\n");
+    if (this.cache?.list !== list || this.cache.keep !== keepKey) {
+      const all = diskFields(list, refs, this.needOf);
+      const { lists, left } = fitModels(all, new Set(keep), ANNOUNCEMENT_LIMITS.modelBytes);
+      const leftOut = describeLeftOut(left, { modelsOnDisk: all.modelsOnDisk.length, seeds: all.seeds.length });
+      if (leftOut && leftOut !== this.leftOut) log.warn(leftOut);
+      this.leftOut = leftOut;
+      this.cache = { list, keep: keepKey, fields: lists };
+      this.version++;
+    }
+    return this.cache.fields;
+  }
 }
 
 /** The catalog's view of a node from what it announced (ours included). */
