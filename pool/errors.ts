@@ -6,10 +6,10 @@
 export class PoolError extends Error {
   constructor(
     message: string,
-    readonly status: 400 | 404 | 409 | 500 | 503,
+    readonly status: 400 | 404 | 409 | 429 | 500 | 503,
     readonly type: string,
     readonly code: string,
-    /** Seconds, for 503. */
+    /** Seconds, for 429 and 503. */
     readonly retryAfter?: number,
   ) {
     super(message);

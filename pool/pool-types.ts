@@ -41,6 +41,8 @@ export interface PoolOptions {
    * The model comes with the load's context size.
    */
   rpcWorkersFor?: (model: ModelInfo) => Promise<RpcSplit>;
+  /** Requests that may wait for a busy model's slot; more are answered 429 (`--max-queue`; default 64). */
+  maxQueue?: number;
   /** Whether `model`'s server is hosted for the mesh and no on-demand load may evict it. */
   heldForMesh?: (model: string) => boolean;
   /** A server is being unloaded, and why (the node releases a mesh assignment unloaded for idleness). */

@@ -14,6 +14,8 @@ import { IdleUnload } from "./idle-unload.ts";
 import { freePort } from "./free-port.ts";
 import { mayBeMemory, readyDeadlineMs, sameOptions, type EvictionCause, type Lease, type LoadOptions, type PendingLoad, type PoolOptions, type RpcSplit } from "./pool-types.ts";
 import { loadArgs, ServerArgsError, serverArgv } from "./server-args.ts";
+import { takeLease } from "./lease.ts";
+import { DEFAULT_MAX_QUEUE, QueueObservers, type QueueFigures, type QueueObserver } from "./slot-queue.ts";
 import { WrappedServer } from "./wrapped-server.ts";
 
 export type { EvictionCause, Lease, LoadOptions, PoolOptions } from "./pool-types.ts";
@@ -30,6 +32,7 @@ export class Pool {
   private changeWaiters: (() => void)[] = [];
   private readonly idle: IdleUnload;
   private readonly logDir: string;
+  private readonly queueObservers = new QueueObservers();
   /** The most recently loaded model, for `/api/v1/health`'s `model_loaded`. */
   lastLoaded: string | undefined;
   readonly counters = { loads: 0, loadFailures: 0, evictions: new Map<EvictionCause, number>() };
@@ -72,6 +75,18 @@ export class Pool {
     return this.loadedWith.get(server);
   }
 
+  /** Each ready server's queue figures: the demand on its model (for `/metrics` and announcements). */
+  queueFigures(): ({ model: string } & QueueFigures)[] {
+    return this.loaded()
+      .filter((s) => s.state === "ready")
+      .map((s) => ({ model: s.model, ...s.queue.figures() }));
+  }
+
+  /** Tells `observer` of every wait for a slot and every request a full queue refused, from now on. */
+  observeQueues(observer: QueueObserver): void {
+    this.queueObservers.add(observer);
+  }
+
   isLoading(model: string): boolean {
     return this.pending.has(model);
   }
@@ -100,14 +115,17 @@ export class Pool {
 
   /**
    * A server for `model` with the caller's request counted on it: at once when it is loaded, else
-   * after an auto-load. 503 when the load cannot start within the load timeout.
+   * after an auto-load. 503 when the load cannot start within the load timeout. A request from
+   * `source` (the member that forwarded it, its API key, "local") then takes one of the server's
+   * slots, waiting its turn when all are busy (429 when too many wait); one with no source takes
+   * none (`/tokenize` and its kind run beside generation).
    */
-  async acquire(model: ModelInfo, signal?: AbortSignal): Promise<Lease> {
+  async acquire(model: ModelInfo, signal?: AbortSignal, source?: string): Promise<Lease> {
     signal?.throwIfAborted();
     const ready = this.servers.get(model.name);
     if (ready?.state === "ready" && !ready.draining) {
       ready.acquire();
-      return this.lease(ready);
+      return takeLease(ready, source, signal);
     }
     const p = this.pending.get(model.name) ?? this.startLoad(model, {}, false);
     p.waiters++;
@@ -120,9 +138,9 @@ export class Pool {
       }
       signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
     });
+    let server: WrappedServer;
     try {
-      const server = await Promise.race([p.promise, aborted]);
-      return this.lease(server);
+      server = await Promise.race([p.promise, aborted]);
     } catch (err) {
       // Counted on the server already (it finished in the same tick the caller gave up): give it back.
       if (p.result && p.result.state !== "failed") p.result.release();
@@ -135,18 +153,7 @@ export class Pool {
     } finally {
       clearTimeout(timer);
     }
-  }
-
-  private lease(server: WrappedServer): Lease {
-    let released = false;
-    return {
-      server,
-      release: () => {
-        if (released) return;
-        released = true;
-        server.release();
-      },
-    };
+    return takeLease(server, source, signal);
   }
 
   /** Explicit load (`/api/v1/load`, `--model`): resolves when the server is ready. */
@@ -299,6 +306,8 @@ export class Pool {
       argv,
       port,
       logPath: join(this.logDir, `llama-server-${model.name.replace(/[^\w.-]+/g, "_")}.log`),
+      maxQueue: this.opts.maxQueue ?? DEFAULT_MAX_QUEUE,
+      queueObserver: this.queueObservers,
     });
     server.rpcWorkers = rpcWorkers;
     server.ctxSize = ctxSize;

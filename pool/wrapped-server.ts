@@ -10,6 +10,8 @@ import type { Subprocess } from "bun";
 import type { ModelType } from "../models/model-type.ts";
 import { diesWithParent, readLogTail, terminate } from "./child-process.ts";
 import type { DeviceMask } from "./devices.ts";
+import { serverGone } from "./errors.ts";
+import { DEFAULT_SLOTS, SlotQueue, slotsFromArgv, slotsFromProps, type QueueObserver } from "./slot-queue.ts";
 
 export type ServerState = "starting" | "ready" | "stopping" | "stopped" | "failed";
 
@@ -36,6 +38,9 @@ export interface WrappedServerSpec {
   port: number;
   logPath: string;
   env?: Record<string, string>;
+  /** Requests that may wait for a slot (`--max-queue`); beyond them 429. */
+  maxQueue: number;
+  queueObserver?: QueueObserver;
 }
 
 export class WrappedServer {
@@ -56,6 +61,8 @@ export class WrappedServer {
   ctxSize = 0;
   lastUse = Date.now();
   inflight = 0;
+  /** Its slots and the requests waiting for one: slots from its argv until `/props` tells. */
+  readonly queue: SlotQueue;
   /** Set when the process ends; aborts every request in flight to it. */
   readonly gone: AbortSignal;
   readonly exited: Promise<number | null>;
@@ -73,6 +80,7 @@ export class WrappedServer {
     this.url = `http://127.0.0.1:${spec.port}`;
     this.logPath = spec.logPath;
     this.gone = this.goneController.signal;
+    this.queue = new SlotQueue({ model: spec.model, slots: slotsFromArgv(spec.argv) ?? DEFAULT_SLOTS, maxQueue: spec.maxQueue, observer: spec.queueObserver });
     const fd = openSync(spec.logPath, "a");
     try {
       this.proc = Bun.spawn(diesWithParent(spec.argv), {
@@ -106,7 +114,9 @@ export class WrappedServer {
 
   private onExit(code: number | null): number | null {
     this.setState(this.state === "stopping" ? "stopped" : "failed");
-    this.goneController.abort(new Error(`llama-server for ${this.model} exited (${code ?? this.proc.signalCode})`));
+    const why = `llama-server for ${this.model} exited (${code ?? this.proc.signalCode})`;
+    this.goneController.abort(new Error(why));
+    this.queue.close(serverGone(`${why} while the request waited for a slot; retry to reload it`));
     return code;
   }
 
@@ -141,6 +151,7 @@ export class WrappedServer {
         const res = await fetch(`${this.url}/health`, { signal: AbortSignal.any([AbortSignal.timeout(2000), this.gone]) });
         await res.body?.cancel();
         if (res.status === 200) {
+          await this.readSlots();
           this.touch();
           this.setState("ready");
           return;
@@ -158,6 +169,17 @@ export class WrappedServer {
     if (this.state !== "ready") {
       await this.exited;
       throw new Error(`llama-server for ${this.model} exited while loading (code ${this.proc.exitCode ?? this.proc.signalCode})\n${readLogTail(this.logPath)}`);
+    }
+  }
+
+  /** The slots the server really has (`/props` `total_slots`); its argv's guess stays when it does not say. */
+  private async readSlots(): Promise<void> {
+    try {
+      const res = await fetch(`${this.url}/props`, { signal: AbortSignal.any([AbortSignal.timeout(2000), this.gone]) });
+      const slots = res.ok ? slotsFromProps(await res.json()) : (await res.body?.cancel(), undefined);
+      if (slots !== undefined) this.queue.setSlots(slots);
+    } catch {
+      // An older or busy server: the argv's number serves.
     }
   }
 

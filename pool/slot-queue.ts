@@ -1,0 +1,250 @@
+/**
+ * The queue in front of one llama-server's slots. A request takes a slot at once while one is
+ * free; otherwise it waits, and a released slot goes straight to the next waiter (no polling).
+ * Waiters are served round-robin between their sources (the member that forwarded the request,
+ * the API key, or "local"), first come first served within a source, so one busy client cannot
+ * starve the others. The queue is bounded: beyond `maxQueue` waiters a request is refused with
+ * `ModelQueueFull` (429 and a Retry-After worked out from recent service times). A waiter whose
+ * client goes away leaves at once. Its figures (slots, in flight, queued, the longest recent wait)
+ * are what `/metrics` and the node's announcements carry: the demand signal for replicas.
+ */
+import { PoolError } from "./errors.ts";
+
+/** What a queue tells about itself: the demand on its model's server. */
+export interface QueueFigures {
+  slots: number;
+  inFlight: number;
+  queued: number;
+  /** The longest wait among requests that got their slot within the last `WAIT_WINDOW_MS`; 0 when none. */
+  waitMs: number;
+}
+
+/** Told of every wait that ended with a slot, and every request refused for a full queue (the metrics). */
+export interface QueueObserver {
+  waited(model: string, ms: number): void;
+  rejected(model: string): void;
+}
+
+/** Passes what every queue saw on to whoever watches them all (the metrics). */
+export class QueueObservers implements QueueObserver {
+  private readonly observers = new Set<QueueObserver>();
+  add(observer: QueueObserver): void {
+    this.observers.add(observer);
+  }
+  waited(model: string, ms: number): void {
+    for (const o of this.observers) o.waited(model, ms);
+  }
+  rejected(model: string): void {
+    for (const o of this.observers) o.rejected(model);
+  }
+}
+
+export const WAIT_WINDOW_MS = 10_000;
+/** Requests that may wait for a model's slot unless told otherwise (`--max-queue`). */
+export const DEFAULT_MAX_QUEUE = 64;
+/** llama-server's slots when neither `/props` nor its argv tells (its own default for `--parallel`). */
+export const DEFAULT_SLOTS = 4;
+/** A Retry-After longer than this is no help to a client: most retry on their own schedule beyond a minute. */
+const MAX_RETRY_AFTER_S = 60;
+/** Weight of the newest service time in the running average Retry-After is worked out from. */
+const SERVICE_EWMA = 0.2;
+
+/** The queue of a model's server is full: 429, and when to try again. */
+export class ModelQueueFull extends PoolError {
+  constructor(message: string, retryAfterS: number) {
+    super(message, 429, "rate_limit_error", "model_queue_full", retryAfterS);
+  }
+}
+
+/**
+ * The slots a llama-server started with `argv` has, from its last `--parallel`/`-np` (pure), or
+ * undefined when it names none or an auto value.
+ */
+export function slotsFromArgv(argv: readonly string[]): number | undefined {
+  let slots: number | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const [flag, inline] = a.startsWith("--parallel=") ? ["--parallel", a.slice("--parallel=".length)] : [a, undefined];
+    if (flag !== "--parallel" && flag !== "-np") continue;
+    const text = inline ?? argv[i + 1];
+    const n = Number(text);
+    if (text !== undefined && /^\d+$/.test(text) && n >= 1) slots = Math.min(n, 4096);
+  }
+  return slots;
+}
+
+/** `total_slots` from a `/props` answer (pure), or undefined when it has none that makes sense. */
+export function slotsFromProps(props: unknown): number | undefined {
+  const n = (props as { total_slots?: unknown } | null)?.total_slots;
+  return typeof n === "number" && Number.isInteger(n) && n >= 1 && n <= 4096 ? n : undefined;
+}
+
+/**
+ * Seconds a refused client should wait (pure): about the time the requests ahead of it need, given
+ * the recent mean service time per slot; at least 1, at most a minute.
+ */
+export function retryAfterSeconds(queued: number, slots: number, meanServiceMs: number): number {
+  const ms = (Math.max(1, queued) / Math.max(1, slots)) * meanServiceMs;
+  return Math.min(MAX_RETRY_AFTER_S, Math.max(1, Math.ceil(ms / 1000)));
+}
+
+interface Waiter {
+  source: string;
+  since: number;
+  grant: () => void;
+  fail: (err: unknown) => void;
+}
+
+export interface SlotQueueOptions {
+  model: string;
+  slots: number;
+  maxQueue: number;
+  now?: () => number;
+  observer?: QueueObserver;
+}
+
+export class SlotQueue {
+  readonly model: string;
+  private slotCount: number;
+  private readonly maxQueue: number;
+  private readonly now: () => number;
+  private readonly observer: QueueObserver | undefined;
+  private running = 0;
+  private waiting = 0;
+  /** Waiters by source; the map's order is the round: the source served next is first. */
+  private readonly bySource = new Map<string, Waiter[]>();
+  /** Recent waits as a sliding-window maximum: times rise, waits fall, front is the longest. */
+  private recent: { at: number; ms: number }[] = [];
+  private meanServiceMs: number | undefined;
+  private closedWith: unknown;
+
+  constructor(opts: SlotQueueOptions) {
+    this.model = opts.model;
+    this.slotCount = Math.max(1, opts.slots);
+    this.maxQueue = Math.max(0, opts.maxQueue);
+    this.now = opts.now ?? Date.now;
+    this.observer = opts.observer;
+  }
+
+  get slots(): number {
+    return this.slotCount;
+  }
+
+  /** The server's slots as it reports them (`/props`), once it is ready; waiters take new ones at once. */
+  setSlots(n: number): void {
+    this.slotCount = Math.max(1, n);
+    this.handOver();
+  }
+
+  /**
+   * A slot for one request from `source`: at once while one is free, else after the waiters
+   * before it. Rejects with `ModelQueueFull` when `maxQueue` wait already, with the signal's reason
+   * when the client gives up, and with the queue's error once it is closed. Resolves to the slot's
+   * release (idempotent).
+   */
+  acquire(source: string, signal?: AbortSignal): Promise<() => void> {
+    if (this.closedWith !== undefined) return Promise.reject(this.closedWith);
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (this.running < this.slotCount && this.waiting === 0) {
+      this.running++;
+      this.observer?.waited(this.model, 0);
+      return Promise.resolve(this.releaser(this.now()));
+    }
+    if (this.waiting >= this.maxQueue) {
+      this.observer?.rejected(this.model);
+      const retryAfter = retryAfterSeconds(this.waiting, this.slotCount, this.meanServiceMs ?? 1000);
+      return Promise.reject(
+        new ModelQueueFull(`model "${this.model}" is busy: its ${this.slotCount} slots are in use and ${this.waiting} requests wait (--max-queue ${this.maxQueue}); retry after ${retryAfter} s`, retryAfter),
+      );
+    }
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        if (this.remove(waiter)) reject(signal!.reason);
+      };
+      const waiter: Waiter = {
+        source,
+        since: this.now(),
+        grant: () => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve(this.releaser(this.now()));
+        },
+        fail: (err) => {
+          signal?.removeEventListener("abort", onAbort);
+          reject(err);
+        },
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      const line = this.bySource.get(source);
+      if (line) line.push(waiter);
+      else this.bySource.set(source, [waiter]);
+      this.waiting++;
+    });
+  }
+
+  figures(): QueueFigures {
+    return { slots: this.slotCount, inFlight: this.running, queued: this.waiting, waitMs: this.longestRecentWait() };
+  }
+
+  /** Refuses every waiter and every later request with `err` (the server is gone). */
+  close(err: unknown): void {
+    if (this.closedWith !== undefined) return;
+    this.closedWith = err;
+    const waiters = [...this.bySource.values()].flat();
+    this.bySource.clear();
+    this.waiting = 0;
+    for (const w of waiters) w.fail(err);
+  }
+
+  private releaser(grantedAt: number): () => void {
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      const served = Math.max(0, this.now() - grantedAt);
+      this.meanServiceMs = this.meanServiceMs === undefined ? served : this.meanServiceMs + SERVICE_EWMA * (served - this.meanServiceMs);
+      this.running = Math.max(0, this.running - 1);
+      this.handOver();
+    };
+  }
+
+  /** Gives free slots to waiters, one source after the other. */
+  private handOver(): void {
+    while (this.running < this.slotCount && this.waiting > 0) {
+      const [source, line] = this.bySource.entries().next().value!;
+      const waiter = line.shift()!;
+      this.bySource.delete(source);
+      // Back of the round, if it has more.
+      if (line.length) this.bySource.set(source, line);
+      this.waiting--;
+      this.running++;
+      this.noteWait(this.now() - waiter.since);
+      waiter.grant();
+    }
+  }
+
+  /** Takes a waiter out of its line; false when it already left (granted or failed). */
+  private remove(waiter: Waiter): boolean {
+    const line = this.bySource.get(waiter.source);
+    const i = line?.indexOf(waiter) ?? -1;
+    if (!line || i < 0) return false;
+    line.splice(i, 1);
+    if (!line.length) this.bySource.delete(waiter.source);
+    this.waiting--;
+    return true;
+  }
+
+  private noteWait(ms: number): void {
+    const at = this.now();
+    while (this.recent.length && this.recent[this.recent.length - 1]!.ms <= ms) this.recent.pop();
+    this.recent.push({ at, ms });
+    this.observer?.waited(this.model, ms);
+  }
+
+  private longestRecentWait(): number {
+    const since = this.now() - WAIT_WINDOW_MS;
+    let drop = 0;
+    while (drop < this.recent.length && this.recent[drop]!.at < since) drop++;
+    if (drop) this.recent = this.recent.slice(drop);
+    return this.recent[0]?.ms ?? 0;
+  }
+}
