@@ -43,6 +43,10 @@ export interface Config {
   fetch: "on" | "off";
   /** May a load on demand (a request, `/api/v1/load`) unload the model this node hosts for the mesh? */
   evictMeshModels: "on" | "off";
+  /** Take replicas of models whose servers are pressed (`mesh/replicas.ts`); off: this node is given none. */
+  replicas: "on" | "off";
+  /** A replica with no request this long is unloaded; 0 = never (it still goes when its memory is wanted). */
+  replicaIdleMs: number;
   /** Overrides detected VRAM. */
   vramBytes: number | undefined;
   llamaDir: string | undefined;
@@ -93,6 +97,8 @@ export function defaultConfig(home: string = homedir()): Config {
     rpcDirect: "on",
     fetch: "on",
     evictMeshModels: "off",
+    replicas: "on",
+    replicaIdleMs: 5 * 60_000,
     vramBytes: undefined,
     llamaDir: undefined,
     llamaRelease: LLAMA_RELEASE,

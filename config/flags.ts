@@ -72,6 +72,8 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("rpc-cache-size", "<size>", "rpcCacheBytes", parseSize, "bound on the rpc-server tensor cache in the state dir (default 32GiB)"),
   flag("rpc-direct", "<on|off>", "rpcDirect", parseChoice(["on", "off"] as const), "RPC between peers over direct TLS when they reach each other (default on; off: QUIC only)"),
   flag("evict-mesh-models", "<on|off>", "evictMeshModels", parseChoice(["on", "off"] as const), "let loads on demand unload the model this node hosts for the mesh (default off: they are refused with 409)"),
+  flag("replicas", "<on|off>", "replicas", parseChoice(["on", "off"] as const), "load a replica of a model whose servers have requests waiting for a slot, when this node has the memory (default on)"),
+  flag("replica-idle", "<duration>", "replicaIdleMs", parseDuration, "unload a replica unused this long (default 5m; 0 = only when its memory is wanted)"),
   flag("fetch", "<on|off>", "fetch", parseChoice(["on", "off"] as const), "download models this node is assigned, from peers or their source (default on; off: lend compute only)"),
   flag("vram", "<size>", "vramBytes", parseSize, "memory this node offers for models, e.g. 24GB (default: detected)"),
   flag("llama-dir", "<dir>", "llamaDir", parseNonEmpty, "use the llama.cpp binaries in this directory (env MESH_LLAMA_DIR)"),

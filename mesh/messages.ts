@@ -24,6 +24,8 @@ export const ANNOUNCEMENT_LIMITS = {
   lastRequest: 256,
   addresses: 32,
   layout: 64,
+  /** Models one node serves as replicas (it holds a few at most: see `MAX_REPLICAS_PER_NODE`). */
+  replicating: 16,
   /** Characters of a failed load's error as announced. */
   error: 300,
   /** The models on disk and the seeds together, as JSON: at typical sizes about 800 models. */
@@ -102,6 +104,10 @@ export const AnnouncementSchema = z.object({
       retryInS: z.number().int().min(0).max(86_400),
     })
     .optional(),
+  /** Models it serves (or loads) as replicas beside their hosts (`mesh/replicas.ts`): not its group's, nor loaded on demand. A list a node cannot read is dropped on its own. */
+  replicating: z.array(ModelName).max(L.replicating).default([]).catch([]),
+  /** It may be given replicas (`--replicas on`); older versions say nothing and are given none. */
+  takesReplicas: z.boolean().default(false).catch(false),
   /** A model file this node is fetching, and how far it got. */
   fetching: z.object({ model: ModelName, bytes: z.number().nonnegative(), total: z.number().nonnegative(), from: z.string().max(2048) }).optional(),
   apiPort: z.number().int().min(0).max(65535),

@@ -36,6 +36,8 @@ export class NodeMetrics {
   private readonly firstByte: Histogram<"model" | "route">;
   private readonly tokens: Counter<"model" | "direction">;
   private readonly toPeers: Counter<"peer">;
+  private readonly draftTokens: Counter<"model">;
+  private readonly draftAccepted: Counter<"model">;
   private readonly series = new Map<string, Map<string, RequestSeries>>();
   private readonly tokenSeries = new Map<string, { in: Counter.Internal; out: Counter.Internal }>();
   /** Answers whose token counts are still to be read: after the response is on its way, or at the next scrape. */
@@ -61,6 +63,8 @@ export class NodeMetrics {
       registers,
     });
     this.tokens = new Counter({ name: "mesh_tokens_total", help: "Tokens of the requests this node's models answered, as llama-server reported them", labelNames: ["model", "direction"], registers });
+    this.draftTokens = new Counter({ name: "mesh_draft_tokens_total", help: "Tokens a draft model proposed (speculative decoding), by model, as llama-server reported them", labelNames: ["model"], registers });
+    this.draftAccepted = new Counter({ name: "mesh_draft_accepted_total", help: "Draft tokens the model accepted (speculative decoding), by model", labelNames: ["model"], registers });
     this.toPeers = new Counter({ name: "mesh_forwarded_requests_total", help: "Requests sent to the peer that serves their model", labelNames: ["peer"], registers });
     new Counter({
       name: "mesh_model_loads_total",
@@ -168,6 +172,11 @@ export class NodeMetrics {
       // Figures are finite numbers or null (toStats); a counter only takes what is above 0.
       if ((s.input_tokens ?? 0) > 0) t.in.inc(s.input_tokens!);
       if ((s.output_tokens ?? 0) > 0) t.out.inc(s.output_tokens!);
+      // Only models that drafted get these series; acceptance is accepted / tokens.
+      if (s.draft_tokens !== undefined) {
+        this.draftTokens.inc({ model: s.model }, s.draft_tokens);
+        this.draftAccepted.inc({ model: s.model }, s.draft_accepted ?? 0);
+      }
     }
   };
 

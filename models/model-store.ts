@@ -35,6 +35,8 @@ export interface ModelInfo {
   devices: DeviceMask;
   ctxSize: number | undefined;
   llamacppArgs: string | undefined;
+  /** The draft model models.json names for it (a model name, checked when it loads: `model-draft.ts`). */
+  draft?: string;
   source: string | undefined;
   /** Undefined when the header could not be read; the model is listed and fails when loaded. */
   facts: GgufFacts | undefined;
@@ -129,6 +131,7 @@ export class ModelStore {
       devices: recipeDevices(recipe, this.opts.hasGpu) || Device.CPU,
       ctxSize: entry.ctx_size,
       llamacppArgs: entry.llamacpp_args,
+      draft: entry.draft,
       source: entry.source,
       facts,
       problem,

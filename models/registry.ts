@@ -29,6 +29,8 @@ const RegistryEntry = z.object({
   mmproj: z.string().min(1).optional(),
   ctx_size: z.number().int().nonnegative().optional(),
   llamacpp_args: z.string().optional(),
+  /** A model of this node (by name) that drafts for this one in speculative decoding; the load's `draft_model` wins. */
+  draft: z.string().min(1).max(512).optional(),
   /** Where the file can be downloaded from (e.g. a Hugging Face resolve URL). */
   source: z.string().url().optional(),
   /** The reference it was pulled by (`org/repo/file.gguf`, a URL): what other nodes pull it by. */

@@ -41,6 +41,8 @@ export interface MeshModelsOptions {
   /** Loads on demand may unload the model this node hosts for the mesh (`--evict-mesh-models on`). */
   evictMeshModels: boolean;
   fetcher: ModelFetcher;
+  /** This node's replicas (`node/replica-keeper.ts`): announced as such, and never unloaded as a hand-over of its group's model. */
+  replicas?: () => Pick<ModelFields, "replicating" | "takesReplicas">;
   log: Log;
 }
 
@@ -95,6 +97,7 @@ export class MeshModels {
       ...(fetching ? { fetching } : {}),
       ...(layout ? { layout } : {}),
       ...(loadFailed ? { loadFailed } : {}),
+      ...(this.o.replicas?.() ?? { replicating: [], takesReplicas: false }),
     };
   }
 
@@ -132,6 +135,7 @@ export class MeshModels {
       own.fetching?.model,
       own.rpcProtocol,
       own.layout,
+      own.replicating,
       own.loadFailed,
       // Not their seq: a peer may bump it without a change, as often as it likes.
       peers.map((p) => p.id),
@@ -333,7 +337,7 @@ export class MeshModels {
     // Another node hosts it now (one with more memory joined): ours goes once theirs answers, or at
     // once when their split needs an rpc-server ours holds (this node's, or a worker's of ours): an
     // rpc-server serves one client at a time, so theirs would wait for ours to go, and ours for theirs.
-    if (server && !server.draining && plan && plan.host !== views[0]!.nodeId && (entry.servedBy === plan.host || holdsWhatTheyNeed(views[0]!.nodeId, this.loadedSplit, plan))) {
+    if (server && !server.draining && plan && plan.host !== views[0]!.nodeId && !this.o.replicas?.().replicating.includes(name) && (entry.servedBy === plan.host || holdsWhatTheyNeed(views[0]!.nodeId, this.loadedSplit, plan))) {
       this.o.log.info("another node hosts the model now; unloading ours", { model: name, host: plan.host.slice(0, 10) });
       this.handingOver.add(name);
       void this.o.pool.unload(name).catch(() => this.handingOver.delete(name));

@@ -11,7 +11,7 @@ import type { Log } from "../log.ts";
 import { hasCredentials } from "../models/download-rules.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 
-export type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching" | "rpcProtocol" | "keepsLayouts" | "layout" | "loadFailed">;
+export type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching" | "rpcProtocol" | "keepsLayouts" | "layout" | "loadFailed" | "replicating" | "takesReplicas">;
 
 /** Every file of the model is here and whole, as far as a stat can tell. */
 export const hasFiles = (m: ModelInfo) => !m.problem && m.files.every((f) => existsSync(f));
@@ -91,6 +91,8 @@ export function nodeView(nodeId: string, vramBytes: number, a: ModelFields): Nod
     keepsLayouts: a.keepsLayouts,
     ...(a.layout ? { layout: a.layout } : {}),
     ...(a.loadFailed ? { loadFailed: a.loadFailed } : {}),
+    ...(a.replicating?.length ? { replicating: a.replicating } : {}),
+    ...(a.takesReplicas ? { takesReplicas: true } : {}),
     // A seed left with nothing to get it from (its reference dropped as unreadable) names nothing.
     seeds: a.seeds.filter((x) => x.source || x.ref).map((x): NodeModel => ({ name: x.name, sizeBytes: 0, needBytes: 0, ...described(x) })),
   };

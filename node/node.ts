@@ -177,6 +177,12 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     rpcWorkersFor: (model) => models.rpcSplit(model),
     onEvict: (model, cause) => models.onEvict(model, cause),
     heldForMesh: (model) => models.heldForMesh(model),
+    knownModels: async (name) => {
+      // `find` rescans when the name is new: a draft copied in since the last scan is found.
+      await store.find(name);
+      return store.list();
+    },
+    localDevices: devices.map((d) => d.name),
   });
 
   const fetcher = new ModelFetcher({

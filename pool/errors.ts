@@ -27,4 +27,6 @@ export const needsCapacity = (message: string) => new PoolError(message, 503, "s
 export const loadTimedOut = (message: string, retryAfter: number) => new PoolError(message, 503, "service_unavailable", "model_load_timeout", retryAfter);
 export const loadFailed = (message: string) => new PoolError(message, 500, "server_error", "model_load_failed");
 export const badLoadRequest = (message: string) => new PoolError(message, 400, "invalid_request_error", "invalid_llamacpp_args");
+/** A draft model that is not a text model this node knows (`models/model-draft.ts`). */
+export const invalidDraft = (message: string) => new PoolError(message, 400, "invalid_request_error", "invalid_draft_model");
 export const serverGone = (message: string) => new PoolError(message, 503, "service_unavailable", "model_server_exited", 1);

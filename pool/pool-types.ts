@@ -19,6 +19,8 @@ export interface LoadOptions {
   pinned?: boolean;
   /** `cpu` keeps the model off the build's accelerators; otherwise the build's own backend. */
   backend?: string;
+  /** The load's `draft_model`: a model name, never a path (checked by `chooseDraft`); wins over models.json `draft`. */
+  draftModel?: string;
 }
 
 export interface PoolOptions {
@@ -45,6 +47,10 @@ export interface PoolOptions {
   maxQueue?: number;
   /** Whether `model`'s server is hosted for the mesh and no on-demand load may evict it. */
   heldForMesh?: (model: string) => boolean;
+  /** Every model the store knows, rescanned first when `name` is new to it: where a draft is looked up. */
+  knownModels?: (name: string) => Promise<readonly ModelInfo[]>;
+  /** This node's own accelerators (`Vulkan0`, ...; no RPC devices): where a split model's draft runs. */
+  localDevices?: readonly string[];
   /** A server is being unloaded, and why (the node releases a mesh assignment unloaded for idleness). */
   onEvict?: (model: string, cause: EvictionCause) => void;
 }
@@ -74,7 +80,7 @@ export interface PendingLoad {
   promise: Promise<WrappedServer>;
 }
 
-const optionsKey = (o: LoadOptions) => JSON.stringify([o.ctxSize ?? null, o.requestArgs ?? [], o.backend ?? ""]);
+const optionsKey = (o: LoadOptions) => JSON.stringify([o.ctxSize ?? null, o.requestArgs ?? [], o.backend ?? "", o.draftModel ?? null]);
 export const sameOptions = (a: LoadOptions | undefined, b: LoadOptions) => a !== undefined && optionsKey(a) === optionsKey(b);
 
 /** Time to become healthy: a floor for process start, plus reading the weights at a slow disk's pace. */

@@ -13,7 +13,8 @@ import { idleVictims, planLoad, planNuclear, type ServerView } from "./eviction.
 import { IdleUnload } from "./idle-unload.ts";
 import { freePort } from "./free-port.ts";
 import { mayBeMemory, readyDeadlineMs, sameOptions, type EvictionCause, type Lease, type LoadOptions, type PendingLoad, type PoolOptions, type RpcSplit } from "./pool-types.ts";
-import { loadArgs, ServerArgsError, serverArgv } from "./server-args.ts";
+import { launchArgv, resolveDraft } from "./load-launch.ts";
+import { loadArgs, ServerArgsError } from "./server-args.ts";
 import { takeLease } from "./lease.ts";
 import { DEFAULT_MAX_QUEUE, QueueObservers, type QueueFigures, type QueueObserver } from "./slot-queue.ts";
 import { WrappedServer } from "./wrapped-server.ts";
@@ -210,6 +211,8 @@ export class Pool {
       throw err instanceof ServerArgsError ? badLoadRequest(err.message) : err;
     }
 
+    // A bad draft refuses the load before anything is split, drained or evicted for it.
+    const draft = await resolveDraft(model, options, this.opts.knownModels);
     const split = (await this.opts.rpcWorkersFor?.(options.ctxSize ? { ...model, ctxSize: options.ctxSize } : model)) ?? { endpoints: [] };
     const current = this.servers.get(model.name);
     if (current && !sameOptions(this.loadedWith.get(current), options)) await this.drainAndEvict(model.name, "reload");
@@ -236,7 +239,7 @@ export class Pool {
 
     let server: WrappedServer;
     try {
-      server = await this.spawnReady(model, options, extraArgs, split);
+      server = await this.spawnReady(model, options, extraArgs, split, draft);
     } catch (first) {
       if (this.closed) throw loadFailed(`the node is shutting down; "${model.name}" was not loaded`);
       if (!existsSync(model.path)) throw modelNotFound(`model "${model.name}": file ${model.path} does not exist`);
@@ -256,7 +259,7 @@ export class Pool {
       });
       await Promise.all(everyone.map((victim) => this.evict(victim, "nuclear")));
       try {
-        server = await this.spawnReady(model, options, extraArgs, split);
+        server = await this.spawnReady(model, options, extraArgs, split, draft);
       } catch (second) {
         this.counters.loadFailures++;
         throw loadFailed(`model "${model.name}" failed to load: ${(second as Error).message}`);
@@ -278,24 +281,11 @@ export class Pool {
     return server;
   }
 
-  private async spawnReady(model: ModelInfo, options: LoadOptions, extraArgs: string[], split: RpcSplit): Promise<WrappedServer> {
+  private async spawnReady(model: ModelInfo, options: LoadOptions, extraArgs: string[], split: RpcSplit, draft: ModelInfo | undefined): Promise<WrappedServer> {
     if (this.closed) throw new Error("the pool is closed");
     const rpcWorkers = split.endpoints;
     const port = freePort();
-    const ctxSize = options.ctxSize ?? model.ctxSize ?? this.opts.defaultCtxSize;
-    const argv = serverArgv({
-      binary: this.opts.llama.llamaServer,
-      modelPath: model.path,
-      mmproj: model.mmproj,
-      alias: model.name,
-      type: model.type,
-      poolingType: model.facts?.poolingType,
-      port,
-      ctxSize,
-      extraArgs,
-      rpcWorkers,
-      tensorSplit: split.tensorSplit,
-    });
+    const { argv, ctxSize } = launchArgv({ binary: this.opts.llama.llamaServer, model, options, extraArgs, split, draft, localDevices: this.opts.localDevices ?? [], port, defaultCtxSize: this.opts.defaultCtxSize });
     const server = new WrappedServer({
       model: model.name,
       checkpoint: model.path,
@@ -313,7 +303,7 @@ export class Pool {
     server.ctxSize = ctxSize;
     this.servers.set(model.name, server);
     server.onChange((s) => this.onServerChange(s));
-    this.opts.log.info("loading model", { model: model.name, type: model.type, port, pid: server.pid, rpc: rpcWorkers.join(",") || undefined });
+    this.opts.log.info("loading model", { model: model.name, type: model.type, port, pid: server.pid, rpc: rpcWorkers.join(",") || undefined, draft: draft?.name });
     const started = performance.now();
     try {
       await server.waitReady(readyDeadlineMs(model.sizeBytes));

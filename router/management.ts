@@ -6,6 +6,7 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
+import { chooseDraft, draftNameProblem } from "../models/model-draft.ts";
 import { MODEL_TYPES } from "../models/model-type.ts";
 import type { LlamaDevice } from "../llama/devices.ts";
 import { deviceNames } from "../pool/devices.ts";
@@ -24,6 +25,8 @@ const LoadRequest = z.object({
   llamacpp_args: z.string().max(MAX_REQUEST_ARGS_CHARS).optional(),
   llamacpp_backend: z.string().min(1).optional(),
   pinned: z.boolean().optional(),
+  /** A model of this node, by name, that drafts for this one (speculative decoding); not a Lemonade field. */
+  draft_model: z.string().min(1).max(512).optional(),
 });
 
 const UnloadRequest = z.object({ model_name: z.string().min(1).optional() });
@@ -53,6 +56,7 @@ function recipeOptions(o: LoadOptions | undefined, ctxSize: number): Record<stri
     ctx_size: ctxSize,
     ...(o?.requestArgs?.length ? { llamacpp_args: o.requestArgs.join(" ") } : {}),
     ...(o?.backend ? { llamacpp_backend: o.backend } : {}),
+    ...(o?.draftModel ? { draft_model: o.draftModel } : {}),
   };
 }
 
@@ -112,11 +116,18 @@ export function managementRoutes(serving: Serving, { backends, devices, keepAliv
       return badRequest(c, `llamacpp_backend "${req.llamacpp_backend}" is not available on this node; available: ${backends.join(", ")}`, "invalid_backend");
     }
     const model = await findModel(serving, req.model_name);
+    if (req.draft_model !== undefined) {
+      // Answered here, not after the loads queued before this one: a draft is a model name this node lists.
+      if (!draftNameProblem(req.draft_model)) await serving.store.find(req.draft_model);
+      const draft = chooseDraft(model, req.draft_model, serving.store.list());
+      if (!draft.ok) return badRequest(c, draft.error, "invalid_draft_model");
+    }
     const server = await serving.pool.load(model, {
       ctxSize: loadCtxSize(req.ctx_size),
       requestArgs: args.args,
       pinned: req.pinned,
       backend: req.llamacpp_backend,
+      draftModel: req.draft_model,
     });
     return c.json({ status: "success", message: `Loaded model: ${server.model}`, model_name: server.model, backend_url: server.url });
   });

@@ -14,6 +14,9 @@ export interface RequestStats {
   output_tokens: number | null;
   /** Wall time of the whole request at the router, seconds. */
   duration: number;
+  /** Tokens a draft model proposed, and how many of them the target accepted (only when it drafted). */
+  draft_tokens?: number;
+  draft_accepted?: number;
 }
 
 interface Timings {
@@ -24,6 +27,9 @@ interface Timings {
   predicted_n?: number;
   predicted_ms?: number;
   predicted_per_second?: number;
+  /** Present when a draft model drafted: tokens proposed, and accepted by the target. */
+  draft_n?: number;
+  draft_n_accepted?: number;
 }
 interface Usage {
   prompt_tokens?: number;
@@ -81,5 +87,12 @@ export function toStats(
     input_tokens: num(f.usage?.prompt_tokens) ?? (num(t?.prompt_n) !== undefined ? t!.prompt_n! + (num(t?.cache_n) ?? 0) : null),
     output_tokens: num(f.usage?.completion_tokens) ?? num(t?.predicted_n) ?? null,
     duration: measured.totalMs / 1000,
+    ...draftFigures(t),
   };
+}
+
+function draftFigures(t: Timings | undefined): Pick<RequestStats, "draft_tokens" | "draft_accepted"> {
+  const drafted = num(t?.draft_n);
+  if (drafted === undefined) return {};
+  return { draft_tokens: drafted, draft_accepted: num(t?.draft_n_accepted) ?? 0 };
 }

@@ -46,6 +46,8 @@ export function fakeAnnouncement(nodeId: string): Announcement {
     hosting: false,
     idle: [],
     fetches: true,
+    replicating: [],
+    takesReplicas: false,
     apiPort: 0,
     lastRequest: {},
     meshVersion: "rogue",

@@ -48,7 +48,7 @@ describe("refused, naming the flag", () => {
     ["--mcp-servers-config /tmp/x.json", "may not contain --mcp-servers-config:", "tuning flags"],
     ["-mm /etc/passwd", "may not contain -mm:", "tuning flags"],
     ["-mmu http://127.0.0.1/x", "may not contain -mmu:", "tuning flags"],
-    ["-md /etc/passwd", "may not contain -md:", "tuning flags"],
+    ["-md /etc/passwd", "may not contain -md:", "draft_model"],
     ["--tools all", "may not contain --tools:", "tuning flags"],
     ["--agent", "may not contain --agent:", "tuning flags"],
     ["--media-path /", "may not contain --media-path:", "tuning flags"],
