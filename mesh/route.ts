@@ -1,7 +1,8 @@
 /**
  * Where a request for a model goes (pure), from the catalog every node derives alike: this node's
  * pool, or the node that hosts the model, or nowhere yet (503 with Retry-After), or nowhere at all
- * (404). A request that already crossed the mesh is answered where it lands.
+ * (404). A model served by several nodes (its host and replicas) goes to the one the caller's
+ * chooser picks. A request that already crossed the mesh is answered where it lands.
  */
 import type { CatalogModel } from "./catalog.ts";
 
@@ -49,8 +50,18 @@ function failedLoad(entry: CatalogModel): Route {
   };
 }
 
-export function routeModel(entry: CatalogModel | undefined, self: LocalView, forwarded: boolean): Route {
-  if (self.ready) return { to: "local" };
+/** Picks one of a model's servers (its host and replicas) for the request; none: the usual server. */
+export type Chooser = (servers: readonly string[]) => string | undefined;
+
+const toServer = (id: string, self: LocalView): Route => (id === self.nodeId ? { to: "local" } : { to: "peer", peerId: id });
+
+export function routeModel(entry: CatalogModel | undefined, self: LocalView, forwarded: boolean, choose?: Chooser): Route {
+  // A request that crossed the mesh was sent here to be answered here: only its sender chooses.
+  if (self.ready && (forwarded || !choose)) return { to: "local" };
+  if (self.ready) {
+    const servers = entry?.servers.includes(self.nodeId) ? entry.servers : [self.nodeId, ...(entry?.servers ?? [])];
+    return toServer(choose!(servers) ?? self.nodeId, self);
+  }
   if (entry?.status === "failed") return failedLoad(entry);
   if (forwarded) {
     // Sent here as its host, but the mesh has moved it (views differ for a moment): a load here
@@ -70,7 +81,7 @@ export function routeModel(entry: CatalogModel | undefined, self: LocalView, for
   });
   switch (entry.status) {
     case "ready":
-      return entry.servedBy === self.nodeId ? { to: "local" } : { to: "peer", peerId: entry.servedBy! };
+      return toServer(choose?.(entry.servers) ?? entry.servedBy!, self);
     case "loading": {
       // The host loads it when asked (it may have let it go for another model): send the request
       // there, where it waits for the load like on a single box; a host still fetching cannot.

@@ -9,7 +9,7 @@ import { allocate, type Assignment } from "../mesh/allocation.ts";
 import { catalog, splitCandidates, type CatalogModel, type NodeView } from "../mesh/catalog.ts";
 import { holdsWhatTheyNeed, loadLayout, splitPlan, workerIds, type SplitPlan } from "../mesh/election.ts";
 import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
-import { gib, routeModel, type Route } from "../mesh/route.ts";
+import { gib, routeModel, type Chooser, type Route } from "../mesh/route.ts";
 import type { Log } from "../log.ts";
 import { needOf } from "../models/model-need.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
@@ -160,7 +160,7 @@ export class MeshModels {
     return views ? catalog(views) : this.current().catalog;
   }
 
-  async route(model: string, forwarded: boolean): Promise<Route> {
+  async route(model: string, forwarded: boolean, choose?: Chooser): Promise<Route> {
     // A model a peer serves is not looked for on disk again (a rescan per request); an unknown one is.
     const entry = this.catalog().find((m) => m.name === model);
     const info = this.o.store.list().find((m) => m.name === model) ?? (entry ? undefined : await this.o.store.find(model));
@@ -170,13 +170,13 @@ export class MeshModels {
     const ready = server?.state === "ready" && !server.draining;
     const needBytes = info ? this.needOf(info) : (entry?.needBytes ?? 0);
     const self = { nodeId: this.o.mesh()?.nodeId ?? "", model, known, hasFiles: hasFilesHere, ready, needBytes, vramBytes: this.o.vramBytes };
-    const route = routeModel(entry, self, forwarded);
-    // A host that missed its heartbeats is likely gone: a clear 503 now beats a request that waits
-    // for the connection to time out.
+    const silentMs = (id: string) => Date.now() - (this.o.mesh()?.membership.peers.get(id)?.lastSeen ?? Date.now());
+    // A server that missed its heartbeats is likely gone: another one of the model takes the request.
+    const route = routeModel(entry, self, forwarded, choose && ((servers) => choose(servers.filter((id) => silentMs(id) <= SILENT_MS))));
+    // With none other, a clear 503 now beats a request that waits for the connection to time out.
     if (route.to === "peer") {
-      const silentMs = Date.now() - (this.o.mesh()?.membership.peers.get(route.peerId)?.lastSeen ?? Date.now());
-      if (silentMs > SILENT_MS) {
-        const message = `the node hosting model "${model}" (${route.peerId.slice(0, 10)}) has not been heard from for ${Math.round(silentMs / 1000)} s; retry shortly`;
+      if (silentMs(route.peerId) > SILENT_MS) {
+        const message = `the node hosting model "${model}" (${route.peerId.slice(0, 10)}) has not been heard from for ${Math.round(silentMs(route.peerId) / 1000)} s; retry shortly`;
         return { to: "unavailable", message, retryAfterS: 5 };
       }
     }

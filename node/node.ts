@@ -232,7 +232,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   const routing: MeshRouting = {
     nodeId: () => mesh?.nodeId,
     catalog: () => models.catalog(),
-    route: (model, forwarded) => models.route(model, forwarded),
+    route: (model, forwarded, choose) => models.route(model, forwarded, choose),
     forward: async (peerId, req, signal) => {
       for (let attempt = 0; ; attempt++) {
         const carrier = mesh?.membership.peers.get(peerId)?.conn;

@@ -3,7 +3,7 @@
  * (`/tokenize`...). Inference routes read `model` from the JSON body, get that model's server
  * (loading it when needed) or the peer that serves it, and proxy the original bytes there.
  */
-import { Hono, type Handler } from "hono";
+import { Hono, type Context, type Handler } from "hono";
 import { statSync } from "node:fs";
 import type { CatalogModel } from "../mesh/catalog.ts";
 import { FORWARDED_HEADER } from "../mesh/http-stream.ts";
@@ -15,6 +15,8 @@ import { noRoute } from "./no-route.ts";
 import { recordPassingStats } from "./passing-stats.ts";
 import { remoteMediaUrl } from "./media-urls.ts";
 import { proxyToServer } from "./proxy.ts";
+import { dispatch } from "./dispatch.ts";
+import type { Route } from "../mesh/route.ts";
 import { INFERENCE_ROUTES, LLAMA_ROUTES } from "./route-table.ts";
 import { catalogListing } from "./catalog-listing.ts";
 import { knownModels } from "../models/known-models.ts";
@@ -158,20 +160,34 @@ function inference(serving: Serving, upstreamPath: string, observer: InferenceOb
     if (remote !== undefined) {
       return badRequest(c, `media by URL is not fetched (${remote.slice(0, 200)}): send images and files inline, as data: URLs or base64 sources`, "remote_media_refused");
     }
-    const route = serving.routing ? await serving.routing.route(parsed.model, c.req.header(FORWARDED_HEADER) !== undefined) : undefined;
+    const send = sender(serving, c, { model: parsed.model, body, upstreamPath, started }, observer, keepAliveMs);
+    const forwarded = c.req.header(FORWARDED_HEADER) !== undefined;
+    return dispatch({ serving, model: parsed.model, json: parsed.json, header: (name) => c.req.header(name), forwarded, signal: c.req.raw.signal, send });
+  };
+}
+
+/** Sends a request where its route says: to a peer, a 503 the route gives, or this node's pool (none: no mesh). */
+function sender(
+  serving: Serving,
+  c: Context,
+  req: { model: string; body: ArrayBuffer; upstreamPath: string; started: number },
+  observer: InferenceObserver | undefined,
+  keepAliveMs: number | undefined,
+): (route: Route | undefined) => Promise<Response> {
+  return async (route: Route | undefined): Promise<Response> => {
     if (route?.to === "peer") {
       observer?.forwarded(route.peerId);
-      const res = await forward(serving, route.peerId, c.req.path, body, c.req.raw.signal);
+      const res = await forward(serving, route.peerId, c.req.path, req.body, c.req.raw.signal);
       // The answer passes through here: this node's /api/v1/stats tells it too.
-      return recordPassingStats(res, parsed.model, upstreamPath, started, (s) => (serving.lastStats = s));
+      return recordPassingStats(res, req.model, req.upstreamPath, req.started, (s) => (serving.lastStats = s));
     }
     if (route?.to === "unavailable") return errorResponse(c, 503, route.message, "service_unavailable", "model_not_ready", route.retryAfterS);
-    const lease = await acquireModel(serving, parsed.model, c.req.raw.signal);
+    const lease = await acquireModel(serving, req.model, c.req.raw.signal);
     return proxyToServer({
       lease,
-      model: parsed.model,
-      path: upstreamPath,
-      body,
+      model: req.model,
+      path: req.upstreamPath,
+      body: req.body,
       clientSignal: c.req.raw.signal,
       extraHeaders: answeredBy(serving),
       keepAliveMs,

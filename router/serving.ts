@@ -21,6 +21,8 @@ export interface Serving {
   lastStats: (() => RequestStats) | undefined;
   /** Pulls and deletes models in this node's models dir; without it (a bare app in a test) those routes answer 503. */
   admin?: ModelAdminApi;
+  /** Requests that share a prompt prefix go to the same server of their model (`--affinity`, default on). */
+  affinity?: boolean;
   /** Memory each node of the mesh offers for models (this node's first), as announced; for `/v1/models?catalog=true`. */
   memory?: () => number[];
 }

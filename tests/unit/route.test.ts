@@ -63,3 +63,20 @@ test("503 messages say why and when to retry", () => {
   const fetching = routeModel(entry({ host: "abcdef0123456789", status: "loading" }), me(), false);
   expect(fetching).toMatchObject({ to: "unavailable", retryAfterS: 10, message: expect.stringContaining("being fetched by node abcdef0123") });
 });
+
+// With a chooser (the router's: affinity, least outstanding), a model served by several nodes goes to the one it picks.
+const pickLast = (servers: readonly string[]) => servers[servers.length - 1];
+const pickNone = () => undefined;
+const replicated = entry({ host: "a", servedBy: "a", servers: ["a", "b", "me"], status: "ready" });
+test.each<[string, CatalogModel | undefined, LocalView, boolean, (s: readonly string[]) => string | undefined, Route]>([
+  ["ready on several servers: the chosen peer", entry({ host: "a", servedBy: "a", servers: ["a", "b"], status: "ready" }), me(), false, pickLast, { to: "peer", peerId: "b" }],
+  ["ready on several servers, I am one: the chosen peer, though mine answers", replicated, me({ ready: true }), false, (s) => s[1], { to: "peer", peerId: "b" }],
+  ["ready on several servers, I am one and chosen: local", replicated, me({ ready: true }), false, pickLast, { to: "local" }],
+  ["mine answers but the catalog does not list me yet: I am among the choices", entry({ host: "a", servedBy: "a", servers: ["a"], status: "ready" }), me({ ready: true }), false, (s) => (s.includes("me") ? "me" : undefined), { to: "local" }],
+  ["forwarded to me and mine answers: local, whatever the chooser says", replicated, me({ ready: true }), true, (s) => s[0], { to: "local" }],
+  ["the chooser picks none (all avoided): its usual server", entry({ host: "a", servedBy: "a", servers: ["a", "b"], status: "ready" }), me(), false, pickNone, { to: "peer", peerId: "a" }],
+  ["the chooser picks none and mine answers: local", replicated, me({ ready: true }), false, pickNone, { to: "local" }],
+  ["loading: the host, no choice to make", entry({ host: "a", status: "loading", nodesOnDisk: ["a"] }), me(), false, pickLast, { to: "peer", peerId: "a" }],
+])("chooser: %s", (_, e, self, forwarded, choose, expected) => {
+  expect(routeModel(e, self, forwarded, choose)).toEqual(expected);
+});

@@ -1,0 +1,107 @@
+/**
+ * One inference request's way to a server of its model. The mesh routes it; when the model has
+ * several servers (its host and replicas), the request's affinity key and the servers' loads pick
+ * one (`pickServer`). When that server fails before any byte of an answer (a peer that cannot be
+ * reached, a 503 from a stale route or a server that went away, our own server gone), the request
+ * goes once more to another server of the model, so the client sees one answer. Never after a
+ * byte went to the client, and never for a request another node sent us: that node retries.
+ */
+import { pickServer } from "../mesh/pick-server.ts";
+import type { Chooser, Route } from "../mesh/route.ts";
+import { PoolError } from "../pool/errors.ts";
+import { affinityKey } from "./affinity.ts";
+import { Outstanding, untilBodyEnds } from "./outstanding.ts";
+import type { Serving } from "./serving.ts";
+
+/** On an answer that came from a second server: the node that failed the request first. */
+export const RETRIED_FROM_HEADER = "x-mesh-retried-from";
+
+export interface DispatchInput {
+  serving: Serving;
+  model: string;
+  /** The parsed body, for its affinity key. */
+  json: unknown;
+  header: (name: string) => string | undefined;
+  /** It came from another node of the mesh: answered here, never retried here. */
+  forwarded: boolean;
+  /** The client's: a request it gave up on is not sent again. */
+  signal: AbortSignal;
+  /** Sends the request where the route says (none: no mesh, this node's pool) and resolves with the answer, its body unread. */
+  send: (route: Route | undefined) => Promise<Response>;
+}
+
+/** What a server's failure looked like: an answer's status, or what was thrown. */
+export type Outcome = { status: number } | { thrown: unknown };
+
+/**
+ * Whether the server failed the request before answering it, so another may answer instead (pure):
+ * a 503 (a route gone stale, a server gone, a load that timed out there) or our own server or the
+ * peer gone (`serverGone`, which `forward` and the proxy throw). Not a 429 (a full queue: the mesh
+ * is busy), nor any other error, nor anything on a route that named no server.
+ */
+export function failedBeforeAnswer(route: Route | undefined, outcome: Outcome): boolean {
+  if (route?.to !== "local" && route?.to !== "peer") return false;
+  if ("status" in outcome) return outcome.status === 503;
+  return outcome.thrown instanceof PoolError && outcome.thrown.code === "model_server_exited";
+}
+
+/** The server a route sends to, by node id. */
+export const serverOf = (route: Route | undefined, self: string | undefined): string | undefined =>
+  route?.to === "peer" ? route.peerId : route?.to === "local" ? self : undefined;
+
+/** Per node: the requests it has in flight per server, and the turn for requests without a key. */
+interface DispatchState {
+  outstanding: Outstanding;
+  turn: number;
+}
+const states = new WeakMap<Serving, DispatchState>();
+const stateOf = (serving: Serving): DispatchState => states.get(serving) ?? states.set(serving, { outstanding: new Outstanding(), turn: 0 }).get(serving)!;
+
+/** The requests this node has in flight per (model, server). */
+export const outstandingOf = (serving: Serving): Outstanding => stateOf(serving).outstanding;
+
+export async function dispatch(input: DispatchInput): Promise<Response> {
+  const { serving, model, forwarded } = input;
+  const state = stateOf(serving);
+  const routing = serving.routing;
+  const self = routing?.nodeId();
+  const key = serving.affinity === false ? undefined : affinityKey(input.json, input.header);
+  const avoid = new Set<string>();
+  const choose: Chooser = (servers) =>
+    pickServer({
+      servers: servers.map((id) => {
+        const announced = id === self ? undefined : routing?.announcedLoad?.(id, model);
+        return { nodeId: id, outstanding: state.outstanding.count(model, id), ...(announced ? { announced } : {}) };
+      }),
+      key,
+      avoid,
+      turn: state.turn++,
+    });
+
+  const attempt = async (): Promise<{ route: Route | undefined; res?: Response; thrown?: unknown }> => {
+    const route = routing ? await routing.route(model, forwarded, forwarded ? undefined : choose) : undefined;
+    const server = serverOf(route, self);
+    const end = server === undefined ? () => undefined : state.outstanding.begin(model, server);
+    try {
+      return { route, res: untilBodyEnds(await input.send(route), end) };
+    } catch (err) {
+      end();
+      return { route, thrown: err };
+    }
+  };
+
+  const first = await attempt();
+  const failed = serverOf(first.route, self);
+  const outcome: Outcome = first.res ? { status: first.res.status } : { thrown: first.thrown };
+  const others = () => (routing?.catalog().find((m) => m.name === model)?.servers ?? []).some((id) => !avoid.has(id));
+  if (forwarded || input.signal.aborted || failed === undefined || !failedBeforeAnswer(first.route, outcome) || (avoid.add(failed), !others())) {
+    if (first.res) return first.res;
+    throw first.thrown;
+  }
+  // Its answer is dropped unread: nothing of it reached the client.
+  await first.res?.body?.cancel().catch(() => undefined);
+  const second = await attempt();
+  if (!second.res) throw second.thrown;
+  second.res.headers.set(RETRIED_FROM_HEADER, failed);
+  return second.res;
+}

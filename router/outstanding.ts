@@ -1,0 +1,73 @@
+/**
+ * Requests in flight per (model, server), as this node counts them: one counts from the moment it
+ * is sent until its answer's body has been read whole, cancelled (the client left) or failed. The
+ * router picks among a model's servers by these counts. Only pairs with a request in flight are
+ * kept, so the map never holds more than models x servers entries.
+ */
+
+export class Outstanding {
+  private readonly counts = new Map<string, number>();
+
+  private static key(model: string, server: string): string {
+    return `${model}\u0000${server}`;
+  }
+
+  count(model: string, server: string): number {
+    return this.counts.get(Outstanding.key(model, server)) ?? 0;
+  }
+
+  /** Pairs with requests in flight now. */
+  get size(): number {
+    return this.counts.size;
+  }
+
+  /** Counts one request to `server`; the returned function ends it (once, however often it is called). */
+  begin(model: string, server: string): () => void {
+    const key = Outstanding.key(model, server);
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      const n = (this.counts.get(key) ?? 1) - 1;
+      if (n > 0) this.counts.set(key, n);
+      else this.counts.delete(key);
+    };
+  }
+}
+
+/**
+ * The response, whose `end` is called once its body has been read whole, cancelled or failed (at
+ * once when it has none). The body passes chunk by chunk, unbuffered (an SSE stream stays live).
+ */
+export function untilBodyEnds(res: Response, end: () => void): Response {
+  if (!res.body) {
+    end();
+    return res;
+  }
+  const reader = res.body.getReader();
+  const body = new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        let read: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          read = await reader.read();
+        } catch (err) {
+          end();
+          controller.error(err);
+          return;
+        }
+        if (read.done) {
+          end();
+          controller.close();
+        } else controller.enqueue(read.value);
+      },
+      cancel(reason) {
+        end();
+        return reader.cancel(reason);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+}
