@@ -239,6 +239,21 @@ export class ModelFetcher {
     }
   }
 
+  /**
+   * Copies `model`'s files from `peer` outside the one fetch of an assigned model (a replica's
+   * copy: it neither replaces that fetch nor claims a pull), verified and resumable as any peer copy.
+   */
+  async copyFromPeer(model: string, peer: string, entry: CatalogModel | undefined, signal: AbortSignal): Promise<void> {
+    mkdirSync(this.o.modelsDir, { recursive: true });
+    const open = async () => {
+      const stream = await this.o.openStream(peer);
+      if (!stream) throw new Error(`node ${peer.slice(0, 10)} is not connected`);
+      return stream;
+    };
+    const files = await fetchModelFromPeer({ model, open, destDir: this.o.modelsDir, signal, hasher: this.hasher, expectedBytes: entry?.sizeBytes });
+    await recordCopy(this.o.modelsDir, model, files, entry?.ref);
+  }
+
   /** One try by `plan`. */
   private async get(model: string, plan: Exclude<FetchPlan, { kind: "wait" }>, m: CatalogModel | undefined, failures: number, signal: AbortSignal): Promise<void> {
     mkdirSync(this.o.modelsDir, { recursive: true });

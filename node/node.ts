@@ -36,6 +36,7 @@ import { ZeroTransfer } from "../tunnel/zero-transfer.ts";
 import { KNOWN_PROTOCOLS, protocolMajor } from "../tunnel/rpc-limits.ts";
 import { MeshModels } from "./mesh-models.ts";
 import { ModelFetcher } from "./model-fetcher.ts";
+import { nodeReplicaKeeper } from "./replica-keeper.ts";
 
 /** `--model` values that may name files (rather than models in the models dir). */
 const isPath = (v: string) => v.includes("/") || /\.gguf$/i.test(v);
@@ -175,7 +176,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
       models.reconcile();
     },
     rpcWorkersFor: (model) => models.rpcSplit(model),
-    onEvict: (model, cause) => models.onEvict(model, cause),
+    // A replica's unload is the keeper's alone: the group's rules never hear of it.
+    onEvict: (model, cause) => void (replicas.onEvict(model, cause) || models.onEvict(model, cause)),
     heldForMesh: (model) => models.heldForMesh(model),
     knownModels: async (name) => {
       // `find` rescans when the name is new: a draft copied in since the last scan is found.
@@ -203,6 +205,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
       models.reconcile();
     },
   });
+  // Models this node serves beside their hosts while their servers are pressed (mesh/replicas.ts).
+  const replicas = nodeReplicaKeeper(config, { pool, store, fetcher, mesh: () => mesh, models: () => models, log });
   const models: MeshModels = new MeshModels({
     store,
     pool,
@@ -216,6 +220,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     rpcProtocol: () => rpc.protocol ?? LLAMA_SOURCE.rpcProtocol,
     defaultCtxSize: config.ctxSize,
     evictMeshModels: config.evictMeshModels === "on",
+    replicas: () => replicas.announced(),
     fetcher,
     log,
   });
@@ -360,6 +365,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     start,
     stop: async () => {
       clearInterval(logCap);
+      replicas.stop();
       models.stop();
       // A mesh endpoint still starting has no peers to tell; exiting ends it.
       if (mesh) await Promise.race([mesh.stop(), Bun.sleep(5_000)]);

@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { catalog, type NodeModel, type NodeView } from "../../mesh/catalog.ts";
 import { AnnouncementSchema } from "../../mesh/messages.ts";
 import { pressed, replicaRelease, replicasToAdd, type DemandSignal, type HeldReplica, type ReplicaView } from "../../mesh/replicas.ts";
+import { demandList } from "../../node/replica-keeper.ts";
 import { fakeAnnouncement } from "../helpers/rogue-peer.ts";
 
 const GB = 1e9;
@@ -190,4 +191,14 @@ describe("announcement fields", () => {
     expect(parsed.replicating).toEqual([...replicating]);
     expect(parsed.takesReplicas).toBe(takes);
   });
+});
+
+describe("demandList: what a peer announced of its slots, as the keeper reads it", () => {
+  test.each([
+    ["absent", undefined, undefined],
+    ["not a list", { model: "m" }, undefined],
+    ["entries that read", [{ model: "m", slots: 1, inFlight: 1, queued: 2, waitMs: 300 }], [{ model: "m", slots: 1, inFlight: 1, queued: 2, waitMs: 300 }]],
+    ["junk entries dropped, the rest kept", [null, 7, { model: 1, queued: 1, waitMs: 1 }, { model: "m", queued: "2", waitMs: 0 }, { model: "m", queued: Infinity, waitMs: 0 }, { model: "k", queued: 0, waitMs: 0 }], [{ model: "k", queued: 0, waitMs: 0 }]],
+  ] as const)("%s", (_, value, expected) => expect(demandList(value)).toEqual(expected as never));
+  test("bounded: a long list is cut", () => expect(demandList(Array.from({ length: 10_000 }, () => ({ model: "m", queued: 0, waitMs: 0 })))!.length).toBeLessThanOrEqual(256));
 });
