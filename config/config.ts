@@ -69,6 +69,8 @@ export interface Config {
   idleTimeoutS: number;
   /** Requests in flight at once; more are answered 503. */
   maxConnections: number;
+  /** Requests that may wait for a busy model's slots; more are answered 429 (0: none wait). */
+  maxQueue: number;
   /** Where each setting (by flag name) came from: flag, env, file or default. */
   settingSources: Record<string, SettingSource>;
   logFormat: (typeof LOG_FORMATS)[number];
@@ -112,6 +114,7 @@ export function defaultConfig(home: string = homedir()): Config {
     corsOrigins: [],
     idleTimeoutS: 30,
     maxConnections: 512,
+    maxQueue: 64,
     settingSources: {},
     logFormat: "text",
     scanModelStores: "on",

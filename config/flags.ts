@@ -17,6 +17,7 @@ import {
   parseUrl,
   parseBoolean,
   parseIdleTimeout,
+  parseMaxQueue,
   parseOrigin,
 } from "./values.ts";
 import { FLAVORS } from "../llama/flavor.ts";
@@ -87,6 +88,7 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   listFlag("cors-origin", "<origin>", "corsOrigins", "let web pages from this origin call the API, e.g. http://localhost:3000 (repeatable; default: none)", parseOrigin),
   flag("idle-timeout", "<duration>", "idleTimeoutS", parseIdleTimeout, "close a connection that moves no bytes this long, e.g. a stalled upload (default 30s; at most 255s)"),
   flag("max-connections", "<n>", "maxConnections", parsePositive, "requests in flight at once; more are answered 503 (default 512)"),
+  flag("max-queue", "<n>", "maxQueue", parseMaxQueue, "requests that may wait for a busy model's slots; more are answered 429 with Retry-After (default 64; 0 = none wait)"),
   flag("log-format", "<format>", "logFormat", parseChoice(LOG_FORMATS), "text (default) or json, one object per line"),
   flag("scan-model-stores", "<on|off>", "scanModelStores", parseChoice(["on", "off"] as const), "serve the GGUFs Ollama, LM Studio, the Hugging Face cache and llama.cpp's cache hold, in place (default on)"),
   flag("model-stores", "<dirs>", "modelStores", parseStoreList, "more folders of GGUF models to serve in place, separated by ':' (env MESH_MODEL_STORES)"),

@@ -27,6 +27,14 @@ export function parsePositive(text: string): number {
   return notTooLarge(n, text);
 }
 
+/** Requests that may wait for one model's slots (`--max-queue`): peers read a queue's depth up to a million. */
+export const MAX_QUEUE_BOUND = 100_000;
+
+export function parseMaxQueue(text: string): number {
+  if (!/^\d+$/.test(text) || Number(text) > MAX_QUEUE_BOUND) throw new Error(`expected a whole number from 0 to ${MAX_QUEUE_BOUND}, got "${text}"`);
+  return Number(text);
+}
+
 /** `-1` means no limit. */
 export function parseModelLimit(text: string): number {
   if (!/^-?\d+$/.test(text)) throw new Error(`expected a whole number >= 1, or -1 for no limit, got "${text}"`);

@@ -13,7 +13,7 @@ import { TimedRecv, TimedSend } from "./read-deadline.ts";
 import type { RecvSide, SendSide, Stream } from "./transport.ts";
 import { encodeFrame, readFrame } from "./wire.ts";
 
-/** Marks a request that already crossed the mesh: it is answered where it lands, never forwarded again. */
+/** Marks a request that already crossed the mesh (the value: the sending member's id): it is answered where it lands, never forwarded again. */
 export const FORWARDED_HEADER = "x-mesh-forwarded";
 const READ_BUFFER = 64 * 1024;
 
@@ -187,6 +187,8 @@ export interface ServeOptions {
   totalMs?: number;
   /** The peer must take some of the answer within this whenever it is sent some (RESPONSE_WRITE_STALL_MS). */
   writeStallMs?: number;
+  /** The sending member's node id: the forwarded marker carries it, so its requests wait their own turn for a slot. */
+  from?: string;
 }
 
 /** An answer in OpenAI's error shape, as the head and body over the stream. */
@@ -241,7 +243,7 @@ export async function serveHttp(stream: Stream, handler: (req: Request) => Promi
     const { method, path, body } = read;
     const headers = new Headers();
     for (const [k, v] of Object.entries(read.headers)) if (!NOT_FORWARDED.has(k.toLowerCase())) headers.set(k, v);
-    headers.set(FORWARDED_HEADER, "1");
+    headers.set(FORWARDED_HEADER, opts.from ?? "1");
     const request = new Request(`${MEMBER_URL_BASE}${path}`, {
       method,
       headers,

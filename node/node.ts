@@ -179,6 +179,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     // A replica's unload is the keeper's alone: the group's rules never hear of it.
     onEvict: (model, cause) => void (replicas.onEvict(model, cause) || models.onEvict(model, cause)),
     heldForMesh: (model) => models.heldForMesh(model),
+    maxQueue: config.maxQueue,
     knownModels: async (name) => {
       // `find` rescans when the name is new: a draft copied in since the last scan is found.
       await store.find(name);
@@ -299,7 +300,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
         }),
         onStream: (peerId, kind, stream) => {
           if (kind === StreamKind.RPC) void tunnels.incoming(peerId, stream);
-          else if (kind === StreamKind.HTTP && httpHandler) void serveHttp(stream, httpHandler, { maxBodyBytes: config.maxBodyBytes, allow: memberMayRequest, admit: () => memberStreams.take(peerId) });
+          else if (kind === StreamKind.HTTP && httpHandler) void serveHttp(stream, httpHandler, { maxBodyBytes: config.maxBodyBytes, allow: memberMayRequest, admit: () => memberStreams.take(peerId), from: peerId });
           else if (kind === StreamKind.MODEL) void serveModelStream(stream, (name) => store.list().find((m) => m.name === name), fetcher.hasher);
           else void stream.send.reset(2).catch(() => undefined);
         },

@@ -15,6 +15,7 @@ import { noRoute } from "./no-route.ts";
 import { recordPassingStats } from "./passing-stats.ts";
 import { remoteMediaUrl } from "./media-urls.ts";
 import { proxyToServer } from "./proxy.ts";
+import { requestSource, takesSlot } from "./request-source.ts";
 import { dispatch } from "./dispatch.ts";
 import type { Route } from "../mesh/route.ts";
 import { INFERENCE_ROUTES, LLAMA_ROUTES } from "./route-table.ts";
@@ -182,7 +183,7 @@ function sender(
       return recordPassingStats(res, req.model, req.upstreamPath, req.started, (s) => (serving.lastStats = s));
     }
     if (route?.to === "unavailable") return errorResponse(c, 503, route.message, "service_unavailable", "model_not_ready", route.retryAfterS);
-    const lease = await acquireModel(serving, req.model, c.req.raw.signal);
+    const lease = await acquireModel(serving, req.model, c.req.raw.signal, takesSlot(req.upstreamPath) ? requestSource(c.req.raw.headers) : undefined);
     return proxyToServer({
       lease,
       model: req.model,

@@ -43,8 +43,9 @@ export function notOnThisNode(name: string, servedBy: string | undefined): strin
   return `model "${name}" is not on this node's disk (${where}; requests for it through /v1 go there); to have this node fetch and serve it, start it with --model ${name} and --join`;
 }
 
-export async function acquireModel(serving: Serving, name: string, signal: AbortSignal): Promise<Lease> {
-  return serving.pool.acquire(await findModel(serving, name), signal);
+/** `name`'s server, with a slot taken in `source`'s turn (none for a request that takes no slot). */
+export async function acquireModel(serving: Serving, name: string, signal: AbortSignal, source: string | undefined): Promise<Lease> {
+  return serving.pool.acquire(await findModel(serving, name), signal, source);
 }
 
 export type ModelStatus = "loaded" | "loading" | "unloaded";

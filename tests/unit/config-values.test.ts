@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { parseDuration, parseHostPort, parseModelLimit, parsePort, parseSize } from "../../config/values.ts";
+import { parseDuration, parseHostPort, parseMaxQueue, parseModelLimit, parsePort, parseSize } from "../../config/values.ts";
 
 type Case<T> = [input: string, expected: T | Error];
 
@@ -32,6 +32,16 @@ table("parseModelLimit", parseModelLimit, [
   ["0", bad("or -1 for no limit")],
   ["-2", bad("or -1 for no limit")],
   ["two", bad("or -1 for no limit")],
+]);
+
+table("parseMaxQueue", parseMaxQueue, [
+  ["64", 64],
+  ["0", 0],
+  ["100000", 100_000],
+  ["100001", bad("from 0 to 100000")],
+  ["-1", bad("from 0 to 100000")],
+  ["2.5", bad("from 0 to 100000")],
+  ["", bad("from 0 to 100000")],
 ]);
 
 table("parseDuration", parseDuration, [
