@@ -11,7 +11,7 @@ import { parseArgs } from "node:util";
 import { ANSWERED_BY_HEADER } from "../mesh/routing.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { killAllChildren } from "../tests/helpers/children.ts";
-import { meshReady, startMeshNode, type MeshTestNode } from "../tests/helpers/mesh.ts";
+import { meshReady, startMeshNode, TOKEN_MADE, type MeshTestNode } from "../tests/helpers/mesh.ts";
 import { testModel } from "../tests/helpers/models.ts";
 import { startNode } from "../tests/helpers/node.ts";
 import { waitFor } from "../tests/helpers/wait.ts";
@@ -36,16 +36,18 @@ async function answeredBy(via: MeshTestNode): Promise<string | null> {
   return res.status === 200 ? res.headers.get(ANSWERED_BY_HEADER) : null;
 }
 
-/** ms from spawning the joiner to its mesh endpoint being up, and to it answering for the model itself. */
-async function joinOnce(seeder: MeshTestNode, hasFile: boolean, wide: string): Promise<{ endpoint: number; serving: number }> {
+/** ms from spawning the joiner to its join token, to its mesh endpoint being up, and to it answering for the model itself. */
+async function joinOnce(seeder: MeshTestNode, hasFile: boolean, wide: string): Promise<{ token: number; endpoint: number; serving: number }> {
   const t0 = performance.now();
-  const joiner = await meshReady(await startNode([...small, "--join", seeder.token, "--model", WIDE], hasFile ? { models: { [`${WIDE}.gguf`]: wide } } : {}));
-  const endpoint = performance.now() - t0;
+  const started = await startNode([...small, "--join", seeder.token, "--model", WIDE], hasFile ? { models: { [`${WIDE}.gguf`]: wide } } : {});
+  const since = () => performance.now() - t0;
+  const [token, joiner] = await Promise.all([started.child.waitForOutput(TOKEN_MADE, 60_000).then(since), meshReady(started)]);
+  const endpoint = since();
   await waitFor(() => seenServing(seeder, joiner), { what: "the seeder to see the joiner serve the model", timeoutMs: 120_000, intervalMs: 20 });
   const serving = performance.now() - t0;
   if ((await answeredBy(seeder)) !== joiner.nodeId) throw new Error("the seeder's request was not answered by the joiner");
   await joiner.stop();
-  return { endpoint, serving };
+  return { token, endpoint, serving };
 }
 
 try {
@@ -53,6 +55,7 @@ try {
   const tiny = await testModel("tiny", "q8_0");
   const rows: string[][] = [];
   for (const hasFile of [true, false]) {
+    const token: number[] = [];
     const endpoint: number[] = [];
     const serving: number[] = [];
     for (let i = 0; i < RUNS; i++) {
@@ -60,13 +63,14 @@ try {
       const seeder = await startMeshNode([...small, "--model", "tiny-q8_0"], { models: { [`${WIDE}.gguf`]: wide, "tiny-q8_0.gguf": tiny } });
       const r = await joinOnce(seeder, hasFile, wide);
       await seeder.stop();
+      token.push(r.token);
       endpoint.push(r.endpoint);
       serving.push(r.serving);
     }
     const f = (xs: number[]) => `${Math.round(pct(xs, 50))}`;
-    rows.push([hasFile ? "on its disk" : "copied from a peer (91.5 MiB)", f(endpoint), f(serving), f(serving.map((s, i) => s - endpoint[i]!))]);
+    rows.push([hasFile ? "on its disk" : "copied from a peer (91.5 MiB)", f(token), f(endpoint), f(serving), f(serving.map((s, i) => s - endpoint[i]!))]);
   }
-  printTable(["the joiner's model", "spawn -> mesh endpoint up (ms)", "spawn -> serving, as the seeder sees it (ms)", "endpoint up -> serving (ms)"], rows);
+  printTable(["the joiner's model", "spawn -> join token (ms)", "spawn -> mesh endpoint up (ms)", "spawn -> serving, as the seeder sees it (ms)", "endpoint up -> serving (ms)"], rows);
   console.log(`\nmedian of ${RUNS} runs each; loopback, relays off; the wide test model (3 layers, Q8_0)`);
 } finally {
   await killAllChildren();

@@ -18,7 +18,8 @@ import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { printTable } from "./report.ts";
 import { rssMiB } from "./rss.ts";
 import { killAllChildren, spawnChild } from "../tests/helpers/children.ts";
-import { meshStatus, startMeshNode, type MeshTestNode } from "../tests/helpers/mesh.ts";
+import { meshReady, meshStatus, startMeshNode, TOKEN_MADE, type MeshTestNode } from "../tests/helpers/mesh.ts";
+import { startNode } from "../tests/helpers/node.ts";
 import { waitFor } from "../tests/helpers/wait.ts";
 
 const { values } = parseArgs({ options: { sizes: { type: "string", default: "2,5,10,20" }, "rest-seconds": { type: "string", default: "10" } } });
@@ -55,12 +56,21 @@ async function gone(nodes: readonly MeshTestNode[], id: string): Promise<void> {
 }
 
 const start = (args: string[] = []) => startMeshNode(args, { command: [binary] });
+
+/** A founder, and ms from its spawn to its join token being made and to its endpoint being up. */
+async function startFounder(): Promise<{ founder: MeshTestNode; tokenMs: number; endpointMs: number }> {
+  const t0 = performance.now();
+  const started = await startNode([], { command: [binary] });
+  const since = () => performance.now() - t0;
+  const [tokenMs, founder] = await Promise.all([started.child.waitForOutput(TOKEN_MADE, 60_000).then(since), meshReady(started)]);
+  return { founder, tokenMs, endpointMs: since() };
+}
 const rows: string[][] = [];
 let leaveMs = NaN;
 let killMs = NaN;
 try {
   for (const size of SIZES) {
-    const founder = await start();
+    const { founder, tokenMs, endpointMs } = await startFounder();
     const joiners: MeshTestNode[] = await Promise.all(Array.from({ length: size - 1 }, () => start(["--join", founder.token])));
     // Every joiner has logged "mesh endpoint up" by now: its join is under way.
     const lastJoin = performance.now();
@@ -90,6 +100,8 @@ try {
     await Promise.all(nodes.map((n) => n.stop()));
     rows.push([
       String(size),
+      tokenMs.toFixed(0),
+      endpointMs.toFixed(0),
       meshMs.toFixed(0),
       (bytesPerSecond / size).toFixed(0),
       perPeer.toFixed(0),
@@ -102,7 +114,7 @@ try {
   rmSync(buildDir, { recursive: true, force: true });
 }
 
-const header = ["nodes", "last join -> full mesh (ms)", "control B/s per node", "B/s per peer", "max RSS (MiB)", "mean RSS (MiB)"];
+const header = ["nodes", "founder: spawn -> join token (ms)", "spawn -> endpoint up (ms)", "last join -> full mesh (ms)", "control B/s per node", "B/s per peer", "max RSS (MiB)", "mean RSS (MiB)"];
 printTable(header, rows, "right");
 console.log(`\n5 nodes: graceful exit gone from every view in ${leaveMs.toFixed(0)} ms; kill -9 gone in ${killMs.toFixed(0)} ms`);
 console.log(`traffic: all loopback bytes over ${REST_SECONDS} s at rest (QUIC headers, acks and heartbeats included)`);

@@ -8,7 +8,7 @@ import type { Config } from "../config/config.ts";
 import type { Log } from "../log.ts";
 import { AnnouncementSource, type AnnouncementContent } from "./announcement.ts";
 import { loadOrCreateNodeKey, resolveMeshSecret } from "./identity.ts";
-import { encodeJoinToken } from "./join-token.ts";
+import { encodeJoinToken, type MemberAddr } from "./join-token.ts";
 import { writeJoinToken } from "./join-token-file.ts";
 import { Membership } from "./membership.ts";
 import { meshStatus, type MeshStatus } from "./status.ts";
@@ -63,9 +63,12 @@ export interface MeshNode {
   nodeId: string;
   /** The mesh secret (proofs on the direct RPC path are made with it). */
   secret: Uint8Array;
-  token: string;
+  /** The join token as it is now: made at once, made again when the endpoint's own address arrives. */
+  readonly token: string;
   /** Where the token is kept (`mesh token` prints it), and whether this start wrote it first. */
   tokenFile: { path: string; first: boolean };
+  /** Resolves once the endpoint accepts and dials (peers can use the token); rejects if it cannot start. */
+  ready: Promise<void>;
   founded: boolean;
   membership: Membership;
   status(): MeshStatus;
@@ -86,21 +89,40 @@ export interface MeshHooks {
   onPeersChange: () => void;
 }
 
+/**
+ * Starts this node's part of the mesh. Resolves in milliseconds, with the node id, the join token and
+ * the first announcement made from the ports chosen; the endpoint comes up behind it (`ready`), and
+ * the token and announcement are made again should its own address differ.
+ */
 export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Promise<MeshNode> {
   const secretKey = loadOrCreateNodeKey(config.stateDir);
   const { secret, founded } = resolveMeshSecret(config.stateDir, config.join?.secret);
   let membership: Membership | undefined;
   const early: Parameters<Membership["accept"]>[0][] = [];
   const portFile = join(config.stateDir, QUIC_PORT_FILE);
-  const transport = await Transport.bind({
+  let up = false;
+  const transport = await Transport.start({
     secretKey,
     ...bindAddresses(config.quicBind, readPorts(portFile)),
     relay: config.relay,
     onConnection: (conn) => (membership ? void membership.accept(conn) : void early.push(conn)),
+    onAddress: (addr) => {
+      log.info("the endpoint's address differs from the one worked out at start; the join token is made again", { addresses: addr.addresses.join(",") });
+      keep(addr);
+      if (source.current().changed) membership?.announce();
+    },
   });
-  const addr = await transport.addr();
-  writeFileSync(portFile, `${JSON.stringify(boundPorts(addr.addresses))}\n`);
-  const source = new AnnouncementSource(() => hooks.content(addr.nodeId, addr.addresses, addr.relayUrl));
+  let token = "";
+  const keep = (addr: MemberAddr) => {
+    writeFileSync(portFile, `${JSON.stringify(boundPorts(addr.addresses))}\n`);
+    token = encodeJoinToken({ addr, secret });
+    return writeJoinToken(config.stateDir, token);
+  };
+  const tokenFile = keep(transport.addr());
+  const source = new AnnouncementSource(() => {
+    const addr = transport.addr();
+    return hooks.content(addr.nodeId, addr.addresses, addr.relayUrl);
+  });
   membership = new Membership({
     transport,
     secret,
@@ -111,19 +133,24 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
     onStream: hooks.onStream,
     onChange: hooks.onPeersChange,
   });
-  for (const conn of early.splice(0)) void membership.accept(conn);
-  const token = encodeJoinToken({ addr, secret });
-  const tokenFile = writeJoinToken(config.stateDir, token);
-  if (config.join) void membership.join(config.join.addr);
   const m = membership;
+  for (const conn of early.splice(0)) void m.accept(conn);
+  const ready = transport.ready.then(() => void (up = true));
+  ready.catch(() => undefined);
+  // Dials wait for the endpoint anyway; one that cannot start has no mesh to join.
+  const via = config.join?.addr;
+  if (via) void ready.then(() => m.join(via), () => undefined);
   return {
     nodeId: transport.nodeId,
     secret,
-    token,
+    get token() {
+      return token;
+    },
     tokenFile,
+    ready,
     founded,
     membership: m,
-    status: () => meshStatus(m),
+    status: () => ({ ...meshStatus(m), state: up ? "running" : "starting" }),
     quicPath: (peerId) => transport.pathTo(peerId),
     announceIfChanged: () => {
       if (source.current().changed) m.announce();

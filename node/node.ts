@@ -307,14 +307,18 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
         onPeersChange,
       },
       log,
-    ).then(
-      async (m) => {
-        mesh = m;
+    )
+      .then(async (m) => {
+        log.info("mesh identity ready; the endpoint is starting", { node: m.nodeId });
+        // A founder decides (and starts loading its model) at once; a joiner waits to hear its mesh.
+        const adopt = () => void (mesh ??= m, models.reconcile());
+        if (!config.join) adopt();
+        await m.ready;
+        adopt();
         // The token carries the mesh secret: logs say where it is; only a terminal sees it, once.
         log.info("mesh endpoint up", { node: m.nodeId, mesh: m.founded ? "founded" : "joined" });
         log.info(`join token in ${m.tokenFile.path}; \`mesh token\` prints it`);
         if (m.tokenFile.first) showJoinToken(m.token);
-        models.reconcile();
         if (!identity) return;
         direct = await startDirectServer({
           identity,
@@ -330,14 +334,14 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           return undefined;
         });
         m.announceIfChanged();
-      },
-      async (err: unknown) => {
+      })
+      .catch(async (err: unknown) => {
+        // Its identity, the endpoint's start (`ready`), or the direct path's setup.
         log.error("the mesh endpoint failed to start", { error: (err as Error).message });
         await pool.close();
         await rpc.stop();
         process.exit(1);
-      },
-    );
+      });
   };
 
   const admin = new ModelAdmin({
