@@ -12,6 +12,8 @@ export interface PeerStatus {
   rttMs: number;
   role: Role;
   serving: string[];
+  /** Of those, the ones it serves as replicas beside their hosts (`mesh/replicas.ts`). */
+  replicating?: string[];
   vramBytes: number;
   ramBytes: number;
   apiPort: number;
@@ -40,6 +42,7 @@ export function meshStatus(membership: Membership, now = Date.now()): MeshStatus
       rttMs: p.conn.rttMs(),
       role: p.announcement.role,
       serving: p.announcement.serving,
+      replicating: p.announcement.replicating,
       vramBytes: p.announcement.vramBytes,
       ramBytes: p.announcement.ramBytes,
       apiPort: p.announcement.apiPort,

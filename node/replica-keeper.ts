@@ -3,8 +3,8 @@
  * rule out over the mesh's views (every node does, and gets the same answer), and when the rule
  * picks this node for a model it copies the file from a peer if it has none, loads the model alone
  * in its pool and announces it in `replicating`; it unloads a replica the rule releases. A failed
- * copy or load pauses that model here for a minute, so a node that cannot hold it does not try on
- * every tick. Each decision is one log line.
+ * copy or load, or an idle release, pauses that model here for a minute (no flapping). Each
+ * decision is one log line.
  */
 import type { Config } from "../config/config.ts";
 import type { CatalogModel, NodeView } from "../mesh/catalog.ts";
@@ -19,7 +19,11 @@ import type { MeshModels } from "./mesh-models.ts";
 import type { ModelFetcher } from "./model-fetcher.ts";
 import { hasFiles } from "./model-fields.ts";
 
-/** How long a model whose replica failed here (its copy or its load) is not tried again here. */
+/**
+ * How long a model whose replica failed here (its copy or its load), or went idle here, is not
+ * added here again: a host's recent waits outlast a replica's idle time, and must not bring it
+ * straight back.
+ */
 export const REPLICA_PAUSE_MS = 60_000;
 
 export interface ReplicaKeeperOptions {
@@ -121,6 +125,7 @@ export class ReplicaKeeper {
     }
     const why = r.why === "idle" ? "no request for the replica idle time" : "this node's own model needs the memory";
     this.o.log.info(`releasing a replica: ${why}`, { model: r.model, why: r.why });
+    if (r.why === "idle") this.paused.set(r.model, Date.now() + REPLICA_PAUSE_MS);
     h.phase = "releasing";
     void this.o.pool.unload(r.model).then(
       () => this.forget(r.model, h),
