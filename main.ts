@@ -76,6 +76,7 @@ async function startNode(config: Config): Promise<void> {
       }),
     },
     routing: node.routing,
+    affinity: config.affinity === "on",
     admin: node.admin,
     memory: () => node.models.views().map((v) => v.vramBytes),
   };

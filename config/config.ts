@@ -43,6 +43,8 @@ export interface Config {
   fetch: "on" | "off";
   /** May a load on demand (a request, `/api/v1/load`) unload the model this node hosts for the mesh? */
   evictMeshModels: "on" | "off";
+  /** Requests that share a prompt prefix (a session, a user, a chat's opening) go to the same server of their model; off: the least loaded. */
+  affinity: "on" | "off";
   /** Take replicas of models whose servers are pressed (`mesh/replicas.ts`); off: this node is given none. */
   replicas: "on" | "off";
   /** A replica with no request this long is unloaded; 0 = never (it still goes when its memory is wanted). */
@@ -99,6 +101,7 @@ export function defaultConfig(home: string = homedir()): Config {
     rpcDirect: "on",
     fetch: "on",
     evictMeshModels: "off",
+    affinity: "on",
     replicas: "on",
     replicaIdleMs: 5 * 60_000,
     vramBytes: undefined,

@@ -75,6 +75,7 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("evict-mesh-models", "<on|off>", "evictMeshModels", parseChoice(["on", "off"] as const), "let loads on demand unload the model this node hosts for the mesh (default off: they are refused with 409)"),
   flag("replicas", "<on|off>", "replicas", parseChoice(["on", "off"] as const), "load a replica of a model whose servers have requests waiting for a slot, when this node has the memory (default on)"),
   flag("replica-idle", "<duration>", "replicaIdleMs", parseDuration, "unload a replica unused this long (default 5m; 0 = only when its memory is wanted)"),
+  flag("affinity", "<on|off>", "affinity", parseChoice(["on", "off"] as const), "send requests that share a prompt prefix (a session, a user, a chat's opening) to the same server of their model, for its KV cache (default on; off: the least loaded)"),
   flag("fetch", "<on|off>", "fetch", parseChoice(["on", "off"] as const), "download models this node is assigned, from peers or their source (default on; off: lend compute only)"),
   flag("vram", "<size>", "vramBytes", parseSize, "memory this node offers for models, e.g. 24GB (default: detected)"),
   flag("llama-dir", "<dir>", "llamaDir", parseNonEmpty, "use the llama.cpp binaries in this directory (env MESH_LLAMA_DIR)"),

@@ -12,7 +12,7 @@
 import { randomUUID } from "node:crypto";
 import { hasCredentials } from "../models/download-rules.ts";
 import { exactRef, modelRefOf } from "../models/model-ref.ts";
-import { ANNOUNCEMENT_LIMITS as L, isModelRef, ModelOnDiskSchema, SeedSchema, type Announcement } from "./messages.ts";
+import { ANNOUNCEMENT_LIMITS as L, isModelRef, ModelOnDiskSchema, SeedSchema, type Announcement, type ModelDemand } from "./messages.ts";
 
 export type AnnouncementContent = Omit<Announcement, "seq" | "instance">;
 export type ModelLists = Pick<Announcement, "modelsOnDisk" | "seeds">;
@@ -83,6 +83,18 @@ export function fitModels(lists: ModelLists, keep: ReadonlySet<string>, budgetBy
   };
 }
 
+/**
+ * A node's queue figures as peers accept them (pure): models with names within the limit, at most
+ * as many as it may serve, each figure a whole number in its range.
+ */
+export function announcedDemand(figures: readonly ModelDemand[]): ModelDemand[] {
+  const whole = (n: number, max: number) => Math.min(max, Math.max(0, Math.round(Number.isFinite(n) ? n : 0)));
+  return figures
+    .filter((f) => f.model.length <= L.name)
+    .slice(0, L.serving)
+    .map((f) => ({ model: f.model, slots: whole(f.slots, 4096), inFlight: whole(f.inFlight, 1_000_000), queued: whole(f.queued, 1_000_000), waitMs: whole(f.waitMs, 86_400_000) }));
+}
+
 /** One line on what was left out, or undefined when nothing was. */
 export function describeLeftOut(left: LeftOut, of: { modelsOnDisk: number; seeds: number }): string | undefined {
   const parts: string[] = [];
@@ -148,10 +160,13 @@ export class AnnouncementSource {
 
   constructor(private readonly content: () => AnnouncementContent) {}
 
-  /** The current announcement; `changed` says whether it differs from the last one handed out. */
+  /**
+   * The current announcement; `changed` says whether it differs from the last one handed out. The
+   * demand is left out of that: it moves with every request, and heartbeats carry it soon enough.
+   */
   current(): { announcement: Announcement; changed: boolean } {
     const content = fitAnnouncement(this.content());
-    const key = JSON.stringify(content);
+    const key = JSON.stringify({ ...content, demand: undefined });
     const changed = key !== this.last;
     if (changed) {
       this.last = key;

@@ -53,6 +53,14 @@ export const ModelOnDiskSchema = z.object({
   type: z.string().max(32).optional().catch(undefined),
   quant: z.string().max(32).optional().catch(undefined),
 });
+/**
+ * How pressed one of this node's servers is: its slots, requests in flight, requests waiting for a
+ * slot, and the longest recent wait for one (`pool/slot-queue.ts`). The demand signal replicas are
+ * decided from; it changes with every request, so it rides on heartbeats, never prompts a send.
+ */
+export const DemandSchema = z.object({ model: ModelName, slots: z.number().int().min(0).max(4096), inFlight: z.number().int().min(0).max(1_000_000), queued: z.number().int().min(0).max(1_000_000), waitMs: z.number().min(0).max(86_400_000) });
+export type ModelDemand = z.infer<typeof DemandSchema>;
+
 /** A model this node can name but has no file of: by a source URL (its registry) or a reference (`--model REF`). */
 export const SeedSchema = z.object({ name: ModelName, source: Source.optional(), ref: Ref });
 
@@ -108,6 +116,8 @@ export const AnnouncementSchema = z.object({
   replicating: z.array(ModelName).max(L.replicating).default([]).catch([]),
   /** It may be given replicas (`--replicas on`); older versions say nothing and are given none. */
   takesReplicas: z.boolean().default(false).catch(false),
+  /** Its servers' queues (`DemandSchema`). Junk from a peer is dropped on its own, never the peer. */
+  demand: z.array(DemandSchema).max(L.serving).default([]).catch([]),
   /** A model file this node is fetching, and how far it got. */
   fetching: z.object({ model: ModelName, bytes: z.number().nonnegative(), total: z.number().nonnegative(), from: z.string().max(2048) }).optional(),
   apiPort: z.number().int().min(0).max(65535),

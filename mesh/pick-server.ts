@@ -70,3 +70,18 @@ export function pickServer(req: PickRequest): string | undefined {
   const idlest = ranked.filter((s) => loadOf(s) === least);
   return idlest[(req.turn ?? 0) % idlest.length]!.nodeId;
 }
+
+/**
+ * A peer's announced load for `model` from its announcement's `demand` list (pure): none when it
+ * announces none (an older node) or the entry does not read as counts.
+ */
+export function announcedLoad(announcement: unknown, model: string): AnnouncedLoad | undefined {
+  const demand = (announcement as { demand?: unknown } | undefined)?.demand;
+  if (!Array.isArray(demand)) return undefined;
+  const d = demand.find((x: unknown) => (x as { model?: unknown } | null)?.model === model) as Record<string, unknown> | undefined;
+  const count = (v: unknown) => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : undefined);
+  const slots = count(d?.slots);
+  const inFlight = count(d?.inFlight);
+  const queued = count(d?.queued);
+  return slots !== undefined && inFlight !== undefined && queued !== undefined ? { slots, inFlight, queued } : undefined;
+}

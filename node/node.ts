@@ -18,6 +18,7 @@ import { memberMayRequest } from "../mesh/member-routes.ts";
 import { showJoinToken } from "../mesh/join-token-file.ts";
 import { startMesh, type MeshNode } from "../mesh/mesh-node.ts";
 import type { MeshRouting } from "../mesh/routing.ts";
+import { announcedLoad } from "../mesh/pick-server.ts";
 import type { MeshStatus } from "../mesh/status.ts";
 import { StreamKind } from "../mesh/wire.ts";
 import { hubConfigFromEnv, TOKEN_VARIABLES, type HubConfig } from "../models/hf-hub.ts";
@@ -239,6 +240,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     nodeId: () => mesh?.nodeId,
     catalog: () => models.catalog(),
     route: (model, forwarded, choose) => models.route(model, forwarded, choose),
+    announcedLoad: (id, model) => announcedLoad(mesh?.membership.peers.get(id)?.announcement, model),
     forward: async (peerId, req, signal) => {
       for (let attempt = 0; ; attempt++) {
         const carrier = mesh?.membership.peers.get(peerId)?.conn;

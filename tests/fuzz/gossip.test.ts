@@ -185,6 +185,26 @@ describe("control messages, fuzzed", () => {
   });
 });
 
+describe("demand from a peer, fuzzed", () => {
+  test("any demand value: the announcement is kept, its demand a list of entries in range or none", () => {
+    const entry = fc.record({ model: fc.oneof(fc.string(), fc.jsonValue()), slots: fc.jsonValue(), inFlight: fc.oneof(fc.integer(), fc.double()), queued: fc.oneof(fc.nat(), fc.integer({ min: -5, max: 5 }), fc.jsonValue()), waitMs: fc.oneof(fc.double(), fc.jsonValue()) }, { requiredKeys: [] });
+    const demand = fc.oneof(fc.jsonValue(), fc.array(entry, { maxLength: 8 }), fc.array(fc.jsonValue(), { maxLength: 300 }));
+    holds(
+      fc.property(demand, (value) => {
+        const parsed = ControlMessageSchema.safeParse({ v: PROTOCOL_VERSION, type: "announce", announcement: { ...fakeAnnouncement("n1"), demand: value } });
+        expect(parsed.success).toBe(true);
+        if (!parsed.success || parsed.data.type !== "announce") return;
+        for (const d of parsed.data.announcement.demand) {
+          expect(Number.isInteger(d.slots) && d.slots >= 0 && d.slots <= 4096).toBe(true);
+          expect(Number.isInteger(d.queued) && d.queued >= 0).toBe(true);
+          expect(d.waitMs >= 0 && d.waitMs <= 86_400_000).toBe(true);
+        }
+      }),
+      { runs: RUNS },
+    );
+  });
+});
+
 describe("gossip regressions found by fuzzing", () => {
   test("a stream that ends inside a frame ends the read with a WireError, not the transport's error", async () => {
     const frame = encodeFrame({ v: PROTOCOL_VERSION, type: "leave" });

@@ -50,6 +50,7 @@ export function fakeAnnouncement(nodeId: string): Announcement {
     takesReplicas: false,
     apiPort: 0,
     lastRequest: {},
+    demand: [],
     meshVersion: "rogue",
     llamaBuild: "none",
     rpcProtocol: "0",

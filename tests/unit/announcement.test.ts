@@ -4,7 +4,7 @@
  * the catalog built from announcements is worked out once per change, not per request.
  */
 import { describe, expect, test } from "bun:test";
-import { announcedRef, AnnouncementSource, describeLeftOut, fitAnnouncement, fitModels, type AnnouncementContent, type ModelLists } from "../../mesh/announcement.ts";
+import { announcedDemand, announcedRef, AnnouncementSource, describeLeftOut, fitAnnouncement, fitModels, type AnnouncementContent, type ModelLists } from "../../mesh/announcement.ts";
 import { ANNOUNCEMENT_LIMITS as L, AnnouncementSchema, ControlMessageSchema, PROTOCOL_VERSION } from "../../mesh/messages.ts";
 import { encodeFrame, MAX_CONTROL_MESSAGE } from "../../mesh/wire.ts";
 import type { ModelInfo, ModelStore } from "../../models/model-store.ts";
@@ -256,5 +256,55 @@ describe("what a peer says of its running layout and a failed load", () => {
   test("an error's control characters become spaces: it is shown to clients as one line", () => {
     const parsed = announce({ loadFailed: { model: "m", error: "bad\r\nX-Injected: 1\u0000", retryInS: 1 } });
     expect(parsed.success && parsed.data.loadFailed?.error).toBe("bad  X-Injected: 1 ");
+  });
+});
+
+describe("demand: the queues' figures ride on heartbeats", () => {
+  const demand = (queued: number) => [{ model: "m", slots: 2, inFlight: 2, queued, waitMs: 120 }];
+  test("a change of demand alone is no change to send at once; the announcement handed out carries it all the same", () => {
+    let queued = 0;
+    const source = new AnnouncementSource(() => content({ demand: demand(queued) }));
+    const first = source.current();
+    expect(first.changed).toBe(true);
+    queued = 5;
+    const next = source.current();
+    expect(next.changed).toBe(false);
+    expect(next.announcement.seq).toBe(first.announcement.seq);
+    expect(next.announcement.demand).toEqual(demand(5));
+    // Any other change still is one.
+    const moved = new AnnouncementSource(() => content({ demand: demand(queued), serving: queued > 5 ? ["m"] : [] }));
+    moved.current();
+    queued = 6;
+    expect(moved.current().changed).toBe(true);
+  });
+
+  const peer = (over: Record<string, unknown>) => AnnouncementSchema.parse({ ...new AnnouncementSource(() => content()).current().announcement, ...over });
+  test.each<[string, unknown, unknown[]]>([
+    ["figures within their ranges are kept", demand(3), demand(3)],
+    ["none said (an older node): none", undefined, []],
+    ["junk: not a list", "lots", []],
+    ["junk: a negative queue", [{ model: "m", slots: 1, inFlight: 0, queued: -1, waitMs: 0 }], []],
+    ["junk: a fractional slot count", [{ model: "m", slots: 1.5, inFlight: 0, queued: 0, waitMs: 0 }], []],
+    ["junk: a wait over a day", [{ model: "m", slots: 1, inFlight: 0, queued: 0, waitMs: 1e12 }], []],
+    ["junk: a name over the limit", [{ model: "x".repeat(L.name + 1), slots: 1, inFlight: 0, queued: 0, waitMs: 0 }], []],
+    ["junk: more entries than models a node may serve", Array.from({ length: L.serving + 1 }, () => demand(0)[0]), []],
+  ])("from a peer, %s; the peer is kept", (_, value, want) => {
+    expect(peer(value === undefined ? {} : { demand: value }).demand).toEqual(want as never);
+  });
+
+  test("announcedDemand: the sender keeps to what peers accept", () => {
+    const figures = [
+      { model: "ok", slots: 4, inFlight: 1, queued: 2, waitMs: 12.7 },
+      { model: "x".repeat(L.name + 1), slots: 1, inFlight: 0, queued: 0, waitMs: 0 },
+      { model: "huge", slots: 10_000, inFlight: 2e6, queued: Number.NaN, waitMs: 1e12 },
+    ];
+    expect(announcedDemand(figures)).toEqual([
+      { model: "ok", slots: 4, inFlight: 1, queued: 2, waitMs: 13 },
+      { model: "huge", slots: 4096, inFlight: 1_000_000, queued: 0, waitMs: 86_400_000 },
+    ]);
+    const many = Array.from({ length: L.serving + 10 }, (_, i) => ({ model: `m${i}`, slots: 1, inFlight: 0, queued: 0, waitMs: 0 }));
+    const sent = announcedDemand(many);
+    expect(sent).toHaveLength(L.serving);
+    expect(AnnouncementSchema.parse({ ...new AnnouncementSource(() => content({ demand: sent })).current().announcement }).demand).toEqual(sent);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { AFFINITY_MARGIN, loadOf, pickServer, rankFor, type AnnouncedLoad, type ServerLoad } from "../../mesh/pick-server.ts";
+import { AFFINITY_MARGIN, announcedLoad, loadOf, pickServer, rankFor, type AnnouncedLoad, type ServerLoad } from "../../mesh/pick-server.ts";
 
 const IDS = ["node-a", "node-b", "node-c"];
 const KEY = "u:alice";
@@ -76,4 +76,15 @@ describe("rendezvous ranking", () => {
     expect(loadOf({ nodeId: "x", outstanding: 2, announced: slots(4, 3, 2) })).toBe(5);
     expect(loadOf({ nodeId: "x", outstanding: 7, announced: slots(4, 3, 2) })).toBe(7);
   });
+});
+
+test.each<[string, unknown, AnnouncedLoad | undefined]>([
+  ["its demand for the model", { demand: [{ model: "x", slots: 1, inFlight: 0, queued: 0 }, { model: "m", slots: 4, inFlight: 2, queued: 1, waitMs: 30 }] }, slots(4, 2, 1)],
+  ["another model's only: none", { demand: [{ model: "x", slots: 1, inFlight: 0, queued: 0 }] }, undefined],
+  ["no demand (an older node): none", { serving: ["m"] }, undefined],
+  ["counts that are no counts: none", { demand: [{ model: "m", slots: -1, inFlight: "2", queued: 0 }] }, undefined],
+  ["junk entries are skipped", { demand: [null, 3, { model: "m", slots: 2, inFlight: 1, queued: 0 }] }, slots(2, 1, 0)],
+  ["no announcement: none", undefined, undefined],
+])("announcedLoad: %s", (_, announcement, expected) => {
+  expect(announcedLoad(announcement, "m")).toEqual(expected);
 });
