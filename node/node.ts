@@ -16,6 +16,7 @@ import { forwardHttp, RESPONSE_IDLE_MS, serveHttp } from "../mesh/http-stream.ts
 import { MemberStreamCap } from "../mesh/member-stream-cap.ts";
 import { memberMayRequest } from "../mesh/member-routes.ts";
 import { showJoinToken } from "../mesh/join-token-file.ts";
+import { announcedDemand } from "../mesh/announcement.ts";
 import { startMesh, type MeshNode } from "../mesh/mesh-node.ts";
 import type { MeshRouting } from "../mesh/routing.ts";
 import { announcedLoad } from "../mesh/pick-server.ts";
@@ -295,6 +296,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           apiPort,
           // To 10 s: every request would otherwise be an announcement to every peer.
           lastRequest: Object.fromEntries(pool.loaded().map((s) => [s.model, Math.floor(s.lastUse / 10_000) * 10_000])),
+          // Every heartbeat's: `AnnouncementSource` does not count it as a change.
+          demand: announcedDemand(pool.queueFigures()),
           meshVersion: pkg.version,
           startedAt: startedAtMs,
           llamaBuild: llama.build ?? "unknown",
