@@ -1,0 +1,125 @@
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { catalog, type NodeView } from "../../mesh/catalog.ts";
+import type { Log } from "../../log.ts";
+import type { ModelInfo } from "../../models/model-store.ts";
+import { ReplicaKeeper, type ReplicaKeeperOptions } from "../../node/replica-keeper.ts";
+
+const GB = 1e9;
+const file = join(mkdtempSync(join(tmpdir(), "replica-keeper-")), "m.gguf");
+writeFileSync(file, "x");
+const info = { name: "m", type: "llm", files: [file], sizeBytes: 5 * GB } as unknown as ModelInfo;
+const lines: string[] = [];
+const line = (m: string, fields?: object) => void lines.push(`${m} ${JSON.stringify(fields ?? {})}`);
+const log = { info: line, warn: line, error: line, debug: () => undefined } as unknown as Log;
+
+/** Node "a" hosts m and is pressed; this node is "b", a standby with the file. */
+function setup(over: Partial<ReplicaKeeperOptions> = {}, load: () => Promise<unknown> = async () => undefined) {
+  const loaded = new Map<string, { model: string; type: string; lastUse: number; busy: boolean }>();
+  const calls: string[] = [];
+  let keeper: ReplicaKeeper;
+  const views = (): NodeView[] => [
+    { nodeId: "b", vramBytes: 16 * GB, modelsOnDisk: [{ name: "m", sizeBytes: 5 * GB, needBytes: 6 * GB }], assigned: "m", ready: [...loaded.keys()], idle: [], ...keeper.announced() },
+    { nodeId: "a", vramBytes: 24 * GB, modelsOnDisk: [{ name: "m", sizeBytes: 5 * GB, needBytes: 6 * GB }], assigned: "m", hosting: true, ready: ["m"], idle: [] },
+  ];
+  const pool = {
+    limit: 1,
+    loaded: () => [...loaded.values()],
+    server: (model: string) => loaded.get(model),
+    load: async (m: ModelInfo) => {
+      calls.push(`load ${m.name}`);
+      await load();
+      loaded.set(m.name, { model: m.name, type: "llm", lastUse: Date.now(), busy: false });
+    },
+    unload: async (model: string) => {
+      calls.push(`unload ${model}`);
+      loaded.delete(model);
+      keeper.onEvict(model, "unload");
+      return [model];
+    },
+  };
+  keeper = new ReplicaKeeper({
+    enabled: true,
+    idleMs: 60_000,
+    selfId: () => "b",
+    views,
+    catalog: () => catalog(views()),
+    demandOf: (id) => (id === "a" ? [{ model: "m", slots: 1, inFlight: 1, queued: 3, waitMs: 800 }] : []),
+    pool: pool as unknown as ReplicaKeeperOptions["pool"],
+    store: { list: () => [info], refresh: async () => [info] },
+    copy: async () => void calls.push("copy"),
+    changed: () => void calls.push("changed"),
+    log,
+    ...over,
+  });
+  return { keeper, calls, loaded };
+}
+
+const settle = () => new Promise((r) => setTimeout(r, 5));
+
+describe("ReplicaKeeper", () => {
+  test("picked by the rule: loads the model alone, announces it, and does not load it twice", async () => {
+    const { keeper, calls } = setup();
+    keeper.tick();
+    expect(keeper.announced()).toEqual({ replicating: ["m"], takesReplicas: true });
+    keeper.tick();
+    await settle();
+    expect(calls.filter((c) => c.startsWith("load"))).toEqual(["load m"]);
+    expect(lines).toContainEqual(expect.stringContaining("replica ready"));
+  });
+
+  test("--replicas off: takes none and says so", () => {
+    const { keeper, calls } = setup({ enabled: false });
+    keeper.tick();
+    expect(calls).toEqual([]);
+    expect(keeper.announced()).toEqual({ replicating: [], takesReplicas: false });
+  });
+
+  test("a failed load is forgotten and the model paused here: the next tick does not try again", async () => {
+    const { keeper, calls } = setup({}, async () => {
+      throw new Error("out of memory");
+    });
+    keeper.tick();
+    await settle();
+    expect(keeper.announced().replicating).toEqual([]);
+    keeper.tick();
+    await settle();
+    expect(calls.filter((c) => c.startsWith("load"))).toEqual(["load m"]);
+    expect(lines).toContainEqual(expect.stringContaining("could not add a replica; not trying it here again for 60 s"));
+  });
+
+  test("idle: unloaded, its unload is the keeper's (the group's rules are not told), and not added again at once", async () => {
+    const { keeper, calls, loaded } = setup({ idleMs: 1 });
+    keeper.tick();
+    await settle();
+    loaded.get("m")!.lastUse = Date.now() - 1_000;
+    keeper.tick();
+    await settle();
+    expect(calls).toContain("unload m");
+    expect(keeper.announced().replicating).toEqual([]);
+    keeper.tick();
+    await settle();
+    expect(calls.filter((c) => c.startsWith("load"))).toEqual(["load m"]);
+  });
+
+  test("the pool unloads it for another model: no longer listed; onEvict tells the caller it was a replica", async () => {
+    const { keeper, loaded } = setup();
+    keeper.tick();
+    await settle();
+    loaded.delete("m");
+    expect(keeper.onEvict("m", "lru")).toBe(true);
+    expect(keeper.onEvict("other", "lru")).toBe(false);
+    expect(keeper.announced().replicating).toEqual([]);
+  });
+
+  test("the pool's place for its type is taken: no other model is evicted for a replica", async () => {
+    const { keeper, calls, loaded } = setup();
+    loaded.set("own", { model: "own", type: "llm", lastUse: Date.now(), busy: false });
+    keeper.tick();
+    await settle();
+    expect(calls.filter((c) => c.startsWith("load"))).toEqual([]);
+    expect(lines).toContainEqual(expect.stringContaining("a replica takes no other model's place"));
+  });
+});
