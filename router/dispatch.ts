@@ -81,11 +81,13 @@ export async function dispatch(input: DispatchInput): Promise<Response> {
   const attempt = async (): Promise<{ route: Route | undefined; res?: Response; thrown?: unknown }> => {
     const route = routing ? await routing.route(model, forwarded, forwarded ? undefined : choose) : undefined;
     const server = serverOf(route, self);
-    const end = server === undefined ? () => undefined : state.outstanding.begin(model, server);
+    // Counted only where there is a server to count: a node without a mesh has nothing to choose.
+    const end = server === undefined ? undefined : state.outstanding.begin(model, server);
     try {
-      return { route, res: untilBodyEnds(await input.send(route), end) };
+      const res = await input.send(route);
+      return { route, res: end ? untilBodyEnds(res, end) : res };
     } catch (err) {
-      end();
+      end?.();
       return { route, thrown: err };
     }
   };
@@ -102,6 +104,7 @@ export async function dispatch(input: DispatchInput): Promise<Response> {
   await first.res?.body?.cancel().catch(() => undefined);
   const second = await attempt();
   if (!second.res) throw second.thrown;
-  second.res.headers.set(RETRIED_FROM_HEADER, failed);
-  return second.res;
+  const headers = new Headers(second.res.headers);
+  headers.set(RETRIED_FROM_HEADER, failed);
+  return new Response(second.res.body, { status: second.res.status, statusText: second.res.statusText, headers });
 }
