@@ -8,6 +8,9 @@ import type { PeerTunnelCounters } from "../tunnel/tunnels.ts";
 /** Request durations: 5 ms (a cached answer, an error) to 2 min (a long generation on a slow node). */
 export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120];
 
+/** Waits for a slot: none (a free one), a short wait behind a few tokens, up to minutes behind long generations. */
+export const QUEUE_WAIT_BUCKETS = [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+
 /** The inference paths (`/v1`, llama-server's root ones, Ollama's) and the model list labelled as themselves; anything else is "other". */
 export function routeLabel(path: string, inferencePaths: ReadonlySet<string>): string {
   if (inferencePaths.has(path) || path === "/v1/models") return path;

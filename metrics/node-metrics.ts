@@ -9,10 +9,11 @@ import type { EvictionCause, Pool } from "../pool/pool.ts";
 import type { TrafficSample } from "../console/protocol.ts";
 import type { RequestStats } from "../router/request-stats.ts";
 import type { PeerTunnelCounters } from "../tunnel/tunnels.ts";
-import { DURATION_BUCKETS, peerLabel, tunnelBytes } from "./labels.ts";
+import { DURATION_BUCKETS, peerLabel, QUEUE_WAIT_BUCKETS, tunnelBytes } from "./labels.ts";
 
 export interface MetricSources {
-  pool: Pick<Pool, "counters" | "loaded">;
+  /** The pool; its queues (slots, waits, refusals) when it has them (a test's fake may not). */
+  pool: Pick<Pool, "counters" | "loaded"> & Partial<Pick<Pool, "queueFigures" | "observeQueues">>;
   /** Peers connected now; none without a mesh. */
   peers?: () => number;
   /** Tunnel byte counters by peer id. */
@@ -102,6 +103,7 @@ export class NodeMetrics {
         this.set(pool.loaded().filter((s) => s.state === "ready").length);
       },
     });
+    this.queueMetrics(sources.pool, registers);
     new Gauge({
       name: "mesh_peers",
       help: "Peers this node is connected to",
@@ -124,6 +126,31 @@ export class NodeMetrics {
         }
       },
     });
+  }
+
+  /**
+   * Each loaded model's queue as it is when scraped (slots, requests running, requests waiting),
+   * and as it goes: how long requests waited for a slot, how many a full queue refused. Models are
+   * the node's own loaded ones, so the labels stay few.
+   */
+  private queueMetrics(pool: MetricSources["pool"], registers: Registry[]): void {
+    const gauge = (name: string, help: string, figure: "slots" | "inFlight" | "queued") =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ["model"],
+        registers,
+        collect() {
+          this.reset();
+          for (const q of pool.queueFigures?.() ?? []) this.set({ model: q.model }, q[figure]);
+        },
+      });
+    gauge("mesh_queue_slots", "Slots of each loaded model's server (llama-server's total_slots)", "slots");
+    gauge("mesh_queue_in_flight", "Requests holding a slot of each loaded model's server", "inFlight");
+    gauge("mesh_queue_depth", "Requests waiting for a slot of each loaded model's server", "queued");
+    const wait = new Histogram({ name: "mesh_queue_wait_seconds", help: "Time requests waited for a slot of their model's server (0 when one was free)", labelNames: ["model"], buckets: QUEUE_WAIT_BUCKETS, registers });
+    const rejected = new Counter({ name: "mesh_queue_rejected_total", help: "Requests answered 429 because their model's queue was full (--max-queue)", labelNames: ["model"], registers });
+    pool.observeQueues?.({ waited: (model, ms) => wait.observe({ model }, ms / 1000), rejected: (model) => rejected.inc({ model }) });
   }
 
   private seriesOf(route: string, model: string): RequestSeries {

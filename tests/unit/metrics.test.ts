@@ -3,6 +3,7 @@ import { Hono } from "hono";
 import { modelLabel, peerLabel, routeLabel, tunnelBytes } from "../../metrics/labels.ts";
 import { NodeMetrics, type MetricSources } from "../../metrics/node-metrics.ts";
 import type { EvictionCause } from "../../pool/pool.ts";
+import type { QueueObserver } from "../../pool/slot-queue.ts";
 import { modelNotFound } from "../../pool/errors.ts";
 import { respondToError } from "../../router/errors.ts";
 import { requestMetrics } from "../../router/metrics.ts";
@@ -271,4 +272,33 @@ describe("the exposition parser of the tests", () => {
     ["buckets that shrink", '# TYPE h histogram\nh_bucket{le="1"} 2\nh_bucket{le="+Inf"} 1\nh_count 1'],
     ["no +Inf bucket", '# TYPE h histogram\nh_bucket{le="1"} 2\nh_count 2'],
   ])("rejects %s", (_, text) => expect(() => parseScrape(text)).toThrow());
+});
+
+describe("NodeMetrics: the queues", () => {
+  test("slots, in flight and depth per loaded model when scraped; waits and refusals as they happen", async () => {
+    const f = fakeSources();
+    let figures = [{ model: "a", slots: 2, inFlight: 2, queued: 3, waitMs: 40 }];
+    let observer: QueueObserver | undefined;
+    Object.assign(f.sources.pool, { queueFigures: () => figures, observeQueues: (o: QueueObserver) => void (observer = o) });
+    const m = new NodeMetrics(f.sources);
+    observer!.waited("a", 0);
+    observer!.waited("a", 1500);
+    observer!.rejected("a");
+    let s = parseScrape(await m.scrape());
+    expect(valueOf(s, "mesh_queue_slots", { model: "a" }, "gauge")).toBe(2);
+    expect(valueOf(s, "mesh_queue_in_flight", { model: "a" }, "gauge")).toBe(2);
+    expect(valueOf(s, "mesh_queue_depth", { model: "a" }, "gauge")).toBe(3);
+    expect(observationsOf(s, "mesh_queue_wait_seconds", { model: "a" })).toBe(2);
+    expect(valueOf(s, "mesh_queue_rejected_total", { model: "a" })).toBe(1);
+    // A model unloaded since: its gauges go, its counts stay.
+    figures = [];
+    s = parseScrape(await m.scrape());
+    expect(labelSets(s, "mesh_queue_depth")).toEqual([]);
+    expect(valueOf(s, "mesh_queue_rejected_total", { model: "a" })).toBe(1);
+  });
+
+  test("a pool without queues (a fake) scrapes without them", async () => {
+    const s = parseScrape(await new NodeMetrics(fakeSources().sources).scrape());
+    expect(labelSets(s, "mesh_queue_slots")).toEqual([]);
+  });
 });
