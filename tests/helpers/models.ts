@@ -6,7 +6,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { makeTestModel } from "../../scripts/make-test-model.ts";
+import { DEFAULT_SEED, makeTestModel } from "../../scripts/make-test-model.ts";
 import { testModelName } from "../../scripts/test-model/llama-model.ts";
 import type { PresetName, WeightType } from "../../scripts/test-model/presets.ts";
 
@@ -25,12 +25,13 @@ function writerFingerprint(): string {
 
 let dir: string | undefined;
 
-export async function testModel(preset: PresetName, type: WeightType = "f32"): Promise<string> {
+/** Another `seed` gives other weights over the same vocabulary (a draft that agrees with nothing). */
+export async function testModel(preset: PresetName, type: WeightType = "f32", seed = DEFAULT_SEED): Promise<string> {
   dir ??= join(process.env.MESH_TEST_MODELS_DIR ?? join(tmpdir(), "mesh-test-models"), writerFingerprint());
-  const path = join(dir, `${testModelName(preset, type)}.gguf`);
+  const path = join(dir, `${testModelName(preset, type)}${seed === DEFAULT_SEED ? "" : `-seed${seed}`}.gguf`);
   if (!existsSync(path)) {
     mkdirSync(dir, { recursive: true });
-    await makeTestModel({ preset, type, out: path });
+    await makeTestModel({ preset, type, seed, out: path });
   }
   return path;
 }

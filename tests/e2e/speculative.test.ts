@@ -1,0 +1,115 @@
+/**
+ * Speculative decoding on a real node and llama-server: a draft named in models.json loads beside
+ * its target (its flags on llama-server's real command line) and is used (the acceptance counters
+ * in /metrics move after a completion); `draft_model` on /api/v1/load swaps in another draft (same
+ * vocabulary, other weights); names that are paths, unknown or not text models are a 400 that loads
+ * nothing. Test models: `tiny` at seed 1 is the target (and, drafting for itself, the upper bound),
+ * `tiny` at seed 2 the mismatched draft.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { post, server } from "../helpers/api.ts";
+import { killAllChildren } from "../helpers/children.ts";
+import { testModel } from "../helpers/models.ts";
+import { SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
+import { parseScrape, valueOf } from "../helpers/prometheus.ts";
+
+let n: TestNode;
+const scratch = mkdtempSync(join(tmpdir(), "mesh-speculative-"));
+
+beforeAll(async () => {
+  const registry = join(scratch, "models.json");
+  writeFileSync(registry, JSON.stringify({ target: { file: "target.gguf", draft: "target" } }));
+  n = await startNode(SMALL_LLAMA, {
+    models: {
+      "target.gguf": await testModel("tiny", "f32"),
+      "other.gguf": await testModel("tiny", "f32", 2),
+      "embed.gguf": await testModel("embed", "q8_0"),
+      "models.json": registry,
+    },
+  });
+});
+afterAll(async () => {
+  await n?.stop();
+  await killAllChildren();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+/** llama-server's argv as the kernel has it. */
+async function commandLine(model: string): Promise<string[]> {
+  const { pid } = await server(n, model);
+  return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+}
+
+const flagValue = (argv: string[], flag: string) => argv[argv.indexOf(flag) + 1];
+
+async function drafted(model: string): Promise<{ tokens: number; accepted: number }> {
+  const s = parseScrape(await (await fetch(`${n.url}/metrics`)).text());
+  return { tokens: valueOf(s, "mesh_draft_tokens_total", { model }), accepted: valueOf(s, "mesh_draft_accepted_total", { model }) };
+}
+
+/** Greedy, so a draft that is the target proposes what the target picks. */
+const complete = (stream: boolean) =>
+  post(n, "/v1/chat/completions", { model: "target", messages: [{ role: "user", content: "hello" }], max_tokens: 16, ignore_eos: true, temperature: 0, stream });
+
+describe("a draft loads and is used", () => {
+  test("models.json's draft: on llama-server's command line, and its tokens accepted", async () => {
+    const before = await drafted("target");
+    const res = await complete(false);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { timings?: { draft_n?: number; draft_n_accepted?: number } };
+    const argv = await commandLine("target");
+    expect(flagValue(argv, "--spec-draft-model")).toBe(join(n.modelsDir, "target.gguf"));
+    expect(flagValue(argv, "--spec-type")).toBe("draft-simple");
+    // Not split: the draft follows the target's devices.
+    expect(argv).not.toContain("--spec-draft-device");
+    expect(body.timings?.draft_n).toBeGreaterThan(0);
+    const after = await drafted("target");
+    expect(after.tokens - before.tokens).toBe(body.timings!.draft_n!);
+    expect(after.accepted - before.accepted).toBe(body.timings!.draft_n_accepted!);
+    // The target drafting for itself, greedily: every drafted token is what it would have picked.
+    expect(after.accepted - before.accepted).toBe(after.tokens - before.tokens);
+  });
+
+  test("draft_model on load swaps the draft; a stream's figures count too", async () => {
+    const res = await post(n, "/api/v1/load", { model_name: "target", draft_model: "other" });
+    expect(res.status).toBe(200);
+    expect(flagValue(await commandLine("target"), "--spec-draft-model")).toBe(join(n.modelsDir, "other.gguf"));
+    const health = (await (await fetch(`${n.url}/api/v1/health`)).json()) as { all_models_loaded: { model_name: string; recipe_options: Record<string, unknown> }[] };
+    expect(health.all_models_loaded.find((s) => s.model_name === "target")?.recipe_options.draft_model).toBe("other");
+    const before = await drafted("target");
+    const stream = await complete(true);
+    expect(stream.status).toBe(200);
+    expect(await stream.text()).toContain("data: [DONE]");
+    const after = await drafted("target");
+    expect(after.tokens).toBeGreaterThan(before.tokens);
+    expect(after.accepted).toBeGreaterThanOrEqual(before.accepted);
+  });
+});
+
+describe("bad drafts are a 400 that loads nothing", () => {
+  const cases: [string, Record<string, unknown>, string, string][] = [
+    ["an absolute path", { draft_model: "/etc/passwd" }, "invalid_draft_model", "looks like a path"],
+    ["a path out of the models dir", { draft_model: "../target" }, "invalid_draft_model", "looks like a path"],
+    ["a file name", { draft_model: "other.gguf" }, "invalid_draft_model", "looks like a path"],
+    ["an unknown model", { draft_model: "nope" }, "invalid_draft_model", "no model of that name on this node; text models here: other, target"],
+    ["an embedding model", { draft_model: "embed" }, "invalid_draft_model", "a draft must be a text model"],
+    ["a draft flag in llamacpp_args", { llamacpp_args: "-md /etc/passwd" }, "invalid_llamacpp_args", "draft_model"],
+  ];
+  test.each(cases)("%s", async (_, extra, code, message) => {
+    const pidBefore = (await server(n, "target")).pid;
+    const res = await post(n, "/api/v1/load", { model_name: "target", ...extra });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe(code);
+    expect(body.error.message).toContain(message);
+    expect((await server(n, "target")).pid).toBe(pidBefore);
+  });
+  test("an embedding model takes no draft", async () => {
+    const res = await post(n, "/api/v1/load", { model_name: "embed", draft_model: "target" });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toContain("only text models take a draft");
+  });
+});
