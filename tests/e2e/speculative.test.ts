@@ -3,18 +3,22 @@
  * its target (its flags on llama-server's real command line) and is used (the acceptance counters
  * in /metrics move after a completion); `draft_model` on /api/v1/load swaps in another draft (same
  * vocabulary, other weights); names that are paths, unknown or not text models are a 400 that loads
- * nothing. Test models: `tiny` at seed 1 is the target (and, drafting for itself, the upper bound),
+ * nothing; a target split over a peer's rpc-server keeps its draft on the host. Test models: `tiny` at seed 1 is the target (and, drafting for itself, the upper bound),
  * `tiny` at seed 2 the mismatched draft.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { post, server } from "../helpers/api.ts";
+import { loaded, post, server } from "../helpers/api.ts";
 import { killAllChildren } from "../helpers/children.ts";
+import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
 import { testModel } from "../helpers/models.ts";
 import { SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
 import { parseScrape, valueOf } from "../helpers/prometheus.ts";
+import { waitFor } from "../helpers/wait.ts";
+import { readGgufFacts } from "../../models/gguf-info.ts";
+import { needOf } from "../../models/model-need.ts";
 
 let n: TestNode;
 const scratch = mkdtempSync(join(tmpdir(), "mesh-speculative-"));
@@ -38,15 +42,15 @@ afterAll(async () => {
 });
 
 /** llama-server's argv as the kernel has it. */
-async function commandLine(model: string): Promise<string[]> {
-  const { pid } = await server(n, model);
+async function commandLine(model: string, node: TestNode = n): Promise<string[]> {
+  const { pid } = await server(node, model);
   return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
 }
 
 const flagValue = (argv: string[], flag: string) => argv[argv.indexOf(flag) + 1];
 
-async function drafted(model: string): Promise<{ tokens: number; accepted: number }> {
-  const s = parseScrape(await (await fetch(`${n.url}/metrics`)).text());
+async function drafted(model: string, node: TestNode = n): Promise<{ tokens: number; accepted: number }> {
+  const s = parseScrape(await (await fetch(`${node.url}/metrics`)).text());
   return { tokens: valueOf(s, "mesh_draft_tokens_total", { model }), accepted: valueOf(s, "mesh_draft_accepted_total", { model }) };
 }
 
@@ -111,5 +115,39 @@ describe("bad drafts are a 400 that loads nothing", () => {
     const res = await post(n, "/api/v1/load", { model_name: "embed", draft_model: "target" });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: { message: string } }).error.message).toContain("only text models take a draft");
+  });
+});
+
+describe("a split target", () => {
+  const mesh: MeshTestNode[] = [];
+  afterAll(async () => {
+    await Promise.all(mesh.splice(0).map((m) => m.stop()));
+  });
+
+  test("keeps its draft on the host: llama-server is told so, and the draft is used", async () => {
+    const target = await testModel("tiny", "f32");
+    // Each node offers 60% of what the target needs at the test context: it runs on both.
+    const vram = ["--vram", String(Math.ceil(needOf(statSync(target).size, await readGgufFacts(target), 512) * 0.6))];
+    const worker = await startMeshNode([...SMALL_LLAMA, ...vram]);
+    mesh.push(worker);
+    const registry = join(scratch, "split-models.json");
+    writeFileSync(registry, JSON.stringify({ target: { file: "target.gguf", draft: "other" } }));
+    const host = await startMeshNode([...SMALL_LLAMA, ...vram, "--join", worker.token, "--model", "target"], {
+      models: { "target.gguf": target, "other.gguf": await testModel("tiny", "f32", 2), "models.json": registry },
+    });
+    mesh.push(host);
+    await waitForFullMesh([worker, host]);
+    await waitFor(async () => (await loaded(host)).find((s) => s.model_name === "target" && (s as { rpc_workers?: string[] }).rpc_workers?.length === 2 && s.state === "ready"), {
+      what: "the target to run across the host's and the worker's rpc-servers",
+      timeoutMs: 60_000,
+    });
+    const argv = await commandLine("target", host);
+    expect(argv).toContain("--rpc");
+    expect(flagValue(argv, "--spec-draft-model")).toBe(join(host.modelsDir, "other.gguf"));
+    // A CPU build has no accelerators of its own: the draft stays in the host's memory, off every RPC device.
+    expect(flagValue(argv, "--spec-draft-device")).toBe("none");
+    const res = await post(host, "/v1/chat/completions", { model: "target", messages: [{ role: "user", content: "hello" }], max_tokens: 8, ignore_eos: true, temperature: 0 });
+    expect(res.status).toBe(200);
+    expect((await drafted("target", host)).tokens).toBeGreaterThan(0);
   });
 });
