@@ -111,3 +111,37 @@ test("a pressed host gets a replica on the standby node; the replica serves besi
   expect((await listed(a))?.mesh).toMatchObject({ status: "ready", host: a.nodeId });
   expect((await loaded(a)).map((s) => s.model_name)).toContain(MODEL);
 }, 240_000);
+
+test("a node hosting a model of its own, without the file, copies it from the host for its replica", async () => {
+  const file = await testModel("tiny", "q8_0");
+  const own = "tiny-f32";
+  const a = await startMeshNode([...SMALL_LLAMA, "--vram", "512MiB", "--model", MODEL], { models: { [`${MODEL}.gguf`]: file }, name: "a" });
+  nodes.push(a);
+  await waitFor(async () => (await loaded(a)).some((s) => s.model_name === MODEL && s.state === "ready"), { what: "a to serve the model", timeoutMs: 60_000 });
+  // b hosts a model of its own (so it fetches nothing for a group) and has room for one more beside it.
+  const b = await startMeshNode([...SMALL_LLAMA, "--vram", "256MiB", "--max-loaded-models", "2", "--model", own, "--join", a.token], {
+    models: { [`${own}.gguf`]: await testModel("tiny", "f32") },
+    name: "b",
+  });
+  nodes.push(b);
+  await waitForFullMesh([a, b]);
+  await waitFor(async () => (await loaded(b)).some((s) => s.model_name === own && s.state === "ready"), { what: "b to serve its own model", timeoutMs: 60_000 });
+  const stop = new AbortController();
+  const answered = burst(a, 6, stop.signal, new Set());
+  try {
+    await waitFor(
+      async () => {
+        const seen = await peer(a, b.nodeId);
+        return seen?.replicating?.includes(MODEL) && seen.serving.includes(MODEL);
+      },
+      { what: "b to serve a replica it copied from a", timeoutMs: 90_000 },
+    );
+  } finally {
+    stop.abort();
+  }
+  await answered;
+  await b.child.waitForOutput(new RegExp(`adding a replica: .*copy_from=${a.nodeId.slice(0, 10)}`), 1_000);
+  expect((await loaded(b)).map((s) => s.model_name).sort()).toEqual([own, MODEL].sort());
+  expect(await assigned(b)).toBe(own);
+  expect((await listed(a))?.mesh).toMatchObject({ status: "ready", host: a.nodeId });
+}, 240_000);
