@@ -2,13 +2,15 @@
  * The queue in front of a model's slots, on a real node and llama-server with two slots and room
  * for two waiters: a burst of three times the slots is answered in full, each request with its
  * answer or a 429 and Retry-After, none lost or left hanging; a waiter whose client gives up leaves
- * its place to the next; `/metrics` shows slots, requests running and waiting, waits and refusals.
+ * its place to the next; `/metrics` shows slots, requests running and waiting, waits and refusals;
+ * a request a member forwards and the host's full queue refuses reaches its client as that 429.
  * Slots are held by long generations whose clients stop them, so who runs, waits or is refused
  * does not depend on timing.
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
 import { openStream, post } from "../helpers/api.ts";
 import { killAllChildren } from "../helpers/children.ts";
+import { hostAndEntry, type MeshTestNode } from "../helpers/mesh.ts";
 import { testModel } from "../helpers/models.ts";
 import { startNode, type TestNode } from "../helpers/node.ts";
 import { observationsOf, parseScrape, valueOf } from "../helpers/prometheus.ts";
@@ -36,24 +38,24 @@ async function queueNode(): Promise<TestNode> {
   return n;
 }
 
-async function figures(n: TestNode) {
+async function figures(n: TestNode, model = "chat") {
   const s = parseScrape(await (await fetch(`${n.url}/metrics`)).text());
-  const gauge = (name: string) => valueOf(s, name, { model: "chat" }, "gauge");
+  const gauge = (name: string) => valueOf(s, name, { model }, "gauge");
   return {
     slots: gauge("mesh_queue_slots"),
     inFlight: gauge("mesh_queue_in_flight"),
     queued: gauge("mesh_queue_depth"),
-    rejected: valueOf(s, "mesh_queue_rejected_total", { model: "chat" }),
-    waits: observationsOf(s, "mesh_queue_wait_seconds", { model: "chat" }),
+    rejected: valueOf(s, "mesh_queue_rejected_total", { model }),
+    waits: observationsOf(s, "mesh_queue_wait_seconds", { model }),
   };
 }
 
-const until = (n: TestNode, what: string, ok: (f: Awaited<ReturnType<typeof figures>>) => boolean) =>
-  waitFor(async () => ok(await figures(n)), { what, timeoutMs: ANSWER_MS });
+const until = (n: TestNode, what: string, ok: (f: Awaited<ReturnType<typeof figures>>) => boolean, model = "chat") =>
+  waitFor(async () => ok(await figures(n, model)), { what, timeoutMs: ANSWER_MS });
 
 /** A short streamed chat, read to its end: its status, Retry-After and text. */
-async function shortChat(n: TestNode, signal?: AbortSignal): Promise<{ status: number; retryAfter: string | null; text: string }> {
-  const res = await post(n, "/v1/chat/completions", { model: "chat", messages: [{ role: "user", content: "hello" }], max_tokens: 4, ignore_eos: true, stream: true }, { signal });
+async function shortChat(n: TestNode, signal?: AbortSignal, model = "chat"): Promise<{ status: number; retryAfter: string | null; text: string }> {
+  const res = await post(n, "/v1/chat/completions", { model, messages: [{ role: "user", content: "hello" }], max_tokens: 4, ignore_eos: true, stream: true }, { signal });
   return { status: res.status, retryAfter: res.headers.get("retry-after"), text: await res.text() };
 }
 
@@ -130,4 +132,25 @@ test("a waiting request whose client gives up leaves at once, and its place goes
   }
   await until(n, "the queue to be empty", (f) => f.inFlight === 0 && f.queued === 0);
   expect((await figures(n)).rejected).toBe(1);
+});
+
+test("a member's request refused by the host's full queue reaches its client as the 429, Retry-After and all", async () => {
+  const model = "tiny-q8_0";
+  const mesh: MeshTestNode[] = [];
+  const small = ["--llamacpp-args", "--threads 1 --threads-batch 1 --parallel 1", "--rpc-threads", "1"];
+  try {
+    // No waiting at the host; the entry takes no replica (it would copy the model to relieve the host).
+    const { host, entry } = await hostAndEntry(model, [...small, "--ctx-size", String(LONG + 384), "--max-queue", "0", "--model", await testModel("tiny", "q8_0")], [...small, "--ctx-size", "512", "--replicas", "off"], mesh);
+    const abort = new AbortController();
+    const holder = await openStream(host, model, LONG, abort.signal);
+    await until(host, "the host's slot to be held", (f) => f.inFlight === 1, model);
+    expectRefused(await shortChat(entry, undefined, model));
+    expect((await figures(host, model)).rejected).toBe(1);
+    abort.abort();
+    await holder.reader.cancel().catch(() => undefined);
+    await until(host, "the slot to be free", (f) => f.inFlight === 0, model);
+    expect((await shortChat(entry, undefined, model)).status).toBe(200);
+  } finally {
+    await Promise.all(mesh.map((n) => n.stop()));
+  }
 });
