@@ -45,6 +45,17 @@ export function failedBeforeAnswer(route: Route | undefined, outcome: Outcome): 
   return outcome.thrown instanceof PoolError && outcome.thrown.code === "model_server_exited";
 }
 
+/**
+ * The server a request failed on, to be avoided on its one more try; none when it is not tried
+ * again (pure): it was forwarded to us (its sender retries), its client left, it did not fail
+ * before an answer, or the model has no other server.
+ */
+export function retryAvoiding(o: { forwarded: boolean; aborted: boolean; route: Route | undefined; outcome: Outcome; self: string | undefined; servers: readonly string[] }): string | undefined {
+  const failed = serverOf(o.route, o.self);
+  if (o.forwarded || o.aborted || failed === undefined || !failedBeforeAnswer(o.route, o.outcome)) return undefined;
+  return o.servers.some((id) => id !== failed) ? failed : undefined;
+}
+
 /** The server a route sends to, by node id. */
 export const serverOf = (route: Route | undefined, self: string | undefined): string | undefined =>
   route?.to === "peer" ? route.peerId : route?.to === "local" ? self : undefined;
@@ -93,13 +104,14 @@ export async function dispatch(input: DispatchInput): Promise<Response> {
   };
 
   const first = await attempt();
-  const failed = serverOf(first.route, self);
   const outcome: Outcome = first.res ? { status: first.res.status } : { thrown: first.thrown };
-  const others = () => (routing?.catalog().find((m) => m.name === model)?.servers ?? []).some((id) => !avoid.has(id));
-  if (forwarded || input.signal.aborted || failed === undefined || !failedBeforeAnswer(first.route, outcome) || (avoid.add(failed), !others())) {
+  const servers = routing?.catalog().find((m) => m.name === model)?.servers ?? [];
+  const failed = retryAvoiding({ forwarded, aborted: input.signal.aborted, route: first.route, outcome, self, servers });
+  if (failed === undefined) {
     if (first.res) return first.res;
     throw first.thrown;
   }
+  avoid.add(failed);
   // Its answer is dropped unread: nothing of it reached the client.
   await first.res?.body?.cancel().catch(() => undefined);
   const second = await attempt();

@@ -4,7 +4,7 @@ import { rankFor } from "../../mesh/pick-server.ts";
 import { routeModel, type Route } from "../../mesh/route.ts";
 import type { MeshRouting } from "../../mesh/routing.ts";
 import { modelNotFound, serverGone } from "../../pool/errors.ts";
-import { dispatch, failedBeforeAnswer, outstandingOf, RETRIED_FROM_HEADER, type Outcome } from "../../router/dispatch.ts";
+import { dispatch, failedBeforeAnswer, outstandingOf, RETRIED_FROM_HEADER, retryAvoiding, type Outcome } from "../../router/dispatch.ts";
 import type { Serving } from "../../router/serving.ts";
 
 const peer = (peerId: string): Route => ({ to: "peer", peerId });
@@ -26,6 +26,21 @@ test.each<[string, Route | undefined, Outcome, boolean]>([
   ["no mesh", undefined, { thrown: serverGone("gone") }, false],
 ])("failedBeforeAnswer: %s", (_, route, outcome, expected) => {
   expect(failedBeforeAnswer(route, outcome)).toBe(expected);
+});
+
+const gone: Outcome = { status: 503 };
+test.each<[string, Partial<Parameters<typeof retryAvoiding>[0]>, string | undefined]>([
+  ["a peer failed, another server: avoid it and try once more", {}, "a"],
+  ["our own server failed, a peer serves too: avoid ours", { route: local }, "me"],
+  ["forwarded to us: the sender retries", { forwarded: true }, undefined],
+  ["the client left", { aborted: true }, undefined],
+  ["it answered", { outcome: { status: 200 } }, undefined],
+  ["the model's only server", { servers: ["a"] }, undefined],
+  ["no server listed any more", { servers: [] }, undefined],
+  ["a route that named no server", { route: unavailable }, undefined],
+  ["no mesh", { route: undefined, self: undefined }, undefined],
+])("retryAvoiding: %s", (_, over, expected) => {
+  expect(retryAvoiding({ forwarded: false, aborted: false, route: peer("a"), outcome: gone, self: "me", servers: ["a", "me"], ...over })).toBe(expected);
 });
 
 const entry = (servers: string[]): CatalogModel => ({
