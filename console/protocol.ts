@@ -19,7 +19,8 @@ export const CONSOLE_LIMITS = {
 export type NodeState = "up" | "silent" | "gone";
 /** How this node reaches the peer: itself; QUIC direct (UDP) or through a relay; and whether RPC tunnels use the direct TLS path. */
 export type QuicPath = "self" | "direct" | "relay" | "mixed" | "none";
-export type GroupRole = "host" | "worker" | "standby";
+/** A replica serves the model whole beside its host (`mesh/replicas.ts`). */
+export type GroupRole = "host" | "worker" | "standby" | "replica";
 
 export interface ConsoleNode {
   id: string;

@@ -60,10 +60,11 @@ export function groupOf(m: CatalogModel, views: readonly NodeView[]): Member[] {
   const total = memory.reduce((a, b) => a + b, 0);
   const share = (i: number) => (running.length === 1 ? 1 : total > 0 ? memory[i]! / total : 1 / running.length);
   const members: Member[] = running.map((id, i) => ({ id, role: i === 0 ? "host" : "worker", share: share(i) }));
-  // Any other node whose server answers for it runs it whole: an old host handing over, a load on demand.
+  // Any other node whose server answers for it runs it whole: a replica, an old host handing over, a load on demand.
   const serves = (id: string) => view(id)?.ready.includes(m.name) === true;
-  for (const id of m.nodesServing) if (!running.includes(id)) members.push(serves(id) ? { id, role: "host", share: 1 } : { id, role: "standby", share: 0 });
-  for (const v of views) if (serves(v.nodeId) && !members.some((x) => x.id === v.nodeId)) members.push({ id: v.nodeId, role: "host", share: 1 });
+  const whole = (id: string): Member => ({ id, role: view(id)?.replicating?.includes(m.name) ? "replica" : "host", share: 1 });
+  for (const id of m.nodesServing) if (!running.includes(id)) members.push(serves(id) ? whole(id) : { id, role: "standby", share: 0 });
+  for (const v of views) if (serves(v.nodeId) && !members.some((x) => x.id === v.nodeId)) members.push(whole(v.nodeId));
   return members;
 }
 
@@ -119,7 +120,7 @@ function placesOf(models: readonly ConsoleModel[], catalog: readonly CatalogMode
   return places;
 }
 
-const byRole: Record<GroupRole, number> = { host: 0, worker: 1, standby: 2 };
+const byRole: Record<GroupRole, number> = { host: 0, worker: 1, replica: 2, standby: 3 };
 
 function nodeOf(a: Announcement, self: boolean, peer: ConsolePeer | undefined, input: ConsoleInput, place: { roles: ConsoleNode["roles"]; usedBytes: number } | undefined): ConsoleNode {
   const lastSeenMsAgo = peer?.lastSeenMsAgo ?? 0;

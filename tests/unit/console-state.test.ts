@@ -147,6 +147,20 @@ test("groupOf: a host still loading a split runs over the rest of its group, sha
   ]);
 });
 
+test("groupOf: replicas show as such, in the group (a standby's) or outside it", () => {
+  const views: NodeView[] = [
+    { nodeId: "h", vramBytes: 3, modelsOnDisk: [], assigned: "m", ready: ["m"], idle: [], hosting: true },
+    { nodeId: "s", vramBytes: 3, modelsOnDisk: [], assigned: "m", ready: ["m"], idle: [], replicating: ["m"] },
+    { nodeId: "o", vramBytes: 3, modelsOnDisk: [], assigned: "k", ready: ["k", "m"], idle: [], replicating: ["m"] },
+  ];
+  const m = { name: "m", source: undefined, sizeBytes: 1, needBytes: 1, nodesOnDisk: [], nodesServing: ["h", "s"], capacityBytes: 6, host: "h", servedBy: "h", servers: ["h", "o", "s"], split: false, idle: false, status: "ready" as const };
+  expect(groupOf(m, views)).toEqual([
+    { id: "h", role: "host", share: 1 },
+    { id: "s", role: "replica", share: 1 },
+    { id: "o", role: "replica", share: 1 },
+  ]);
+});
+
 describe("rememberGone", () => {
   const node = (nodeId: string, state: ConsoleNode["state"], lastSeenMsAgo: number) => ({ id: nodeId, state, lastSeenMsAgo, roles: [{ model: "m", role: "worker" }], memoryUsedBytes: 5 }) as unknown as ConsoleNode;
   const cases: { name: string; before: ConsoleNode[]; present: string[]; dt: number; want: [string, number][] }[] = [

@@ -8,7 +8,7 @@ import { mapGroups, MeshMap } from "./mesh-map.tsx";
 import { Card, Cell, Empty, Meter, Pill, Table, type Tone } from "./parts.tsx";
 
 const STATE_TONE: Record<NodeState, Tone> = { up: "ok", silent: "warn", gone: "muted" };
-const ROLE_TONE: Record<GroupRole, Tone> = { host: "accent", worker: "info", standby: "muted" };
+const ROLE_TONE: Record<GroupRole, Tone> = { host: "accent", worker: "info", replica: "ok", standby: "muted" };
 
 function pathText(n: ConsoleNode): string {
   if (n.self) return "this node";
