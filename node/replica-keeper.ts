@@ -99,11 +99,19 @@ export class ReplicaKeeper {
     if (!own) return;
     const models = this.o.catalog();
     const now = Date.now();
+    for (const [model, until] of this.paused) if (until <= now) this.paused.delete(model);
     const serving: { model: string; lastUseMs: number; busy: boolean }[] = [];
     for (const [model, h] of this.held) {
       if (h.phase !== "ready") continue;
       const server = this.o.pool.server(model);
       if (server) serving.push({ model, lastUseMs: server.lastUse, busy: server.busy });
+      else {
+        // Gone without an unload (its process died): listed still, it would read as a replica on its way
+        // and hold back one elsewhere; a failure, so not brought back here at once.
+        this.o.log.warn(`a replica's server is gone; not adding it here again for ${REPLICA_PAUSE_MS / 1000} s`, { model });
+        this.paused.set(model, now + REPLICA_PAUSE_MS);
+        this.forget(model, h);
+      }
     }
     for (const r of replicaRelease(own, views, models, serving, now, this.o.idleMs)) this.release(r);
     if (!this.o.enabled) return;

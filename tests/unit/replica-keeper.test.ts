@@ -114,6 +114,18 @@ describe("ReplicaKeeper", () => {
     expect(keeper.announced().replicating).toEqual([]);
   });
 
+  test("its server gone without an unload (the process died): no longer listed (it would read as one on its way), and not added here again at once", async () => {
+    const { keeper, loaded } = setup();
+    keeper.tick();
+    await settle();
+    loaded.delete("m");
+    keeper.tick();
+    expect(lines).toContainEqual(expect.stringContaining("a replica's server is gone"));
+    expect(keeper.announced().replicating).toEqual([]);
+    keeper.tick();
+    expect(keeper.announced().replicating).toEqual([]);
+  });
+
   test("the pool's place for its type is taken: no other model is evicted for a replica", async () => {
     const { keeper, calls, loaded } = setup();
     loaded.set("own", { model: "own", type: "llm", lastUse: Date.now(), busy: false });
