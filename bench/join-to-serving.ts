@@ -2,8 +2,9 @@
 /**
  * How long a node takes from `mesh --join <token> --model M` to serving M as the rest of the mesh
  * sees it (no request made to hurry it): with the file already on its disk, and with the file
- * copied from a peer over the mesh first. A request through the seeder then must be answered by it. The seeder
- * has both models and hosts the tiny one, so the joiner's model is one nobody serves yet.
+ * copied from a peer over the mesh first; and a founder (the seeder) from `mesh --model M` to
+ * serving M. A request through the seeder then must be answered by the joiner. The seeder has both
+ * models and hosts the tiny one, so the joiner's model is one nobody serves yet.
  *
  *   bun bench/join-to-serving.ts [--runs 3]
  */
@@ -11,9 +12,9 @@ import { parseArgs } from "node:util";
 import { ANSWERED_BY_HEADER } from "../mesh/routing.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { killAllChildren } from "../tests/helpers/children.ts";
-import { meshReady, startMeshNode, TOKEN_MADE, type MeshTestNode } from "../tests/helpers/mesh.ts";
+import { meshReady, TOKEN_MADE, type MeshTestNode } from "../tests/helpers/mesh.ts";
 import { testModel } from "../tests/helpers/models.ts";
-import { startNode } from "../tests/helpers/node.ts";
+import { startNode, type StartNodeOptions } from "../tests/helpers/node.ts";
 import { waitFor } from "../tests/helpers/wait.ts";
 import { pct, printTable } from "./report.ts";
 
@@ -24,10 +25,10 @@ process.env.MESH_LLAMA_DIR = (await provideDevLlama()).dir;
 const small = ["--ctx-size", "512", "--llamacpp-args", "--threads 1", "--rpc-threads", "1"];
 const WIDE = "wide-q8_0";
 
-/** The seeder's catalog says the joiner serves the model (no request made: only the mesh's own work counts). */
-async function seenServing(seeder: MeshTestNode, joiner: MeshTestNode): Promise<boolean> {
-  const list = (await (await fetch(`${seeder.url}/v1/models`)).json()) as { data: { id: string; status: string; host?: string }[] };
-  return list.data.some((m) => m.id === WIDE && m.status === "loaded" && m.host === joiner.nodeId);
+/** `via`'s catalog says node `hostId` serves `model` (no request made: only the mesh's own work counts). */
+async function seenServing(via: { url: string }, hostId: string, model: string): Promise<boolean> {
+  const list = (await (await fetch(`${via.url}/v1/models`)).json()) as { data: { id: string; status: string; host?: string }[] };
+  return list.data.some((m) => m.id === model && m.status === "loaded" && m.host === hostId);
 }
 
 async function answeredBy(via: MeshTestNode): Promise<string | null> {
@@ -36,42 +37,52 @@ async function answeredBy(via: MeshTestNode): Promise<string | null> {
   return res.status === 200 ? res.headers.get(ANSWERED_BY_HEADER) : null;
 }
 
-/** ms from spawning the joiner to its join token, to its mesh endpoint being up, and to it answering for the model itself. */
-async function joinOnce(seeder: MeshTestNode, hasFile: boolean, wide: string): Promise<{ token: number; endpoint: number; serving: number }> {
+/** ms from spawn to the join token being made, to the mesh endpoint being up, and to serving the model. */
+interface Times {
+  token: number;
+  endpoint: number;
+  serving: number;
+}
+
+/** Spawns a node and times it until `seenBy` (itself when absent) sees it serve `model`, whether its endpoint is up yet or not. */
+async function timedStart(args: string[], opts: StartNodeOptions, model: string, seenBy?: MeshTestNode): Promise<{ node: MeshTestNode; times: Times }> {
   const t0 = performance.now();
-  const started = await startNode([...small, "--join", seeder.token, "--model", WIDE], hasFile ? { models: { [`${WIDE}.gguf`]: wide } } : {});
+  const started = await startNode(args, opts);
   const since = () => performance.now() - t0;
-  const [token, joiner] = await Promise.all([started.child.waitForOutput(TOKEN_MADE, 60_000).then(since), meshReady(started)]);
+  const made = await started.child.waitForOutput(TOKEN_MADE, 60_000);
+  const token = since();
+  const serving = waitFor(() => seenServing(seenBy ?? started, made[1]!, model), { what: `${model} to be served`, timeoutMs: 120_000, intervalMs: 20 }).then(since);
+  const node = await meshReady(started);
   const endpoint = since();
-  await waitFor(() => seenServing(seeder, joiner), { what: "the seeder to see the joiner serve the model", timeoutMs: 120_000, intervalMs: 20 });
-  const serving = performance.now() - t0;
-  if ((await answeredBy(seeder)) !== joiner.nodeId) throw new Error("the seeder's request was not answered by the joiner");
-  await joiner.stop();
-  return { token, endpoint, serving };
+  return { node, times: { token, endpoint, serving: await serving } };
 }
 
 try {
   const wide = await testModel("wide", "q8_0");
   const tiny = await testModel("tiny", "q8_0");
-  const rows: string[][] = [];
+  const founders: Times[] = [];
+  const joiners = new Map<boolean, Times[]>([[true, []], [false, []]]);
   for (const hasFile of [true, false]) {
-    const token: number[] = [];
-    const endpoint: number[] = [];
-    const serving: number[] = [];
     for (let i = 0; i < RUNS; i++) {
       // A fresh seeder per run, so the joiner is always a stranger to it.
-      const seeder = await startMeshNode([...small, "--model", "tiny-q8_0"], { models: { [`${WIDE}.gguf`]: wide, "tiny-q8_0.gguf": tiny } });
-      const r = await joinOnce(seeder, hasFile, wide);
-      await seeder.stop();
-      token.push(r.token);
-      endpoint.push(r.endpoint);
-      serving.push(r.serving);
+      const seeder = await timedStart([...small, "--model", "tiny-q8_0"], { models: { [`${WIDE}.gguf`]: wide, "tiny-q8_0.gguf": tiny } }, "tiny-q8_0");
+      founders.push(seeder.times);
+      const joiner = await timedStart([...small, "--join", seeder.node.token, "--model", WIDE], hasFile ? { models: { [`${WIDE}.gguf`]: wide } } : {}, WIDE, seeder.node);
+      joiners.get(hasFile)!.push(joiner.times);
+      if ((await answeredBy(seeder.node)) !== joiner.node.nodeId) throw new Error("the seeder's request was not answered by the joiner");
+      await joiner.node.stop();
+      await seeder.node.stop();
     }
-    const f = (xs: number[]) => `${Math.round(pct(xs, 50))}`;
-    rows.push([hasFile ? "on its disk" : "copied from a peer (91.5 MiB)", f(token), f(endpoint), f(serving), f(serving.map((s, i) => s - endpoint[i]!))]);
   }
-  printTable(["the joiner's model", "spawn -> join token (ms)", "spawn -> mesh endpoint up (ms)", "spawn -> serving, as the seeder sees it (ms)", "endpoint up -> serving (ms)"], rows);
-  console.log(`\nmedian of ${RUNS} runs each; loopback, relays off; the wide test model (3 layers, Q8_0)`);
+  const f = (xs: number[]) => `${Math.round(pct(xs, 50))}`;
+  const row = (label: string, ts: Times[]) => [label, f(ts.map((t) => t.token)), f(ts.map((t) => t.endpoint)), f(ts.map((t) => t.serving)), f(ts.map((t) => t.serving - t.endpoint))];
+  const rows = [
+    row("a founder (the seeder), its --model (tiny) on its disk", founders),
+    row("a joiner, its model (wide) on its disk", joiners.get(true)!),
+    row("a joiner, its model (wide) copied from a peer (91.5 MiB)", joiners.get(false)!),
+  ];
+  printTable(["node", "spawn -> join token (ms)", "spawn -> mesh endpoint up (ms)", "spawn -> serving, as the seeder sees it (ms)", "endpoint up -> serving (ms)"], rows);
+  console.log(`\nmedian of ${RUNS} runs each (founders: ${founders.length}); loopback, relays off; test models tiny and wide (3 layers), Q8_0`);
 } finally {
   await killAllChildren();
 }

@@ -107,7 +107,7 @@ export interface NodeParts {
   /** The API that answers requests peers forward to us (set once the HTTP app exists). */
   setHttpHandler: (handler: (req: Request) => Promise<Response>) => void;
   meshStatus: () => MeshStatus;
-  /** Starts the mesh endpoint (seconds: iroh probes the network) and loads `--model`s. */
+  /** Starts the mesh (identity and token at once, the endpoint seconds later: iroh probes the network) and loads `--model`s. */
   start: (apiPort: number) => void;
   stop: () => Promise<void>;
 }

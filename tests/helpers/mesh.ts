@@ -23,8 +23,8 @@ export async function meshReady(node: TestNode): Promise<MeshTestNode> {
   return Object.assign(node, { token, nodeId: m[1]! });
 }
 
-/** The line a node logs once its join token is made, before its endpoint is up (benches time it); one that makes both at once logs only the second. */
-export const TOKEN_MADE = /mesh identity ready|mesh endpoint up/;
+/** The line a node logs once its join token is made, before its endpoint is up (benches time it), with its id; one that makes both at once logs only the second. */
+export const TOKEN_MADE = /(?:mesh identity ready|mesh endpoint up)\S* [^\n]*?node=(\S+)/;
 
 export async function startMeshNode(args: string[] = [], opts: StartNodeOptions = {}): Promise<MeshTestNode> {
   return meshReady(await startNode(args, opts));
