@@ -149,13 +149,27 @@ test("two models over four nodes: groups, hosts and splits follow the rules; eve
 test("a model with no requests for --idle-unload is let go by its group; a request brings it back on demand", async () => {
   const host = await startMeshNode([...SMALL_LLAMA, "--idle-unload", "4s", "--model", TINY], { models: { [`${TINY}.gguf`]: files[`${TINY}.gguf`]! }, name: "host" });
   nodes.push(host);
+  // The founder loads its model at once: requests keep it in use until the group is whole (the
+  // other node's endpoint start and copy take longer than the idle time).
+  let busy = true;
+  const keepBusy = (async () => {
+    while (busy) {
+      await fetch(`${host.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: TINY, messages: [{ role: "user", content: "hi" }], max_tokens: 1 }) }).then((r) => r.arrayBuffer(), () => undefined);
+      await Bun.sleep(500); // pacing of the keep-alive requests, not a wait on a condition
+    }
+  })();
   // Asked for explicitly, without the file: it is fetched from the host.
   const other = await startMeshNode([...SMALL_LLAMA, "--idle-unload", "4s", "--join", host.token, "--model", TINY], { name: "other" });
   nodes.push(other);
-  await waitFor(async () => (await assigned(other)) === TINY && (await listed(other)).find((m) => m.id === TINY)?.mesh?.nodes_serving.length === 2, {
-    what: "both nodes in tiny's group",
-  });
-  await waitForModel(other, TINY, (m) => m.status === "loaded", "tiny ready");
+  try {
+    await waitFor(async () => (await assigned(other)) === TINY && (await listed(other)).find((m) => m.id === TINY)?.mesh?.nodes_serving.length === 2, {
+      what: "both nodes in tiny's group",
+    });
+    await waitForModel(other, TINY, (m) => m.status === "loaded", "tiny ready");
+  } finally {
+    busy = false;
+    await keepBusy;
+  }
   // No requests: the host unloads it, says so, and both leave the group and stay out of it.
   await waitFor(async () => (await assigned(host)) === null && (await assigned(other)) === null, { what: "both nodes to let tiny go", timeoutMs: 30_000 });
   const entry = await waitForModel(other, TINY, (m) => m.status === "unloaded", "tiny unloaded everywhere");
