@@ -34,13 +34,17 @@ const listed = async (n: MeshTestNode) => ((await (await fetch(`${n.url}/v1/mode
 const peer = async (of: MeshTestNode, id: string) => (await meshStatus(of)).peers.find((p) => p.nodeId === id);
 const assigned = async (n: MeshTestNode) => ((await meshStatus(n)) as unknown as NodeModels).models.assigned;
 
-/** Keeps `width` chats in flight at the host until `stop` aborts them; resolves with their statuses, and notes who answered. */
+/**
+ * Keeps `width` chats in flight at the host until `stop` aborts: each client finishes the chat it
+ * has in flight and stops (a client cut mid-answer is not what this file tests). Resolves with
+ * their statuses, and notes who answered.
+ */
 function burst(via: MeshTestNode, width: number, stop: AbortSignal, answeredBy: Set<string>): Promise<number[]> {
   const one = async (): Promise<number[]> => {
     const statuses: number[] = [];
     while (!stop.aborted) {
       const body = JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "count to twenty" }], max_tokens: 48 });
-      const res = await fetch(`${via.url}/v1/chat/completions`, { method: "POST", body, signal: stop }).catch(() => undefined);
+      const res = await fetch(`${via.url}/v1/chat/completions`, { method: "POST", body, signal: AbortSignal.timeout(60_000) }).catch(() => undefined);
       if (!res) break;
       await res.arrayBuffer().catch(() => undefined);
       statuses.push(res.status);
