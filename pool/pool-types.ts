@@ -34,7 +34,12 @@ export interface PoolOptions {
   /** The operator's free-form llama-server arguments (`--llamacpp-args`): checked only against managed flags. */
   defaultArgs: string;
   log: Log;
-  /** Called when the set of loaded servers or their use changes (for the node's announcement). */
+  /**
+   * Called when the set of loaded servers or their states change (for the node's announcement and
+   * its decisions). Not on each request's release: nothing announced or decided moves with one (the
+   * last request's time goes out in 10 s steps with every heartbeat), and under load the work it
+   * set off per request was the router's largest cost.
+   */
   onChange?: () => void;
   /**
    * How a model is split across RPC endpoints (`--rpc`); none runs it on this node alone. Asked once

@@ -98,6 +98,11 @@ export class Pool {
 
   private notifyChange(): void {
     this.opts.onChange?.();
+    this.wakeWaiters();
+  }
+
+  /** Wakes what waits inside the pool for a server to go idle; a request's release tells no one else. */
+  private wakeWaiters(): void {
     const waiters = this.changeWaiters;
     this.changeWaiters = [];
     for (const w of waiters) w();
@@ -302,7 +307,7 @@ export class Pool {
     server.rpcWorkers = rpcWorkers;
     server.ctxSize = ctxSize;
     this.servers.set(model.name, server);
-    server.onChange((s) => this.onServerChange(s));
+    server.onChange((s, why) => (why === "release" ? this.wakeWaiters() : this.onServerChange(s)));
     this.opts.log.info("loading model", { model: model.name, type: model.type, port, pid: server.pid, rpc: rpcWorkers.join(",") || undefined, draft: draft?.name });
     const started = performance.now();
     try {

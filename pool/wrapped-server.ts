@@ -14,6 +14,8 @@ import { serverGone } from "./errors.ts";
 import { DEFAULT_SLOTS, SlotQueue, slotsFromArgv, slotsFromProps, type QueueObserver } from "./slot-queue.ts";
 
 export type ServerState = "starting" | "ready" | "stopping" | "stopped" | "failed";
+/** What a change told to listeners was: the server's state moved, or a request gave it back. */
+export type ServerChange = "state" | "release";
 
 const TRANSITIONS: Record<ServerState, readonly ServerState[]> = {
   starting: ["ready", "stopping", "failed"],
@@ -68,7 +70,7 @@ export class WrappedServer {
   readonly exited: Promise<number | null>;
   private readonly proc: Subprocess;
   private readonly goneController = new AbortController();
-  private readonly listeners = new Set<(s: WrappedServer) => void>();
+  private readonly listeners = new Set<(s: WrappedServer, why: ServerChange) => void>();
 
   constructor(spec: WrappedServerSpec) {
     this.model = spec.model;
@@ -109,7 +111,7 @@ export class WrappedServer {
   private setState(to: ServerState): void {
     if (!canTransition(this.state, to)) return;
     this.state = to;
-    for (const l of this.listeners) l(this);
+    for (const l of this.listeners) l(this, "state");
   }
 
   private onExit(code: number | null): number | null {
@@ -120,8 +122,8 @@ export class WrappedServer {
     return code;
   }
 
-  /** Called on every state change (ready, failed, stopped). */
-  onChange(listener: (s: WrappedServer) => void): void {
+  /** Called on every state change (ready, failed, stopped), and on every request's release. */
+  onChange(listener: (s: WrappedServer, why: ServerChange) => void): void {
     this.listeners.add(listener);
   }
 
@@ -137,7 +139,7 @@ export class WrappedServer {
   release(): void {
     this.inflight = Math.max(0, this.inflight - 1);
     this.touch();
-    for (const l of this.listeners) l(this);
+    for (const l of this.listeners) l(this, "release");
   }
 
   /**
