@@ -76,7 +76,9 @@ export async function dispatch(input: DispatchInput): Promise<Response> {
   const state = stateOf(serving);
   const routing = serving.routing;
   const self = routing?.nodeId();
-  const key = serving.affinity === false ? undefined : affinityKey(input.json, input.header);
+  // Worked out only when the mesh asks which server: a model with one server has nothing to choose.
+  let key: string | undefined | null = null;
+  const keyOf = () => (key === null ? (key = serving.affinity === false ? undefined : affinityKey(input.json, input.header)) : key);
   const avoid = new Set<string>();
   const choose: Chooser = (servers) =>
     pickServer({
@@ -84,7 +86,7 @@ export async function dispatch(input: DispatchInput): Promise<Response> {
         const announced = id === self ? undefined : routing?.announcedLoad?.(id, model);
         return { nodeId: id, outstanding: state.outstanding.count(model, id), ...(announced ? { announced } : {}) };
       }),
-      key,
+      key: keyOf(),
       avoid,
       turn: state.turn++,
     });
@@ -105,7 +107,8 @@ export async function dispatch(input: DispatchInput): Promise<Response> {
 
   const first = await attempt();
   const outcome: Outcome = first.res ? { status: first.res.status } : { thrown: first.thrown };
-  const servers = routing?.catalog().find((m) => m.name === model)?.servers ?? [];
+  // The catalog is looked at only for a failure: an answer's way back stays off it.
+  const servers = failedBeforeAnswer(first.route, outcome) ? (routing?.catalog().find((m) => m.name === model)?.servers ?? []) : [];
   const failed = retryAvoiding({ forwarded, aborted: input.signal.aborted, route: first.route, outcome, self, servers });
   if (failed === undefined) {
     if (first.res) return first.res;
