@@ -36,12 +36,23 @@ export class Outstanding {
   }
 }
 
+/** Answers whose body was read whole from the server before they were made: nothing more is to come. */
+const whole = new WeakSet<Response>();
+
+/** Marks `res` as one whose body is already in memory whole (the proxy's JSON answers). */
+export function wholeBody(res: Response): Response {
+  whole.add(res);
+  return res;
+}
+
 /**
  * The response, whose `end` is called once its body has been read whole, cancelled or failed (at
- * once when it has none). The body passes chunk by chunk, unbuffered (an SSE stream stays live).
+ * once when it has none, or has it in memory already: wrapping that in a stream would only make
+ * the answer go out chunked, at a cost per request). The body passes chunk by chunk, unbuffered
+ * (an SSE stream stays live).
  */
 export function untilBodyEnds(res: Response, end: () => void): Response {
-  if (!res.body) {
+  if (!res.body || whole.has(res)) {
     end();
     return res;
   }

@@ -12,6 +12,7 @@ import { serverGone } from "../pool/errors.ts";
 import { figuresOf, figuresOfSse, toStats, type RequestStats } from "./request-stats.ts";
 import { emptySse, isFinalEvent, readSse } from "./sse-events.ts";
 import { keepLast, SSE_TAIL_BYTES } from "./passing-stats.ts";
+import { wholeBody } from "./outstanding.ts";
 
 /** Silence after which a stream gets a keep-alive comment: well under --idle-timeout's default and a peer's read deadline. */
 export const KEEP_ALIVE_MS = 15_000;
@@ -84,7 +85,7 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
     }
     const totalMs = performance.now() - started;
     if (upstream.status === 200) input.onStats(() => toStats(model, path, figuresOf(parseJson(buf)), { firstByteMs: undefined, totalMs }), undefined);
-    return new Response(buf, { status: upstream.status, headers });
+    return wholeBody(new Response(buf, { status: upstream.status, headers }));
   }
 
   const reader = upstream.body.getReader();

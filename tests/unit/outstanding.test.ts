@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { Outstanding, untilBodyEnds } from "../../router/outstanding.ts";
+import { Outstanding, untilBodyEnds, wholeBody } from "../../router/outstanding.ts";
 
 test("counts per (model, server); an end counts once; pairs at zero are forgotten", () => {
   const o = new Outstanding();
@@ -51,4 +51,13 @@ test("the answer passes unchanged: status, headers, bytes in order", async () =>
   expect(res.status).toBe(201);
   expect(res.headers.get("x-mesh-node")).toBe("a");
   expect(await res.text()).toBe("data: 1\n\ndata: 2\n\n");
+});
+
+test("a body already in memory whole (the proxy's JSON answers): the count ends at once and the same answer goes out", async () => {
+  const o = new Outstanding();
+  const answer = wholeBody(new Response('{"ok":true}', { status: 200, headers: { "content-type": "application/json" } }));
+  const res = untilBodyEnds(answer, o.begin("m", "a"));
+  expect(o.count("m", "a")).toBe(0);
+  expect(res).toBe(answer);
+  expect(await res.json()).toEqual({ ok: true });
 });
