@@ -165,11 +165,21 @@ export class MeshModels {
     const entry = this.catalog().find((m) => m.name === model);
     const info = this.o.store.list().find((m) => m.name === model) ?? (entry ? undefined : await this.o.store.find(model));
     const known = info !== undefined;
-    const hasFilesHere = info !== undefined && hasFiles(info);
     const server = this.o.pool.server(model);
     const ready = server?.state === "ready" && !server.draining;
     const needBytes = info ? this.needOf(info) : (entry?.needBytes ?? 0);
-    const self = { nodeId: this.o.mesh()?.nodeId ?? "", model, known, hasFiles: hasFilesHere, ready, needBytes, vramBytes: this.o.vramBytes };
+    const self = {
+      nodeId: this.o.mesh()?.nodeId ?? "",
+      model,
+      known,
+      // A stat of every file: only asked when the route depends on it (never for a model served here now).
+      get hasFiles() {
+        return info !== undefined && hasFiles(info);
+      },
+      ready,
+      needBytes,
+      vramBytes: this.o.vramBytes,
+    };
     const silentMs = (id: string) => Date.now() - (this.o.mesh()?.membership.peers.get(id)?.lastSeen ?? Date.now());
     // A server that missed its heartbeats is likely gone: another one of the model takes the request.
     const route = routeModel(entry, self, forwarded, choose && ((servers) => choose(servers.filter((id) => silentMs(id) <= SILENT_MS))));
