@@ -150,7 +150,14 @@ export class NodeMetrics {
     gauge("mesh_queue_depth", "Requests waiting for a slot of each loaded model's server", "queued");
     const wait = new Histogram({ name: "mesh_queue_wait_seconds", help: "Time requests waited for a slot of their model's server (0 when one was free)", labelNames: ["model"], buckets: QUEUE_WAIT_BUCKETS, registers });
     const rejected = new Counter({ name: "mesh_queue_rejected_total", help: "Requests answered 429 because their model's queue was full (--max-queue)", labelNames: ["model"], registers });
-    pool.observeQueues?.({ waited: (model, ms) => wait.observe({ model }, ms / 1000), rejected: (model) => rejected.inc({ model }) });
+    // One child per model, looked up once: a label lookup per request hashes the labels each time.
+    const waitOf = new Map<string, Histogram.Internal<"model">>();
+    const waited = (model: string, ms: number) => {
+      let h = waitOf.get(model);
+      if (!h) waitOf.set(model, (h = wait.labels({ model })));
+      h.observe(ms / 1000);
+    };
+    pool.observeQueues?.({ waited, rejected: (model) => rejected.inc({ model }) });
   }
 
   private seriesOf(route: string, model: string): RequestSeries {
