@@ -76,20 +76,25 @@ export async function dispatch(input: DispatchInput): Promise<Response> {
   const state = stateOf(serving);
   const routing = serving.routing;
   const self = routing?.nodeId();
-  // Worked out only when the mesh asks which server: a model with one server has nothing to choose.
+  // Worked out once, and only when there is a choice to make.
   let key: string | undefined | null = null;
   const keyOf = () => (key === null ? (key = serving.affinity === false ? undefined : affinityKey(input.json, input.header)) : key);
   const avoid = new Set<string>();
+  // A model with one server has nothing to choose (what `pickServer` gives for one): no key, no loads.
   const choose: Chooser = (servers) =>
-    pickServer({
-      servers: servers.map((id) => {
-        const announced = id === self ? undefined : routing?.announcedLoad?.(id, model);
-        return { nodeId: id, outstanding: state.outstanding.count(model, id), ...(announced ? { announced } : {}) };
-      }),
-      key: keyOf(),
-      avoid,
-      turn: state.turn++,
-    });
+    servers.length === 1
+      ? avoid.has(servers[0]!)
+        ? undefined
+        : servers[0]
+      : pickServer({
+          servers: servers.map((id) => {
+            const announced = id === self ? undefined : routing?.announcedLoad?.(id, model);
+            return { nodeId: id, outstanding: state.outstanding.count(model, id), ...(announced ? { announced } : {}) };
+          }),
+          key: keyOf(),
+          avoid,
+          turn: state.turn++,
+        });
 
   const attempt = async (): Promise<{ route: Route | undefined; res?: Response; thrown?: unknown }> => {
     const route = routing ? await routing.route(model, forwarded, forwarded ? undefined : choose) : undefined;
