@@ -119,7 +119,11 @@ export interface ForwardDeadlines {
 function orAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(signal.reason instanceof Error ? signal.reason : new Error("the request was aborted"));
-    if (signal.aborted) return onAbort();
+    if (signal.aborted) {
+      // Left at once, the call still fails later (its stream is reset): that failure is nobody's to hear.
+      p.catch(() => undefined);
+      return onAbort();
+    }
     signal.addEventListener("abort", onAbort, { once: true });
     p.then(
       (v) => {

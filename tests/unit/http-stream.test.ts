@@ -301,6 +301,24 @@ describe("forwardHttp", () => {
     await expect(withDeadline(result, 2_000, "forwardHttp to end")).rejects.toThrow("the client went away");
   });
 
+  test("a client gone before the forward starts: it ends at once, and the exchange it leaves behind fails later without an unhandled rejection", async () => {
+    const [client, server] = streamPair();
+    const abort = new AbortController();
+    abort.abort(new Error("the client went away"));
+    const unhandled: unknown[] = [];
+    const onUnhandled = (err: unknown) => void unhandled.push(err);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      await expect(withDeadline(forwardHttp(client, req, abort.signal, { headMs: 60_000, idleMs: 60_000 }), 2_000, "forwardHttp to end")).rejects.toThrow("the client went away");
+      // The abandoned exchange fails once the stream is reset (by the forward's own give-up, or the peer): a few turns for it to settle.
+      await server.send.reset(0);
+      for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+    }
+  });
+
   test("a stream that stops mid-answer ends with an error event after the idle deadline", async () => {
     const [client, server] = streamPair();
     const res = forwardHttp(client, req, new AbortController().signal, { headMs: 10_000, idleMs: 300 });
