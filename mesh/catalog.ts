@@ -70,7 +70,7 @@ export interface CatalogModel {
   host: string | undefined;
   /** The node whose server for it answers requests now: the host, or one still serving while the host loads. */
   servedBy: string | undefined;
-  /** Every node whose server for it answers now (`servedBy` first, then by id): its host and its replicas, where requests may go. */
+  /** Every node whose server for it answers now (`servedBy` first, then by id): its host and its replicas, where requests may go, replicas even while its own servers are down. */
   servers: string[];
   /** The host cannot hold it alone: it runs split over the group, so another node adds capacity. */
   split: boolean;
@@ -219,7 +219,8 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
         capacityBytes,
         host,
         servedBy,
-        servers: servedBy === undefined ? [] : [servedBy, ...readyOn.filter((id) => id !== servedBy)],
+        // With its own servers down (a host reloading or gone), its replicas still answer.
+        servers: servedBy === undefined ? readyOn : [servedBy, ...readyOn.filter((id) => id !== servedBy)],
         split: hostNode !== undefined && hostNode.vramBytes < m.needBytes,
         idle: ownReadyOn.length === 0 && index.idle.has(m.name),
         status,

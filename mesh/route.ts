@@ -62,6 +62,8 @@ export function routeModel(entry: CatalogModel | undefined, self: LocalView, for
     const servers = entry?.servers.includes(self.nodeId) ? entry.servers : [self.nodeId, ...(entry?.servers ?? [])];
     return toServer(choose!(servers) ?? self.nodeId, self);
   }
+  // Its own servers are down (a host reloading, gone or failed) while a replica answers: there meanwhile.
+  if (!forwarded && entry && entry.status !== "ready" && entry.servers.length > 0) return toServer(choose?.(entry.servers) ?? entry.servers[0]!, self);
   if (entry?.status === "failed") return failedLoad(entry);
   if (forwarded) {
     // Sent here as its host, but the mesh has moved it (views differ for a moment): a load here

@@ -61,6 +61,11 @@ describe("catalog", () => {
       [node("a", 8, { modelsOnDisk: [model("m", 1)], assigned: "m", ready: ["m"] }), node("b", 24, { modelsOnDisk: [model("m", 1)], assigned: "m" }), node("c", 4, { ready: ["m"] })],
       ["a", "c"],
     ],
+    [
+      "its own servers down (the host gone or reloading): the replica still answers",
+      [node("a", 24, { modelsOnDisk: [model("m", 1)], assigned: "m" }), node("c", 4, { modelsOnDisk: [model("m", 1)], ready: ["m"], replicating: ["m"] })],
+      ["c"],
+    ],
   ])("servers: %s", (_, nodes, servers) => {
     expect(catalog(nodes)[0]!.servers).toEqual(servers);
     // Every node lists them alike, whatever order it hears the announcements in.

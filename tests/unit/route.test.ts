@@ -77,6 +77,9 @@ test.each<[string, CatalogModel | undefined, LocalView, boolean, (s: readonly st
   ["the chooser picks none (all avoided): its usual server", entry({ host: "a", servedBy: "a", servers: ["a", "b"], status: "ready" }), me(), false, pickNone, { to: "peer", peerId: "a" }],
   ["the chooser picks none and mine answers: local", replicated, me({ ready: true }), false, pickNone, { to: "local" }],
   ["loading: the host, no choice to make", entry({ host: "a", status: "loading", nodesOnDisk: ["a"] }), me(), false, pickLast, { to: "peer", peerId: "a" }],
+  ["loading, a replica answers meanwhile: the replica", entry({ host: "a", status: "loading", nodesOnDisk: ["a", "c"], servers: ["c"] }), me(), false, pickLast, { to: "peer", peerId: "c" }],
+  ["failed on its host, a replica answers: the replica", entry({ host: "a", status: "failed", servers: ["c"], failure: { error: "x", retryInS: 5 } }), me(), false, pickNone, { to: "peer", peerId: "c" }],
+  ["loading, forwarded to me, a replica elsewhere: not sent on (the sender chose)", entry({ host: "me", status: "loading", nodesOnDisk: ["me"], servers: ["c"] }), me({ known: true, hasFiles: true }), true, pickLast, { to: "local" }],
 ])("chooser: %s", (_, e, self, forwarded, choose, expected) => {
   expect(routeModel(e, self, forwarded, choose)).toEqual(expected);
 });
