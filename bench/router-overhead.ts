@@ -5,7 +5,10 @@
  * latency of small non-streaming requests, time to the first streamed byte, requests/s with 16
  * concurrent clients, and an auto-load through the API against a bare llama-server start.
  *
- *   bun bench/router-overhead.ts [--requests 400] [--concurrency 16] [--seconds 5]
+ *   bun bench/router-overhead.ts [--requests 400] [--concurrency 16] [--seconds 5] [--cpu-prof DIR]
+ *
+ * `--cpu-prof DIR` runs the node under Bun's profiler and leaves its profile (markdown) in DIR when
+ * the node stops: where the router's CPU per request goes (the profiler adds to that figure).
  *
  * Goals: added p50 <= 1 ms, p99 <= 5 ms; throughput >= 95% of direct; auto-load <= 100 ms over bare.
  * Everything runs on loopback; counts and durations are bounded by the flags.
@@ -28,6 +31,7 @@ const { values } = parseArgs({
     concurrency: { type: "string", default: "16" },
     seconds: { type: "string", default: "6" },
     loads: { type: "string", default: "5" },
+    "cpu-prof": { type: "string" },
   },
 });
 const REQUESTS = Number(values.requests);
@@ -123,7 +127,9 @@ async function bareStart(): Promise<number> {
 
 const modelsDir = mkdtempSync(join(tmpdir(), "mesh-bench-"));
 try {
-  const node = await startNode(["--llamacpp-args", LLAMA_ARGS, "--model", model]);
+  const profileDir = values["cpu-prof"];
+  const profiled = profileDir ? { command: [process.execPath, "--cpu-prof-md", "--cpu-prof-dir", profileDir, join(import.meta.dir, "..", "main.ts")] } : {};
+  const node = await startNode(["--llamacpp-args", LLAMA_ARGS, "--model", model], profiled);
   const routed = node.url;
   await waitFor(async () => (await fetch(`${routed}/api/v1/health`).then((r) => r.json()) as { all_models_loaded: unknown[] }).all_models_loaded.length > 0, {
     what: "the model to load",
