@@ -4,11 +4,12 @@
  * named by its name: a request never hands llama-server a path. The draft must be a text model that
  * can load as it is; a target that is not a text model takes no draft.
  */
+import { existsSync } from "node:fs";
 import { isSafeModelName } from "./model-transfer.ts";
 import type { ModelInfo } from "./model-store.ts";
 
 export type DraftTarget = Pick<ModelInfo, "name" | "type" | "draft">;
-export type DraftCandidate = Pick<ModelInfo, "name" | "type" | "problem" | "path">;
+export type DraftCandidate = Pick<ModelInfo, "name" | "type" | "problem" | "path" | "facts" | "files">;
 
 export type DraftChoice<C extends DraftCandidate = DraftCandidate> =
   | { ok: true; draft: C | undefined; from: "request" | "models.json" | "none" }
@@ -23,8 +24,10 @@ export function draftNameProblem(name: string): string | undefined {
 /**
  * The draft for a load of `target`: `requested` (the load's `draft_model`) wins over the target's
  * models.json `draft`. `known` is every model the store lists; the draft is looked up there by name.
+ * A draft llama-server cannot open fails its target's load, so one whose header was unreadable or
+ * whose files are not all there (a partial copy) is refused here, before anything is evicted for it.
  */
-export function chooseDraft<C extends DraftCandidate>(target: DraftTarget, requested: string | undefined, known: readonly C[]): DraftChoice<C> {
+export function chooseDraft<C extends DraftCandidate>(target: DraftTarget, requested: string | undefined, known: readonly C[], exists: (path: string) => boolean = existsSync): DraftChoice<C> {
   const name = requested ?? target.draft;
   if (name === undefined) return { ok: true, draft: undefined, from: "none" };
   const from = requested !== undefined ? "request" : "models.json";
@@ -41,5 +44,8 @@ export function chooseDraft<C extends DraftCandidate>(target: DraftTarget, reque
   }
   if (draft.type !== "llm") return fail(`"${name}" is a ${draft.type} model; a draft must be a text model with the target's vocabulary`);
   if (draft.problem) return fail(`"${name}" cannot load: ${draft.problem}`);
+  if (draft.facts === undefined) return fail(`"${name}" cannot load: its GGUF header could not be read`);
+  const missing = draft.files.filter((f) => !exists(f));
+  if (missing.length) return fail(`"${name}" cannot load: missing file(s) ${missing.join(", ")}`);
   return { ok: true, draft, from };
 }

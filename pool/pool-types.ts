@@ -91,8 +91,11 @@ export const sameOptions = (a: LoadOptions | undefined, b: LoadOptions) => a !==
 /** Time to become healthy: a floor for process start, plus reading the weights at a slow disk's pace. */
 export const readyDeadlineMs = (bytes: number) => 60_000 + (bytes / 2 ** 30) * 30_000;
 
-/** llama.cpp's own words for a command line it could not parse: no amount of free memory changes that. */
-const ARGUMENT_ERRORS = ["error while handling argument", "error: invalid argument:", "expected value for argument", "the argument has been removed"];
+/**
+ * llama.cpp's own words for a command line it could not parse, or a draft file it could not open
+ * (missing, corrupt or partial): no amount of free memory changes that.
+ */
+const ARGUMENT_ERRORS = ["error while handling argument", "error: invalid argument:", "expected value for argument", "the argument has been removed", "failed to load draft model"];
 
 /**
  * Whether a failed start deserves the nuclear retry (evict every idle server, start once more):

@@ -12,8 +12,9 @@ import { badLoadRequest, loadFailed, loadTimedOut, modelNotFound, slotHeldForMes
 import { idleVictims, planLoad, planNuclear, type ServerView } from "./eviction.ts";
 import { IdleUnload } from "./idle-unload.ts";
 import { freePort } from "./free-port.ts";
-import { mayBeMemory, readyDeadlineMs, sameOptions, type EvictionCause, type Lease, type LoadOptions, type PendingLoad, type PoolOptions, type RpcSplit } from "./pool-types.ts";
+import { readyDeadlineMs, sameOptions, type EvictionCause, type Lease, type LoadOptions, type PendingLoad, type PoolOptions, type RpcSplit } from "./pool-types.ts";
 import { launchArgv, resolveDraft } from "./load-launch.ts";
+import { afterFailedStart } from "./load-retry.ts";
 import { loadArgs, ServerArgsError } from "./server-args.ts";
 import { takeLease } from "./lease.ts";
 import { DEFAULT_MAX_QUEUE, QueueObservers, type QueueFigures, type QueueObserver } from "./slot-queue.ts";
@@ -249,20 +250,14 @@ export class Pool {
       if (this.closed) throw loadFailed(`the node is shutting down; "${model.name}" was not loaded`);
       if (!existsSync(model.path)) throw modelNotFound(`model "${model.name}": file ${model.path} does not exist`);
       const error = (first as Error).message;
-      const requestArgs = options.requestArgs ?? [];
-      const everyone = planNuclear(this.views());
-      if (!mayBeMemory({ requestArgs: requestArgs.length > 0, error }) || everyone.length === 0) {
+      const next = afterFailedStart(model.name, options, error, planNuclear(this.views()));
+      if (!next.retry) {
         this.counters.loadFailures++;
         this.opts.log.warn("load failed; evicting nothing: freeing memory would not change it", { model: model.name, error: error.split("\n")[0] });
-        const given = requestArgs.length ? ` with llamacpp_args "${requestArgs.join(" ")}"; nothing was unloaded to retry it: try other llamacpp_args or none` : "; check --llamacpp-args and models.json";
-        throw loadFailed(`model "${model.name}" failed to load${given}. ${error}`);
+        throw loadFailed(next.message);
       }
-      this.opts.log.warn("load failed; evicting every idle server and retrying once", {
-        model: model.name,
-        evicting: everyone.join(",") || "none",
-        error: (first as Error).message.split("\n")[0],
-      });
-      await Promise.all(everyone.map((victim) => this.evict(victim, "nuclear")));
+      this.opts.log.warn("load failed; evicting every idle server and retrying once", { model: model.name, evicting: next.evict.join(","), error: error.split("\n")[0] });
+      await Promise.all(next.evict.map((victim) => this.evict(victim, "nuclear")));
       try {
         server = await this.spawnReady(model, options, extraArgs, split, draft);
       } catch (second) {

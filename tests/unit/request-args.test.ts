@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { MAX_REQUEST_ARGS_CHARS, parseRequestArgs } from "../../pool/request-args.ts";
-import { mayBeMemory } from "../../pool/pool-types.ts";
+import { afterFailedStart } from "../../pool/load-retry.ts";
+import { mayBeMemory, type LoadOptions } from "../../pool/pool-types.ts";
 
 const accept = (text: string) => {
   const r = parseRequestArgs(text);
@@ -135,6 +136,27 @@ describe("mayBeMemory: which failed starts get the nuclear retry", () => {
     ["a load with request args, whatever the error", { requestArgs: true, error: "llama-server for a exited while loading (code 1)\nfailed to allocate buffer" }, false],
     ["an operator argument llama-server refused", { requestArgs: false, error: 'exited while loading\nerror while handling argument "--threads": stoi' }, false],
     ["an operator flag llama-server does not know", { requestArgs: false, error: "exited while loading\nerror: invalid argument: --mlock" }, false],
+    ["a models.json draft llama-server cannot open", { requestArgs: false, error: "exited while loading (code 1)\nsrv    load_model: failed to load draft model, '/m/d.gguf'" }, false],
   ];
   test.each(cases)("%s", (_, failure, retry) => expect(mayBeMemory(failure)).toBe(retry));
+});
+
+describe("afterFailedStart: the nuclear retry or the error", () => {
+  const checked = (text: string) => {
+    const r = parseRequestArgs(text);
+    if (!r.ok) throw new Error(r.error);
+    return r.args;
+  };
+  const OOM = "llama-server for a exited while loading (code 1)\nfailed to allocate buffer";
+  const cases: [string, LoadOptions, string[], { evict: string[] } | { error: string }][] = [
+    ["an operator load, idle servers: evict them and retry", {}, ["b", "c"], { evict: ["b", "c"] }],
+    ["an operator load, nothing idle: fail", {}, [], { error: "; check --llamacpp-args and models.json" }],
+    ["request args: fail, evicting nothing", { requestArgs: checked("--threads 2") }, ["b"], { error: 'with llamacpp_args "--threads 2"; nothing was unloaded' }],
+    ["a request's draft_model: fail, evicting nothing", { draftModel: "small" }, ["b"], { error: 'with draft_model "small"; nothing was unloaded' }],
+  ];
+  test.each(cases)("%s", (_, options, idle, want) => {
+    const got = afterFailedStart("a", options, OOM, idle);
+    if ("evict" in want) expect(got).toEqual({ retry: true, evict: want.evict });
+    else expect(!got.retry && got.message).toContain(want.error);
+  });
 });

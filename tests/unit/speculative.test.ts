@@ -15,7 +15,7 @@ import { toStats } from "../../router/request-stats.ts";
 import { parseScrape, valueOf } from "../helpers/prometheus.ts";
 
 const model = (name: string, over: Partial<ModelInfo> = {}): ModelInfo =>
-  ({ name, path: `/models/${name}.gguf`, type: "llm", problem: undefined, draft: undefined, mmproj: undefined, ctxSize: undefined, facts: undefined, ...over }) as ModelInfo;
+  ({ name, path: `/models/${name}.gguf`, type: "llm", problem: undefined, draft: undefined, mmproj: undefined, ctxSize: undefined, facts: {}, files: [], ...over }) as ModelInfo;
 
 const KNOWN: ModelInfo[] = [
   model("big"),
@@ -23,6 +23,8 @@ const KNOWN: ModelInfo[] = [
   model("org/small-q4"),
   model("embed", { type: "embedding" }),
   model("broken", { problem: "split model is missing shard(s) 2" }),
+  model("unread", { facts: undefined }),
+  model("partial", { files: ["/nonexistent/mesh-test/partial.gguf"] }),
 ];
 
 describe("chooseDraft", () => {
@@ -39,9 +41,11 @@ describe("chooseDraft", () => {
     ["a home path", model("big"), "~/small", { error: "looks like a path" }],
     ["a Windows path", model("big"), "C:\\models\\small", { error: "looks like a path" }],
     ["a file name", model("big"), "small.gguf", { error: "looks like a path" }],
-    ["an unknown name lists the text models", model("big"), "tiny", { error: "no model of that name on this node; text models here: big, small, org/small-q4, broken" }],
+    ["an unknown name lists the text models", model("big"), "tiny", { error: "no model of that name on this node; text models here: big, small, org/small-q4, broken, unread, partial" }],
     ["an embedding model cannot draft", model("big"), "embed", { error: '"embed" is a embedding model; a draft must be a text model' }],
     ["a model that cannot load cannot draft", model("big"), "broken", { error: "cannot load: split model is missing shard(s) 2" }],
+    ["a draft whose GGUF header was unreadable", model("big"), "unread", { error: '"unread" cannot load: its GGUF header could not be read' }],
+    ["a draft whose files are not all there", model("big"), "partial", { error: '"partial" cannot load: missing file(s) /nonexistent/mesh-test/partial.gguf' }],
     ["an embedding target takes no draft", model("embed", { type: "embedding" }), "small", { error: "only text models take a draft" }],
     ["a bad models.json draft says to fix models.json", model("big", { draft: "gone" }), undefined, { error: 'models.json names draft "gone" for "big", but no model' }],
   ];
