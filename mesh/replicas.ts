@@ -52,6 +52,15 @@ function plans(views: readonly NodeView[], models: readonly CatalogModel[]): Map
   return out;
 }
 
+/**
+ * The node's own model (its group's) waits for memory (needs-capacity): the whole node goes to it.
+ * Such a node takes no replica and releases those it holds; both sides read this one predicate, or
+ * a node outside its model's split plan (so holding none of it) would be given a replica it drops.
+ */
+export function ownModelWantsMemory(v: NodeView, models: readonly CatalogModel[]): boolean {
+  return v.assigned !== undefined && models.some((m) => m.name === v.assigned && m.status === "needs-capacity");
+}
+
 const inPlan = (plan: SplitPlan | undefined, id: string) => plan !== undefined && (plan.host === id || plan.workers.includes(id));
 
 /**
@@ -82,7 +91,7 @@ export function replicasToAdd(views: readonly ReplicaView[], models: readonly Ca
     const plan = planOf.get(m.name);
     const holders = m.nodesOnDisk;
     const candidates = views.filter((v) => {
-      if (v.takesReplicas !== true || v.ready.includes(m.name) || inPlan(plan, v.nodeId)) return false;
+      if (v.takesReplicas !== true || v.ready.includes(m.name) || inPlan(plan, v.nodeId) || ownModelWantsMemory(v, models)) return false;
       if ((count.get(v.nodeId) ?? 0) >= MAX_REPLICAS_PER_NODE || (free.get(v.nodeId) ?? 0) < m.needBytes) return false;
       const hasFile = v.modelsOnDisk.some((d) => d.name === m.name);
       return hasFile || (v.fetches !== false && holders.some((id) => id !== v.nodeId));
@@ -147,7 +156,7 @@ export function replicaRelease(
   // What this node's own models hold: everything but its replicas.
   const own = heldBytes(self, models, planOf, replicas);
   // Its group's model waits for memory (needs-capacity) when this node is in it: the whole node goes to it.
-  const wanted = models.some((m) => m.name === self.assigned && m.status === "needs-capacity");
+  const wanted = ownModelWantsMemory(self, models);
   let used = own + left.reduce((s, r) => s + (need.get(r.model) ?? 0), 0);
   for (const r of [...left].sort((a, b) => a.lastUseMs - b.lastUseMs || byCodePoint(a.model, b.model))) {
     if (!wanted && used <= self.vramBytes) break;

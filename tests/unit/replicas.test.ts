@@ -19,6 +19,9 @@ const node = (nodeId: string, vramGb: number, over: Partial<ReplicaView> = {}): 
   takesReplicas: true,
   ...over,
 });
+/** `b` is in the group of "huge" (needs 48 GB: fits nowhere, needs-capacity) but speaks another rpc major than its host `c`: in no split plan. */
+const outsideHuge = (over: Partial<ReplicaView> = {}) => node("b", 16, { modelsOnDisk: [m("m", 5), m("huge", 40)], assigned: "huge", rpcProtocol: "1.0", ...over });
+const hugeHost = () => node("c", 24, { modelsOnDisk: [m("huge", 40)], assigned: "huge", rpcProtocol: "2.0", takesReplicas: false });
 /** `a` hosts "m" (5 GB, needs 6) and is pressed unless told otherwise. */
 const host = (over: Partial<ReplicaView> = {}) => node("a", 24, { modelsOnDisk: [m("m", 5)], assigned: "m", hosting: true, ready: ["m"], demand: [busy("m")], ...over });
 
@@ -90,6 +93,12 @@ describe("replicasToAdd", () => {
       ],
       [],
     ],
+    [
+      "a node whose own model waits for memory (needs-capacity), outside its split plan (another rpc major): none, it would release it at once",
+      [host(), outsideHuge(), hugeHost()],
+      [],
+    ],
+    ["...a free node elsewhere takes it instead", [host(), outsideHuge(), hugeHost(), node("d", 8, { modelsOnDisk: [m("m", 5)] })], [{ model: "m", node: "d" }]],
     [
       "a replica on its way (listed, not ready yet): no second one",
       [host(), node("b", 16, { modelsOnDisk: [m("m", 5)], replicating: ["m"] }), node("c", 16, { modelsOnDisk: [m("m", 5)] })],
@@ -175,6 +184,13 @@ describe("replicaRelease", () => {
   ])("%s", (_, views, replicas, expected) => {
     const self = views.find((v) => v.nodeId === "b")!;
     expect(replicaRelease(self, views, catalog(views), replicas, NOW, IDLE)).toEqual(expected);
+  });
+  test("no add-release loop: a node the release side drops replicas on is never the add side's pick", () => {
+    // heldBytes counts none of "huge" for b (outside its plan), so b reads as free; its model still wants the memory.
+    const before = [host(), outsideHuge(), hugeHost()];
+    expect(replicasToAdd(before, catalog(before))).toEqual([]);
+    const holding = [host(), outsideHuge({ ready: ["m"], replicating: ["m"] }), hugeHost()];
+    expect(replicaRelease(holding[1]!, holding, catalog(holding), [held("m", 1_000)], NOW, IDLE)).toEqual([{ model: "m", why: "needs-capacity" }]);
   });
 });
 
