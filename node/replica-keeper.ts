@@ -48,6 +48,9 @@ export interface ReplicaKeeperOptions {
 
 type Phase = "copying" | "loading" | "ready" | "releasing";
 
+/** The first line of anything thrown (an Error or not), for one log line. */
+const oneLine = (err: unknown) => String(err instanceof Error ? err.message : err).split("\n")[0];
+
 /** The demand entries of an announcement that read as such; anything else is none. */
 export function demandList(value: unknown): DemandSignal[] | undefined {
   if (!Array.isArray(value)) return undefined;
@@ -92,6 +95,15 @@ export class ReplicaKeeper {
 
   /** Works the rule out once: lets go of what it releases, and takes what it gives this node. */
   tick(): void {
+    // Called from a timer: a throw here would end the node (Bun exits on an uncaught error).
+    try {
+      this.decide();
+    } catch (err) {
+      this.o.log.warn("replicas: could not work the rule out this tick", { error: oneLine(err) });
+    }
+  }
+
+  private decide(): void {
     const self = this.o.selfId();
     if (this.stopped || self === undefined) return;
     const views = this.o.views().map((v) => ({ ...v, demand: demandList(this.o.demandOf(v.nodeId)) }));
@@ -118,7 +130,7 @@ export class ReplicaKeeper {
     for (const add of replicasToAdd(views, models)) {
       if (add.node !== self || this.held.has(add.model) || (this.paused.get(add.model) ?? 0) > now) continue;
       if (this.held.size >= MAX_REPLICAS_PER_NODE) break;
-      void this.add(add, models.find((m) => m.name === add.model));
+      this.add(add, models.find((m) => m.name === add.model)).catch((err: unknown) => this.o.log.warn("replicas: adding one failed", { model: add.model, error: oneLine(err) }));
     }
   }
 
@@ -135,13 +147,16 @@ export class ReplicaKeeper {
     this.o.log.info(`releasing a replica: ${why}`, { model: r.model, why: r.why });
     if (r.why === "idle") this.paused.set(r.model, Date.now() + REPLICA_PAUSE_MS);
     h.phase = "releasing";
-    void this.o.pool.unload(r.model).then(
-      () => this.forget(r.model, h),
-      (err: unknown) => {
-        this.o.log.warn("could not unload a replica", { model: r.model, error: (err as Error).message });
-        this.forget(r.model, h);
-      },
-    );
+    this.o.pool
+      .unload(r.model)
+      .then(
+        () => this.forget(r.model, h),
+        (err: unknown) => {
+          this.o.log.warn("could not unload a replica", { model: r.model, error: oneLine(err) });
+          this.forget(r.model, h);
+        },
+      )
+      .catch((err: unknown) => this.o.log.warn("replicas: releasing one failed", { model: r.model, error: oneLine(err) }));
   }
 
   private forget(model: string, h: { phase: Phase }): void {
@@ -185,7 +200,7 @@ export class ReplicaKeeper {
       if (this.held.get(r.model) !== h || this.stopped) return;
       this.held.delete(r.model);
       this.paused.set(r.model, Date.now() + REPLICA_PAUSE_MS);
-      this.o.log.warn(`could not add a replica; not trying it here again for ${REPLICA_PAUSE_MS / 1000} s`, { model: r.model, error: (err as Error).message.split("\n")[0] });
+      this.o.log.warn(`could not add a replica; not trying it here again for ${REPLICA_PAUSE_MS / 1000} s`, { model: r.model, error: oneLine(err) });
       this.o.changed();
     }
   }

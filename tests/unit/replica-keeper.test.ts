@@ -134,4 +134,40 @@ describe("ReplicaKeeper", () => {
     expect(calls.filter((c) => c.startsWith("load"))).toEqual([]);
     expect(lines).toContainEqual(expect.stringContaining("a replica takes no other model's place"));
   });
+
+  describe("nothing it starts can end the node (Bun exits on an unhandled rejection)", () => {
+    test("a load failing with a non-Error is logged as one line and paused", async () => {
+      const { keeper } = setup({}, () => Promise.reject("no memory left"));
+      keeper.tick();
+      await settle();
+      expect(keeper.announced().replicating).toEqual([]);
+      expect(lines).toContainEqual(expect.stringContaining('could not add a replica; not trying it here again for 60 s {"model":"m","error":"no memory left"}'));
+    });
+    test("a throw while telling the node of a failed add is caught and logged", async () => {
+      let fail = false;
+      const { keeper } = setup(
+        {
+          changed: () => {
+            if (fail) throw new Error("announce broke");
+          },
+        },
+        async () => {
+          fail = true;
+          throw new Error("out of memory");
+        },
+      );
+      keeper.tick();
+      await settle();
+      expect(lines).toContainEqual(expect.stringContaining('replicas: adding one failed {"model":"m","error":"announce broke"}'));
+    });
+    test("a throw inside a tick is logged, not thrown to its timer", () => {
+      const { keeper } = setup({
+        views: () => {
+          throw new TypeError("views broke");
+        },
+      });
+      expect(() => keeper.tick()).not.toThrow();
+      expect(lines).toContainEqual(expect.stringContaining('replicas: could not work the rule out this tick {"error":"views broke"}'));
+    });
+  });
 });
