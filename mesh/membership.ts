@@ -74,6 +74,9 @@ export class Membership {
     this.heartbeat = setInterval(() => this.tick(), opts.heartbeatMs);
   }
 
+  /** Our announcement as last sent to every peer (the heartbeat's): what they know of us, demand included. */
+  lastAnnounced: Announcement | undefined;
+
   /** Our announcement as peers get it now. */
   own(): Announcement {
     return this.opts.announcement();
@@ -315,7 +318,9 @@ export class Membership {
 
   /** Sends our announcement to every peer now (it changed). */
   announce(): void {
-    const msg: ControlMessage = { v: PROTOCOL_VERSION, type: "announce", announcement: this.opts.announcement() };
+    const announcement = this.opts.announcement();
+    this.lastAnnounced = announcement;
+    const msg: ControlMessage = { v: PROTOCOL_VERSION, type: "announce", announcement };
     for (const peer of this.peers.values()) void this.send(peer, msg);
   }
 

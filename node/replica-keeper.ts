@@ -58,6 +58,20 @@ export function demandList(value: unknown): DemandSignal[] | undefined {
   return value.filter((d): d is DemandSignal => typeof d === "object" && d !== null && typeof d.model === "string" && num(d.queued) && num(d.waitMs)).slice(0, ANNOUNCEMENT_LIMITS.serving);
 }
 
+/**
+ * What node `id` announced of its slots, as every peer read it. For this node too: the demand of
+ * its last announcement, not its live queue, or it would work the rule out over figures no peer
+ * has and pick another answer than theirs.
+ */
+export function announcedDemandOf(
+  id: string,
+  selfId: string,
+  m: { lastAnnounced: { demand?: unknown } | undefined; peers: ReadonlyMap<string, { announcement?: { demand?: unknown } | undefined }> },
+): unknown {
+  const a = id === selfId ? m.lastAnnounced : m.peers.get(id)?.announcement;
+  return a?.demand;
+}
+
 export class ReplicaKeeper {
   private readonly held = new Map<string, { phase: Phase; abort: AbortController }>();
   /** Models whose replica failed here, and until when they are not tried again. */
@@ -224,9 +238,8 @@ export function nodeReplicaKeeper(
     views: () => n.models().views(),
     catalog: () => n.models().catalog(),
     demandOf: (id) => {
-      if (id === n.mesh()?.nodeId) return n.pool.queueFigures();
-      const a = n.mesh()?.membership.peers.get(id)?.announcement;
-      return a && "demand" in a ? a.demand : undefined;
+      const m = n.mesh();
+      return m ? announcedDemandOf(id, m.nodeId, m.membership) : undefined;
     },
     pool: n.pool,
     store: n.store,

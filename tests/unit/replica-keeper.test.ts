@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { catalog, type NodeView } from "../../mesh/catalog.ts";
 import type { Log } from "../../log.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
-import { ReplicaKeeper, type ReplicaKeeperOptions } from "../../node/replica-keeper.ts";
+import { announcedDemandOf, ReplicaKeeper, type ReplicaKeeperOptions } from "../../node/replica-keeper.ts";
 
 const GB = 1e9;
 const file = join(mkdtempSync(join(tmpdir(), "replica-keeper-")), "m.gguf");
@@ -170,4 +170,16 @@ describe("ReplicaKeeper", () => {
       expect(lines).toContainEqual(expect.stringContaining('replicas: could not work the rule out this tick {"error":"views broke"}'));
     });
   });
+});
+
+describe("announcedDemandOf: the demand the rule reads is the one peers have, ours included", () => {
+  const sent = [{ model: "m", slots: 1, inFlight: 1, queued: 2, waitMs: 900 }];
+  const peerDemand = [{ model: "k", slots: 2, inFlight: 0, queued: 0, waitMs: 0 }];
+  const membership = (lastAnnounced: { demand?: unknown } | undefined) => ({ lastAnnounced, peers: new Map([["p", { announcement: { demand: peerDemand } }]]) });
+  test.each<[string, string, { demand?: unknown } | undefined, unknown]>([
+    ["ours: what our last announcement carried, not the live queue", "self", { demand: sent }, sent],
+    ["ours before any announcement: none (peers know none either)", "self", undefined, undefined],
+    ["a peer's: its announcement's", "p", { demand: sent }, peerDemand],
+    ["an unknown node: none", "q", { demand: sent }, undefined],
+  ])("%s", (_, id, last, want) => expect(announcedDemandOf(id, "self", membership(last))).toEqual(want));
 });
