@@ -7,6 +7,7 @@
  * guard, the API key and the body limit, and read the body.
  */
 import type { Hono, MiddlewareHandler } from "hono";
+import { keepKeyAccepted } from "./api-keys.ts";
 import { inProcessV1 } from "./in-process.ts";
 import { INFERENCE_ROUTES } from "./openai.ts";
 
@@ -32,6 +33,7 @@ export function openAiUnderApi<E extends { Bindings: object }>(openAi: Hono, cou
     // The body was read whole already (the limit held it); it is handed on as those bytes.
     const body = c.req.method === "GET" || c.req.method === "HEAD" ? undefined : await c.req.arrayBuffer();
     const req = new Request(url.href, { method: c.req.method, headers: c.req.raw.headers, body, signal: c.req.raw.signal });
+    keepKeyAccepted(c.req.raw.headers, req.headers);
     return inner(req, c.env);
   };
 }
