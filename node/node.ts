@@ -209,7 +209,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     },
   });
   // Models this node serves beside their hosts while their servers are pressed (mesh/replicas.ts).
-  const replicas = nodeReplicaKeeper(config, { pool, store, fetcher, mesh: () => mesh, models: () => models, log });
+  // `admin` is made below; a replica's copy is deleted only long after start.
+  const replicas = nodeReplicaKeeper(config, { pool, store, fetcher, mesh: () => mesh, models: () => models, remove: (name) => admin.remove(name), log });
   const models: MeshModels = new MeshModels({
     store,
     pool,

@@ -43,6 +43,8 @@ export interface ReplicaKeeperOptions {
   copy: (model: string, peer: string, entry: CatalogModel | undefined, signal: AbortSignal) => Promise<void>;
   /** Our replicas changed: announce, and decide again. */
   changed: () => void;
+  /** Deletes a model's files from the models dir (`ModelAdmin.remove`: only what mesh downloaded, nothing loaded); none: copies stay. */
+  remove?: (model: string) => Promise<unknown>;
   log: Log;
 }
 
@@ -72,7 +74,18 @@ export function announcedDemandOf(
   return a?.demand;
 }
 
+/**
+ * Whether the files a replica copied here go with it (pure): only a copy this keeper made (the
+ * model was not on disk before), and not when this node wants the model for itself now (its
+ * group's model, or loaded here otherwise: pinned, or by a request).
+ */
+export function copyGoes(model: string, f: { copiedHere: boolean; assigned: string | undefined; loaded: boolean }): boolean {
+  return f.copiedHere && f.assigned !== model && !f.loaded;
+}
+
 export class ReplicaKeeper {
+  /** Models whose files this keeper copied from a peer in this process: the only files it deletes. */
+  private readonly copied = new Set<string>();
   private readonly held = new Map<string, { phase: Phase; abort: AbortController }>();
   /** Models whose replica failed here, and until when they are not tried again. */
   private readonly paused = new Map<string, number>();
@@ -104,6 +117,7 @@ export class ReplicaKeeper {
     this.held.delete(model);
     h.abort.abort();
     this.o.changed();
+    this.dropCopy(model);
     return true;
   }
 
@@ -177,6 +191,19 @@ export class ReplicaKeeper {
     if (this.held.get(model) !== h) return;
     this.held.delete(model);
     this.o.changed();
+    this.dropCopy(model);
+  }
+
+  /** The replica of `model` is gone: the files it copied here go too, unless this node wants them. */
+  private dropCopy(model: string): void {
+    const copiedHere = this.copied.delete(model);
+    const self = this.o.selfId();
+    const assigned = this.o.views().find((v) => v.nodeId === self)?.assigned;
+    if (!this.o.remove || !copyGoes(model, { copiedHere, assigned, loaded: this.o.pool.server(model) !== undefined })) return;
+    this.o.remove(model).then(
+      () => this.o.log.info("deleted the files copied for a replica that is gone", { model }),
+      (err: unknown) => this.o.log.warn("could not delete the files copied for a replica", { model, error: oneLine(err) }),
+    );
   }
 
   private fileOf(model: string): ModelInfo | undefined {
@@ -198,6 +225,7 @@ export class ReplicaKeeper {
       let info = this.fileOf(r.model);
       if (!info && r.copyFrom !== undefined) {
         await this.o.copy(r.model, r.copyFrom, entry, h.abort.signal);
+        this.copied.add(r.model);
         await this.o.store.refresh();
         info = this.fileOf(r.model);
       }
@@ -216,6 +244,7 @@ export class ReplicaKeeper {
       this.paused.set(r.model, Date.now() + REPLICA_PAUSE_MS);
       this.o.log.warn(`could not add a replica; not trying it here again for ${REPLICA_PAUSE_MS / 1000} s`, { model: r.model, error: oneLine(err) });
       this.o.changed();
+      this.dropCopy(r.model);
     }
   }
 
@@ -229,7 +258,7 @@ export class ReplicaKeeper {
 /** The keeper of a running node, wired to its parts, deciding on the heartbeat's beat (how often demand moves). */
 export function nodeReplicaKeeper(
   config: Pick<Config, "replicas" | "replicaIdleMs">,
-  n: { pool: Pool; store: ModelStore; fetcher: ModelFetcher; mesh: () => MeshNode | undefined; models: () => MeshModels; log: Log },
+  n: { pool: Pool; store: ModelStore; fetcher: ModelFetcher; mesh: () => MeshNode | undefined; models: () => MeshModels; remove: (model: string) => Promise<unknown>; log: Log },
 ): ReplicaKeeper {
   const keeper = new ReplicaKeeper({
     enabled: config.replicas === "on",
@@ -244,6 +273,7 @@ export function nodeReplicaKeeper(
     pool: n.pool,
     store: n.store,
     copy: (model, peer, entry, signal) => n.fetcher.copyFromPeer(model, peer, entry, signal),
+    remove: n.remove,
     changed: () => {
       n.mesh()?.announceIfChanged();
       n.models().reconcile();

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { catalog, type NodeView } from "../../mesh/catalog.ts";
 import type { Log } from "../../log.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
-import { announcedDemandOf, ReplicaKeeper, type ReplicaKeeperOptions } from "../../node/replica-keeper.ts";
+import { announcedDemandOf, copyGoes, ReplicaKeeper, type ReplicaKeeperOptions } from "../../node/replica-keeper.ts";
 
 const GB = 1e9;
 const file = join(mkdtempSync(join(tmpdir(), "replica-keeper-")), "m.gguf");
@@ -15,13 +15,18 @@ const lines: string[] = [];
 const line = (m: string, fields?: object) => void lines.push(`${m} ${JSON.stringify(fields ?? {})}`);
 const log = { info: line, warn: line, error: line, debug: () => undefined } as unknown as Log;
 
-/** Node "a" hosts m and is pressed; this node is "b", a standby with the file. */
-function setup(over: Partial<ReplicaKeeperOptions> = {}, load: () => Promise<unknown> = async () => undefined) {
+/**
+ * Node "a" hosts m and is pressed; this node is "b", a standby with the file (in m's group unless
+ * `b.assigned` says otherwise; without the file when `b.onDisk` is false: it copies it from "a").
+ */
+function setup(over: Partial<ReplicaKeeperOptions> = {}, load: () => Promise<unknown> = async () => undefined, b: { assigned?: string; onDisk?: boolean } = {}) {
   const loaded = new Map<string, { model: string; type: string; lastUse: number; busy: boolean }>();
   const calls: string[] = [];
   let keeper: ReplicaKeeper;
+  let onDisk = b.onDisk ?? true;
+  const assigned = "assigned" in b ? b.assigned : "m";
   const views = (): NodeView[] => [
-    { nodeId: "b", vramBytes: 16 * GB, modelsOnDisk: [{ name: "m", sizeBytes: 5 * GB, needBytes: 6 * GB }], assigned: "m", ready: [...loaded.keys()], idle: [], ...keeper.announced() },
+    { nodeId: "b", vramBytes: 16 * GB, modelsOnDisk: onDisk ? [{ name: "m", sizeBytes: 5 * GB, needBytes: 6 * GB }] : [], assigned, ready: [...loaded.keys()], idle: [], ...keeper.announced() },
     { nodeId: "a", vramBytes: 24 * GB, modelsOnDisk: [{ name: "m", sizeBytes: 5 * GB, needBytes: 6 * GB }], assigned: "m", hosting: true, ready: ["m"], idle: [] },
   ];
   const pool = {
@@ -48,8 +53,15 @@ function setup(over: Partial<ReplicaKeeperOptions> = {}, load: () => Promise<unk
     catalog: () => catalog(views()),
     demandOf: (id) => (id === "a" ? [{ model: "m", slots: 1, inFlight: 1, queued: 3, waitMs: 800 }] : []),
     pool: pool as unknown as ReplicaKeeperOptions["pool"],
-    store: { list: () => [info], refresh: async () => [info] },
-    copy: async () => void calls.push("copy"),
+    store: { list: () => (onDisk ? [info] : []), refresh: async () => (onDisk ? [info] : []) },
+    copy: async () => {
+      calls.push("copy");
+      onDisk = true;
+    },
+    remove: async (model) => {
+      calls.push(`remove ${model}`);
+      onDisk = false;
+    },
     changed: () => void calls.push("changed"),
     log,
     ...over,
@@ -182,4 +194,46 @@ describe("announcedDemandOf: the demand the rule reads is the one peers have, ou
     ["a peer's: its announcement's", "p", { demand: sent }, peerDemand],
     ["an unknown node: none", "q", { demand: sent }, undefined],
   ])("%s", (_, id, last, want) => expect(announcedDemandOf(id, "self", membership(last))).toEqual(want));
+});
+
+describe("the files a replica copied go with it", () => {
+  test.each<[string, Parameters<typeof copyGoes>[1], boolean]>([
+    ["copied here, the node wants it for nothing else: deleted", { copiedHere: true, assigned: "other", loaded: false }, true],
+    ["on disk before the replica: kept", { copiedHere: false, assigned: "other", loaded: false }, false],
+    ["the node's own group's model now: kept", { copiedHere: true, assigned: "m", loaded: false }, false],
+    ["loaded here otherwise (pinned, a request): kept", { copiedHere: true, assigned: undefined, loaded: true }, false],
+  ])("%s", (_, facts, want) => expect(copyGoes("m", facts)).toBe(want));
+
+  /** Idles out the replica `setup` gives. */
+  async function idleOut(k: ReturnType<typeof setup>) {
+    k.keeper.tick();
+    await settle();
+    k.loaded.get("m")!.lastUse = Date.now() - 1_000;
+    k.keeper.tick();
+    await settle();
+  }
+  test("a replica that copied the file: released for idleness, its copy is deleted", async () => {
+    const k = setup({ idleMs: 1 }, undefined, { assigned: undefined, onDisk: false });
+    await idleOut(k);
+    expect(k.calls).toEqual(expect.arrayContaining(["copy", "load m", "unload m", "remove m"]));
+    expect(lines).toContainEqual(expect.stringContaining("deleted the files copied for a replica that is gone"));
+  });
+  test("a replica whose file was on disk before: nothing deleted", async () => {
+    const k = setup({ idleMs: 1 }, undefined, { assigned: undefined });
+    await idleOut(k);
+    expect(k.calls).toContain("unload m");
+    expect(k.calls.filter((c) => c.startsWith("remove") || c === "copy")).toEqual([]);
+  });
+  test("a copy the node's own group wants (a spare of m's group): kept", async () => {
+    const k = setup({ idleMs: 1 }, undefined, { onDisk: false });
+    await idleOut(k);
+    expect(k.calls).toEqual(expect.arrayContaining(["copy", "unload m"]));
+    expect(k.calls.filter((c) => c.startsWith("remove"))).toEqual([]);
+  });
+  test("a copy whose load failed: deleted", async () => {
+    const k = setup({}, () => Promise.reject(new Error("out of memory")), { assigned: undefined, onDisk: false });
+    k.keeper.tick();
+    await settle();
+    expect(k.calls).toEqual(expect.arrayContaining(["copy", "remove m"]));
+  });
 });
