@@ -96,8 +96,8 @@ export async function dispatch(input: DispatchInput): Promise<Response> {
           turn: state.turn++,
         });
 
-  const attempt = async (): Promise<{ route: Route | undefined; res?: Response; thrown?: unknown }> => {
-    const route = routing ? await routing.route(model, forwarded, forwarded ? undefined : choose) : undefined;
+  const routeNow = async () => (routing ? await routing.route(model, forwarded, forwarded ? undefined : choose) : undefined);
+  const attempt = async (route: Route | undefined): Promise<{ route: Route | undefined; res?: Response; thrown?: unknown }> => {
     const server = serverOf(route, self);
     // Counted only where there is a server to count: a node without a mesh has nothing to choose.
     const end = server === undefined ? undefined : state.outstanding.begin(model, server);
@@ -110,7 +110,7 @@ export async function dispatch(input: DispatchInput): Promise<Response> {
     }
   };
 
-  const first = await attempt();
+  const first = await attempt(await routeNow());
   const outcome: Outcome = first.res ? { status: first.res.status } : { thrown: first.thrown };
   // The catalog is looked at only for a failure: an answer's way back stays off it.
   const servers = failedBeforeAnswer(first.route, outcome) ? (routing?.catalog().find((m) => m.name === model)?.servers ?? []) : [];
@@ -120,9 +120,17 @@ export async function dispatch(input: DispatchInput): Promise<Response> {
     throw first.thrown;
   }
   avoid.add(failed);
+  // Only another server: a route that falls back to the one that failed (the chooser left with
+  // nothing but it, a model loading there) gives the first answer, not the same failure twice.
+  const again = await routeNow();
+  const next = serverOf(again, self);
+  if (next === undefined || avoid.has(next)) {
+    if (first.res) return first.res;
+    throw first.thrown;
+  }
   // Its answer is dropped unread: nothing of it reached the client.
   await first.res?.body?.cancel().catch(() => undefined);
-  const second = await attempt();
+  const second = await attempt(again);
   if (!second.res) throw second.thrown;
   const headers = new Headers(second.res.headers);
   headers.set(RETRIED_FROM_HEADER, failed);

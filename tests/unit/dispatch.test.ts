@@ -127,6 +127,17 @@ describe("one retry", () => {
     expect(m.sent).toEqual([first]);
   });
 
+  test("the other server is left out of the choice (silent): no second try on the failed one, its answer stands", async () => {
+    // The failed server is the one the model is served by, where a route falls back to.
+    const m = mesh([first, second], (s) => (s === first ? status(503) : ok()));
+    const routing = m.serving.routing!;
+    const route = routing.route.bind(routing);
+    // The catalog still lists both, but the node's liveness filter leaves only the failed one to choose from.
+    routing.route = (model, forwarded, choose) => route(model, forwarded, choose && ((servers) => choose(servers.filter((id) => id !== second))));
+    const res = await m.run({ json: USER });
+    expect([res.status, m.sent, res.headers.get(RETRIED_FROM_HEADER)]).toEqual([503, [first], null]);
+  });
+
   test("the failed server left the catalog meanwhile: the other answers", async () => {
     const m = mesh(["a", "b"], (s) => (s === first ? (m.drop(first), serverGone("gone")) : ok()));
     const res = await m.run({ json: USER });
