@@ -214,23 +214,6 @@ async function answerAndStop(send: SendSide, recv: RecvSide, answer: Uint8Array)
   await recv.stop(0).catch(() => undefined);
 }
 
-/**
- * Aborted when the member stops reading the answer or the connection goes: the handler's signal,
- * so a request waiting for a slot leaves the queue then, as a local client's does, instead of
- * waiting its turn only to find nobody reading. (A member whose client leaves while it waits for
- * the answer's head cannot stop reading yet: the 0.35 binding's `stop` waits for the pending read.)
- */
-function peerGaveUp(stream: Stream): AbortController {
-  const gone = new AbortController();
-  stream.send.stopped?.().then(
-    (code) => {
-      if (code !== null) gone.abort(new Error(`the member stopped reading the answer (code ${code})`));
-    },
-    (err: unknown) => gone.abort(err),
-  );
-  return gone;
-}
-
 type ReadRequest = { refused: string } | { method: (typeof METHODS)[number]; path: string; headers: Record<string, string>; body: Uint8Array };
 
 /**
@@ -268,7 +251,6 @@ export async function serveHttp(stream: Stream, handler: (req: Request) => Promi
     const request = new Request(`${MEMBER_URL_BASE}${path}`, {
       method,
       headers,
-      signal: peerGaveUp(stream).signal,
       ...(method === "GET" || method === "HEAD" ? {} : { body }),
     });
     const response = await handler(request);

@@ -28,8 +28,6 @@ export interface SendSide {
   writeAll(bytes: Uint8Array): Promise<void>;
   finish(): Promise<void>;
   reset(code: number): Promise<void>;
-  /** Resolves with the peer's code once it stops reading (it gave up), or null once it read everything; rejects when the connection goes. */
-  stopped?(): Promise<bigint | null>;
 }
 
 export interface RecvSide {
@@ -52,7 +50,6 @@ function wrapStream(bi: IrohBi): Stream {
       writeAll: (b) => send.writeAll(b),
       finish: () => send.finish(),
       reset: (code) => send.reset(BigInt(code)),
-      stopped: () => send.stopped(),
     },
     recv: {
       read: async (buf) => {
