@@ -6,6 +6,7 @@
 import { afterAll, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { nodeIdOf, Transport, type PeerConnection, type TransportOptions } from "../../mesh/transport.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 const started: Transport[] = [];
 afterAll(async () => {
@@ -46,6 +47,8 @@ test("node ids and addresses known at start are iroh's; a dial made before the e
     expect(e.moved).toEqual([]);
     expect(e.t.addr()).toEqual(early[i]!);
   }
+  // The dialer's side is up first: the acceptor hears of the connection a moment later.
+  await waitFor(() => a.accepted.length > 0, { what: "a to accept b's connection", timeoutMs: 10_000 });
   expect(a.accepted.map((c) => c.remoteId)).toEqual([b.t.nodeId]);
 });
 
