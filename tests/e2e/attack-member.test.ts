@@ -136,10 +136,19 @@ describe("a member holding streams open", () => {
       await stream.send.writeAll(Buffer.concat([head("POST", "/v1/chat/completions"), new TextEncoder().encode('{"model":')]));
       stalled.push(stream);
     }
-    const busy = await waitFor(async () => {
-      const answer = await ask();
-      return answer?.status === 503 ? answer : undefined;
-    }, { what: "a 503 once the member holds its share" });
+    // What each ask got, and the node's last words, in the failure: a wait that ends without a
+    // 503 (once in a full CI run) must say whether the node answered 200 or not at all.
+    const seen: string[] = [];
+    const busy = await waitFor(
+      async () => {
+        const answer = await ask();
+        seen.push(answer ? String(answer.status) : "none");
+        return answer?.status === 503 ? answer : undefined;
+      },
+      { what: "a 503 once the member holds its share" },
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}; asks got ${seen.join(" ")}; the node's log ends:\n${node.child.output().slice(-4000)}`);
+    });
     expect(busy.headers["retry-after"]).toBe("1");
     expect(JSON.parse(busy.body)).toEqual({
       error: { message: `this node serves at most ${MAX_CONNECTIONS / 2} requests at once from one mesh member; retry shortly`, type: "service_unavailable", code: "too_many_requests" },
