@@ -6,7 +6,12 @@
  * serving M. A request through the seeder then must be answered by the joiner. The seeder has both
  * models and hosts the tiny one, so the joiner's model is one nobody serves yet.
  *
- *   bun bench/join-to-serving.ts [--runs 3]
+ *   bun bench/join-to-serving.ts [--runs 3] [--lab]
+ *
+ * `--lab` runs every node in its own network namespace of the lab (tests/lab/lab.ts): no route
+ * beyond the lab's bridge, as on a LAN-only box. On loopback the machine's own routes apply, and
+ * where they lead to relays that never answer (a sandbox, a firewall that drops UDP) iroh 0.35
+ * waits out its 3 s probe timeout before its endpoint is up; the two tables tell these apart.
  */
 import { parseArgs } from "node:util";
 import { ANSWERED_BY_HEADER } from "../mesh/routing.ts";
@@ -14,12 +19,16 @@ import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { killAllChildren } from "../tests/helpers/children.ts";
 import { meshReady, TOKEN_MADE, type MeshTestNode } from "../tests/helpers/mesh.ts";
 import { testModel } from "../tests/helpers/models.ts";
-import { startNode, type StartNodeOptions } from "../tests/helpers/node.ts";
+import { startNode, type StartNodeOptions, type TestNode } from "../tests/helpers/node.ts";
+import { Lab, labUnavailable } from "../tests/lab/lab.ts";
 import { waitFor } from "../tests/helpers/wait.ts";
 import { pct, printTable } from "./report.ts";
 
-const { values } = parseArgs({ options: { runs: { type: "string", default: "3" } } });
+const { values } = parseArgs({ options: { runs: { type: "string", default: "3" }, lab: { type: "boolean", default: false } } });
 const RUNS = Number(values.runs);
+const why = values.lab ? labUnavailable() : undefined;
+if (why) console.log(`lab: skipped, ${why}; on loopback instead`);
+const lab = values.lab && !why ? await Lab.create() : undefined;
 process.env.MESH_LLAMA_DIR = (await provideDevLlama()).dir;
 
 const small = ["--ctx-size", "512", "--llamacpp-args", "--threads 1", "--rpc-threads", "1"];
@@ -47,12 +56,15 @@ interface Times {
 /** Spawns a node and times it until `seenBy` (itself when absent) sees it serve `model`, whether its endpoint is up yet or not. */
 async function timedStart(args: string[], opts: StartNodeOptions, model: string, seenBy?: MeshTestNode): Promise<{ node: MeshTestNode; times: Times }> {
   const t0 = performance.now();
-  const started = await startNode(args, opts);
+  const spawned = Promise.withResolvers<TestNode>();
+  const up = lab ? lab.addNode(args, { ...opts, spawned: spawned.resolve }) : startNode(args, opts).then((n) => (spawned.resolve(n), meshReady(n)));
+  up.catch(spawned.reject);
+  const started = await spawned.promise;
   const since = () => performance.now() - t0;
   const made = await started.child.waitForOutput(TOKEN_MADE, 60_000);
   const token = since();
   const serving = waitFor(() => seenServing(seenBy ?? started, made[1]!, model), { what: `${model} to be served`, timeoutMs: 120_000, intervalMs: 20 }).then(since);
-  const node = await meshReady(started);
+  const node = await up;
   const endpoint = since();
   return { node, times: { token, endpoint, serving: await serving } };
 }
@@ -82,8 +94,10 @@ try {
     row("a joiner, its model (wide) copied from a peer (91.5 MiB)", joiners.get(false)!),
   ];
   printTable(["node", "spawn -> join token (ms)", "spawn -> mesh endpoint up (ms)", "spawn -> serving, as the seeder sees it (ms)", "endpoint up -> serving (ms)"], rows);
-  console.log(`\nmedian of ${RUNS} runs each (founders: ${founders.length}); loopback, relays off; test models tiny and wide (3 layers), Q8_0`);
+  const where = lab ? "the lab (each node in its own network namespace, no route beyond its bridge)" : "loopback (this machine's routes)";
+  console.log(`\nmedian of ${RUNS} runs each (founders: ${founders.length}); ${where}, relays off; test models tiny and wide (3 layers), Q8_0`);
 } finally {
+  await lab?.close();
   await killAllChildren();
 }
 process.exit(0);

@@ -5,7 +5,11 @@
  * latency of small non-streaming requests, time to the first streamed byte, requests/s with 16
  * concurrent clients, and an auto-load through the API against a bare llama-server start.
  *
- *   bun bench/router-overhead.ts [--requests 400] [--concurrency 16] [--seconds 5] [--cpu-prof DIR]
+ *   bun bench/router-overhead.ts [--requests 400] [--concurrency 16] [--seconds 5] [--pin] [--cpu-prof DIR]
+ *
+ * `--pin` gives llama-server a core of its own (the last) and the client and router the others,
+ * as on a machine whose model runs on an accelerator: what the router costs then is latency and
+ * its own core's time, not the model's. Without it all three share every core.
  *
  * `--cpu-prof DIR` runs the node under Bun's profiler and leaves its profile (markdown) in DIR when
  * the node stops: where the router's CPU per request goes (the profiler adds to that figure).
@@ -31,6 +35,7 @@ const { values } = parseArgs({
     concurrency: { type: "string", default: "16" },
     seconds: { type: "string", default: "6" },
     loads: { type: "string", default: "5" },
+    pin: { type: "boolean", default: false },
     "cpu-prof": { type: "string" },
   },
 });
@@ -39,6 +44,17 @@ const CONCURRENCY = Number(values.concurrency);
 const SECONDS = Number(values.seconds);
 const LOADS = Number(values.loads);
 const LLAMA_ARGS = "--threads 1 --threads-batch 1 --parallel 4";
+const CORES = navigator.hardwareConcurrency;
+const PIN = values.pin && CORES >= 2;
+if (values.pin && !PIN) console.error("--pin needs 2 cores or more: every process shares the one core");
+
+/** Moves every thread of `pid` onto `cpus` (a taskset list such as "0" or "0-2"). */
+function pin(pid: number, cpus: string): void {
+  const r = Bun.spawnSync(["taskset", "-a", "-cp", cpus, String(pid)], { stdout: "ignore", stderr: "pipe" });
+  if (r.exitCode !== 0) throw new Error(`taskset ${cpus} ${pid}: ${r.stderr.toString().trim()}`);
+}
+const routerCores = CORES > 2 ? `0-${CORES - 2}` : "0";
+const llamaCore = String(CORES - 1);
 
 const llama = await provideDevLlama();
 process.env.MESH_LLAMA_DIR = llama.dir;
@@ -146,8 +162,13 @@ try {
     bare.push(await bareStart());
   }
 
-  const health = (await (await fetch(`${routed}/api/v1/health`)).json()) as { all_models_loaded: { backend_url: string }[] };
+  const health = (await (await fetch(`${routed}/api/v1/health`)).json()) as { all_models_loaded: { backend_url: string; pid: number }[] };
   const direct = health.all_models_loaded[0]!.backend_url;
+  if (PIN) {
+    pin(process.pid, routerCores);
+    pin(node.child.proc.pid, routerCores);
+    pin(health.all_models_loaded[0]!.pid, llamaCore);
+  }
   for (let i = 0; i < 20; i++) await Promise.all([timed(direct, small), timed(routed, small)]);
 
   const lat = await paired(direct, routed, REQUESTS, (u) => timed(u, small));
@@ -168,7 +189,7 @@ try {
   ];
   const header: [string, string, string, string, string] = ["measure", "direct", "via mesh", "added", "goal"];
   printTable(header, rows);
-  console.log(`\n${REQUESTS} paired small requests, ${ttfb.d.length} paired streams, ${SECONDS} alternating 1 s windows per throughput side (medians), ${LOADS} loads; llama-server ${LLAMA_ARGS}; ${navigator.hardwareConcurrency} cores shared by client, router and llama-server`);
+  console.log(`\n${REQUESTS} paired small requests, ${ttfb.d.length} paired streams, ${SECONDS} alternating 1 s windows per throughput side (medians), ${LOADS} loads; llama-server ${LLAMA_ARGS}; ${PIN ? `llama-server alone on core ${llamaCore}, client and router on ${routerCores}` : `${CORES} cores shared by client, router and llama-server`}`);
 } finally {
   await killAllChildren();
   rmSync(modelsDir, { recursive: true, force: true });

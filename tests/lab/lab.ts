@@ -8,7 +8,7 @@
  */
 import { mkdirSync, rmSync } from "node:fs";
 import { meshReady, type MeshTestNode } from "../helpers/mesh.ts";
-import { meshCommand, startNode, type StartNodeOptions } from "../helpers/node.ts";
+import { meshCommand, startNode, type StartNodeOptions, type TestNode } from "../helpers/node.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { alive, claimSubnet, cleanDeadLabs, cmdline, inNs, killNsProcesses, labNames, nsPids, sh, tbfArgs, tmpfsDir, type LabNames } from "./lab-net.ts";
 
@@ -114,7 +114,7 @@ export class Lab {
    * startNode, listening on the lab address with --insecure: the namespace is private to the test).
    * `capMbit` caps its link before the node starts.
    */
-  async addNode(args: string[], opts: StartNodeOptions & { modelsDir?: string; capMbit?: number } = {}): Promise<LabNode> {
+  async addNode(args: string[], opts: StartNodeOptions & { modelsDir?: string; capMbit?: number; spawned?: (node: TestNode) => void } = {}): Promise<LabNode> {
     const i = this.nextIndex++;
     const ns = this.names.ns(i);
     const link = this.names.veth(i, "h");
@@ -135,6 +135,8 @@ export class Lab {
     }
     const labArgs = ["--listen", address, "--insecure", "--quic-bind", `${address}:0`, ...(opts.modelsDir ? ["--models-dir", opts.modelsDir] : [])];
     const node = await startNode([...labArgs, ...args], { ...opts, name: opts.name ?? `lab-node-${i}`, command: inNs(ns, opts.command ?? meshCommand()) });
+    // A bench times what the node does before its endpoint is up (its join token, its start).
+    opts.spawned?.(node);
     try {
       const ready = await meshReady(node);
       const labNode = Object.assign(ready, { ns, address, link, nsLink });
