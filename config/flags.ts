@@ -71,7 +71,7 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("max-body-size", "<size>", "maxBodyBytes", parseSize, "largest request body the API accepts (default 64MiB)"),
   flag("rpc-threads", "<n>", "rpcThreads", parsePositive, "threads of the rpc-server this node offers the mesh (default: all cores)"),
   flag("rpc-cache-size", "<size>", "rpcCacheBytes", parseSize, "bound on the rpc-server tensor cache in the state dir (default 32GiB)"),
-  flag("rpc-direct", "<on|off>", "rpcDirect", parseChoice(["on", "off"] as const), "RPC between peers over direct TLS when they reach each other (default on; off: QUIC only)"),
+  flag("rpc-direct", "<on|off>", "rpcDirect", parseChoice(["on", "off"] as const), "RPC and model copies between peers over direct TLS when they reach each other (default on; off: the QUIC connection only)"),
   flag("evict-mesh-models", "<on|off>", "evictMeshModels", parseChoice(["on", "off"] as const), "let loads on demand unload the model this node hosts for the mesh (default off: they are refused with 409)"),
   flag("replicas", "<on|off>", "replicas", parseChoice(["on", "off"] as const), "load a replica of a model whose servers have requests waiting for a slot, when this node has the memory (default on)"),
   flag("replica-idle", "<duration>", "replicaIdleMs", parseDuration, "unload a replica unused this long (default 5m; 0 = only when its memory is wanted)"),

@@ -28,10 +28,13 @@ import { defaultModelName, parseModelRef } from "../models/model-ref.ts";
 import { ModelStore } from "../models/model-store.ts";
 import { modelStoreRoots, type StoreRoot } from "../models/stores/stores.ts";
 import { serveModelStream } from "../models/peer-transfer.ts";
+import type { Stream } from "../mesh/transport.ts";
 import { capLogs } from "../pool/log-files.ts";
 import { Pool } from "../pool/pool.ts";
 import { RpcServerChild } from "../pool/rpc-server.ts";
 import { connectDirect, startDirectServer } from "../tunnel/direct.ts";
+import type { DirectPurpose } from "../tunnel/direct-auth.ts";
+import { modelStreamOpener } from "./model-streams.ts";
 import { makeDirectIdentity } from "../tunnel/direct-identity.ts";
 import { Tunnels } from "../tunnel/tunnels.ts";
 import { ZeroTransfer } from "../tunnel/zero-transfer.ts";
@@ -155,14 +158,16 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     openStream: async (peerId, kind) => mesh?.membership.openStream(peerId, kind),
     rpcPort: () => rpc.port,
     rewrites: { forkRegisterPeer: false, onSetTensorHash: zeroTransfer.onSetTensorHash, rpcProtocol: () => rpc.protocol, offeredBytes: vramBytes },
-    connectDirect: (peerId) => {
-      const peer = mesh?.membership.peers.get(peerId);
-      const offer = peer?.announcement.direct;
-      const host = peer && directHost(peer.announcement.addresses);
-      if (!mesh || !identity || !offer || !host) return undefined;
-      return connectDirect({ host, port: offer.port, certSha256: offer.certSha256 }, mesh.nodeId, peerId, mesh.secret);
-    },
+    connectDirect: (peerId) => connectToPeer(peerId, "rpc"),
   });
+  /** A proved direct connection to a peer for `purpose`, when both ends offer the path (and the peer serves it). */
+  const connectToPeer = (peerId: string, purpose: DirectPurpose) => {
+    const peer = mesh?.membership.peers.get(peerId);
+    const offer = peer?.announcement.direct;
+    const host = peer && directHost(peer.announcement.addresses);
+    if (!mesh || !identity || !offer || !host || (purpose === "model" && !offer.models)) return undefined;
+    return connectDirect({ host, port: offer.port, certSha256: offer.certSha256 }, mesh.nodeId, peerId, mesh.secret, purpose);
+  };
 
   const pool = new Pool({
     llama,
@@ -194,7 +199,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     enabled: config.fetch === "on",
     modelsDir: config.modelsDir,
     selfId: () => mesh?.nodeId,
-    openStream: async (peerId) => mesh?.membership.openStream(peerId, StreamKind.MODEL),
+    openStream: modelStreamOpener({ direct: (peerId) => connectToPeer(peerId, "model"), mesh: async (peerId) => mesh?.membership.openStream(peerId, StreamKind.MODEL), log }),
     ownSource: (model) => store.list().find((m) => m.name === model)?.source,
     ownRef: (model) => refs.get(model) ?? store.list().find((m) => m.name === model)?.ref,
     hub,
@@ -208,6 +213,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
       models.reconcile();
     },
   });
+  /** A peer's request for one of our models' files, from a MODEL stream or the direct path alike. */
+  const serveModel = (stream: Stream) => serveModelStream(stream, (name) => store.list().find((m) => m.name === name), fetcher.hasher);
   // Models this node serves beside their hosts while their servers are pressed (mesh/replicas.ts).
   // `admin` is made below; a replica's copy is deleted only long after start.
   const replicas = nodeReplicaKeeper(config, { pool, store, fetcher, mesh: () => mesh, models: () => models, remove: (name) => admin.remove(name), log });
@@ -302,12 +309,12 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           meshVersion: pkg.version,
           startedAt: startedAtMs,
           llamaBuild: llama.build ?? "unknown",
-          ...(direct && identity ? { direct: { port: direct.port, certSha256: identity.certSha256 } } : {}),
+          ...(direct && identity ? { direct: { port: direct.port, certSha256: identity.certSha256, models: true } } : {}),
         }),
         onStream: (peerId, kind, stream) => {
           if (kind === StreamKind.RPC) void tunnels.incoming(peerId, stream);
           else if (kind === StreamKind.HTTP && httpHandler) void serveHttp(stream, httpHandler, { maxBodyBytes: config.maxBodyBytes, allow: memberMayRequest, admit: () => memberStreams.take(peerId), from: peerId });
-          else if (kind === StreamKind.MODEL) void serveModelStream(stream, (name) => store.list().find((m) => m.name === name), fetcher.hasher);
+          else if (kind === StreamKind.MODEL) void serveModel(stream);
           else void stream.send.reset(2).catch(() => undefined);
         },
         onPeersChange,
@@ -334,6 +341,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           isPeer: (id) => m.membership.peers.has(id),
           rpcPort: () => rpc.port,
           forHost: (id) => tunnels.forHost(id),
+          serveModel: (_peerId, stream) => serveModel(stream),
           log,
         }).catch((err) => {
           log.warn("no direct rpc path (peers use the mesh connection)", { error: (err as Error).message });

@@ -1,9 +1,10 @@
 /**
- * The direct RPC path between peers that can reach each other: TLS 1.3 over TCP instead of a QUIC
+ * The direct path between peers that can reach each other: TLS 1.3 over TCP instead of a QUIC
  * stream, for the round trips of generation (a QUIC write through the binding costs ~0.1-0.2 ms;
- * a TLS socket in Bun ~20 us). The worker listens with a fresh self-signed certificate whose hash
- * it announces; the host pins that hash, then proves it is a member of this mesh in its first
- * bytes (`direct-auth.ts`). Only then does the worker connect it to its rpc-server.
+ * a TLS socket in Bun ~20 us) and for model copies (bulk bytes, off the binding). A node listens
+ * with a fresh self-signed certificate whose hash it announces; the peer pins that hash, then
+ * proves it is a member of this mesh, and says what for, in its first bytes (`direct-auth.ts`).
+ * Only then is it connected to the rpc-server, or answered as a MODEL stream is.
  *
  * The port is open to whoever can reach the `--quic-bind` host, so until a connection has proved
  * itself it is bounded: a handshake deadline counted from the TCP accept (TLS and the proof within
@@ -15,9 +16,11 @@ import ipaddr from "ipaddr.js";
 import { createConnection, type Socket } from "node:net";
 import tls from "node:tls";
 import type { Log, LogFields } from "../log.ts";
-import { decodeDirectHello, directMac, encodeDirectHello, verifyDirectMac } from "./direct-auth.ts";
+import type { Stream } from "../mesh/transport.ts";
+import { decodeDirectHello, directMac, encodeDirectHello, verifyDirectMac, type DirectPurpose } from "./direct-auth.ts";
 import { normalizeFingerprint, type DirectIdentity } from "./direct-identity.ts";
 import { socketToSocket, type ChunkRewriter, type DirectionCounter } from "./pump.ts";
+import { socketStream } from "./socket-stream.ts";
 
 /** From the TCP accept to a verified proof; also how long a host waits for the worker's TLS. */
 export const HANDSHAKE_DEADLINE_MS = 5_000;
@@ -28,6 +31,8 @@ export const HANDSHAKE_DEADLINE_MS = 5_000;
 export const MAX_UNPROVED_CONNECTIONS = 64;
 /** Unproved connections from one source (an IPv4 address or an IPv6 /64), so one host cannot fill the cap alone. */
 export const MAX_UNPROVED_PER_SOURCE = 8;
+/** Model copies one member may have served at once (a copy asks one file at a time; a few spare for retries). */
+export const MAX_MODEL_CONNECTIONS_PER_PEER = 4;
 /** At most one log line per this long about each kind of refusal: a stranger must not be able to fill the log. */
 const WARNING_EVERY_MS = 10_000;
 
@@ -71,6 +76,8 @@ export interface DirectServerOptions {
   rpcPort: () => number | undefined;
   /** Counters and rewriter for a connection from `hostId`. */
   forHost: (hostId: string) => { fromHost: DirectionCounter; toHost: DirectionCounter; rewriter: ChunkRewriter; onConnection: (sockets: Socket[]) => void };
+  /** Answers a member's model request as a MODEL stream from it would be; absent, such connections are closed. */
+  serveModel?: (peerId: string, stream: Stream) => Promise<void>;
   log: Log;
 }
 
@@ -79,6 +86,7 @@ export async function startDirectServer(opts: DirectServerOptions): Promise<{ po
   /** Connections not yet proved, oldest first: their deadline and the source they count against. */
   const unproved = new Map<Socket, { deadline: Timer; source: string }>();
   const unprovedBySource = new Map<string, number>();
+  const modelConnections = new Map<string, number>();
   /** Takes a socket off the unproved ones (proved, closed or evicted); once only. */
   const settle = (socket: Socket) => {
     const entry = unproved.get(socket);
@@ -100,13 +108,27 @@ export async function startDirectServer(opts: DirectServerOptions): Promise<{ po
       const hello = decodeDirectHello(received);
       if ("need" in hello) return;
       socket.off("data", onData);
-      if ("error" in hello || !opts.isPeer(hello.hostId) || !verifyDirectMac(directMac(opts.secret, hello.hostId, opts.selfId, opts.identity.certSha256), hello.mac)) {
+      if ("error" in hello || !opts.isPeer(hello.hostId) || !verifyDirectMac(directMac(opts.secret, hello.hostId, opts.selfId, opts.identity.certSha256, hello.purpose), hello.mac)) {
         warnRefusedProof({ from: socket.remoteAddress, reason: "error" in hello ? hello.error : "not a member's proof" });
         return void socket.destroy();
       }
       settle(socket);
       socket.pause();
-      void connectRpc(opts, hello.hostId, socket, hello.rest);
+      if (hello.purpose === "rpc") return void connectRpc(opts, hello.hostId, socket, hello.rest);
+      const peerId = hello.hostId;
+      const serving = modelConnections.get(peerId) ?? 0;
+      if (!opts.serveModel || serving >= MAX_MODEL_CONNECTIONS_PER_PEER) return void socket.destroy();
+      modelConnections.set(peerId, serving + 1);
+      const stream = socketStream(socket, hello.rest);
+      void opts
+        .serveModel(peerId, stream)
+        .catch(() => stream.send.reset(1))
+        .finally(() => {
+          const left = (modelConnections.get(peerId) ?? 1) - 1;
+          if (left > 0) modelConnections.set(peerId, left);
+          else modelConnections.delete(peerId);
+          void stream.recv.stop(0);
+        });
     };
     socket.on("data", onData);
     socket.on("error", () => socket.destroy());
@@ -176,8 +198,8 @@ export interface DirectTarget {
   certSha256: string;
 }
 
-/** Opens a direct connection to a worker: pinned certificate, then our proof. Rejects if either fails. */
-export function connectDirect(target: DirectTarget, hostId: string, workerId: string, secret: Uint8Array): Promise<tls.TLSSocket> {
+/** Opens a direct connection to a peer for `purpose`: pinned certificate, then our proof. Rejects if either fails. */
+export function connectDirect(target: DirectTarget, hostId: string, workerId: string, secret: Uint8Array, purpose: DirectPurpose = "rpc"): Promise<tls.TLSSocket> {
   return new Promise((resolve, reject) => {
     // The certificate is self-signed by design; it is checked by its pinned hash below.
     const socket = tls.connect({ host: target.host, port: target.port, rejectUnauthorized: false, minVersion: "TLSv1.3" });
@@ -196,7 +218,7 @@ export function connectDirect(target: DirectTarget, hostId: string, workerId: st
         return reject(new Error("the worker's certificate is not the one it announced"));
       }
       socket.setNoDelay(true);
-      socket.write(encodeDirectHello(hostId, directMac(secret, hostId, workerId, target.certSha256)));
+      socket.write(encodeDirectHello(hostId, directMac(secret, hostId, workerId, target.certSha256, purpose), purpose));
       resolve(socket);
     });
   });

@@ -194,8 +194,25 @@ describe("direct RPC path", () => {
     [new Uint8Array([0]), { need: 2 }],
     [new Uint8Array([0, 4, 104]), { need: 38 }],
     [new Uint8Array([0, 0]), { error: "host id of 0 bytes" }],
-    [new Uint8Array([255, 255]), { error: "host id of 65535 bytes" }],
+    [new Uint8Array([1, 1]), { error: "host id of 257 bytes" }],
+    [new Uint8Array([255, 255]), { need: 5 }],
+    [new Uint8Array([255, 255, 9, 0, 4]), { error: "unknown purpose 9" }],
+    [new Uint8Array([255, 255, 1, 0, 0]), { error: "host id of 0 bytes" }],
+    [new Uint8Array([255, 255, 1, 0, 4, 104]), { need: 41 }],
   ])("partial or bad hello %#", (bytes, expected) => expect(decodeDirectHello(bytes)).toEqual(expected));
+  test("a model copy's hello says so, and its proof opens nothing else (nor an RPC proof a copy)", () => {
+    const cert = "ab".repeat(32);
+    const rpcMac = directMac(secret, "host", "worker", cert);
+    const modelMac = directMac(secret, "host", "worker", cert, "model");
+    expect(verifyDirectMac(rpcMac, modelMac)).toBe(false);
+    const hello = decodeDirectHello(new Uint8Array([...encodeDirectHello("host", modelMac, "model"), 7]));
+    expect(hello).toMatchObject({ purpose: "model", hostId: "host", rest: new Uint8Array([7]) });
+    expect(verifyDirectMac(modelMac, (hello as { mac: Uint8Array }).mac)).toBe(true);
+    // An RPC hello is byte for byte what nodes before model copies send and expect.
+    const rpc = encodeDirectHello("host", rpcMac);
+    expect([...rpc.subarray(0, 2)]).toEqual([0, 4]);
+    expect(decodeDirectHello(rpc)).toMatchObject({ purpose: "rpc", hostId: "host" });
+  });
   test.each([
     [["127.0.0.1:4000", "[::1]:4001"], "127.0.0.1"],
     [["[::1]:4001"], "::1"],

@@ -1,0 +1,104 @@
+#!/usr/bin/env bun
+/**
+ * A model copy between two real nodes, over the direct TLS path and over the mesh's QUIC
+ * connection (`--rpc-direct off` on the node with the file): throughput of the whole copy (manifest,
+ * bytes, the receiver's hash check and install), as the joiner logs it, on loopback and with
+ * `--lab` in the lab with each link capped at `--mbit`. The node with the file is started once per
+ * path and a first copy warms its hash of the file, so the runs time the copy alone.
+ *
+ *   bun bench/model-copy.ts [--model wide-f32] [--runs 3] [--lab] [--mbit 1000]
+ *
+ * Goal (issue 18): over the direct path, 90% or more of a 1 Gbit/s lab link.
+ */
+import { statSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { provideDevLlama } from "../scripts/llama-dev.ts";
+import { PRESET_NAMES, WEIGHT_TYPES, type PresetName, type WeightType } from "../scripts/test-model/presets.ts";
+import { killAllChildren } from "../tests/helpers/children.ts";
+import { testModel } from "../tests/helpers/models.ts";
+import { labUnavailable } from "../tests/lab/lab.ts";
+import { labPlaces, loopbackPlaces, type Places } from "./places.ts";
+import { pct, printTable } from "./report.ts";
+import { step, watchdog } from "./watchdog.ts";
+
+const { values } = parseArgs({
+  options: {
+    model: { type: "string", default: "wide-f32" },
+    runs: { type: "string", default: "3" },
+    lab: { type: "boolean", default: false },
+    mbit: { type: "string", default: "1000" },
+    "limit-minutes": { type: "string", default: "20" },
+  },
+});
+const RUNS = Number(values.runs);
+const MBIT = Number(values.mbit);
+const [preset, type] = values.model.split("-") as [PresetName, WeightType];
+if (!PRESET_NAMES.includes(preset) || !WEIGHT_TYPES.includes(type)) throw new Error(`--model: one of ${PRESET_NAMES.flatMap((p) => WEIGHT_TYPES.map((t) => `${p}-${t}`)).join(", ")}`);
+const MODEL = `${preset}-${type}`;
+process.env.MESH_LLAMA_DIR = (await provideDevLlama()).dir;
+const SMALL = ["--ctx-size", "512", "--llamacpp-args", "--threads 1", "--rpc-threads", "1", "--replicas", "off"];
+
+const open = new Set<Places>();
+const cleanup = async () => {
+  await Promise.all([...open].map((p) => p.close().catch((err: unknown) => console.error(`cleanup: ${String(err)}`))));
+  await killAllChildren();
+};
+watchdog(Number(values["limit-minutes"]) * 60_000, cleanup);
+
+/** ms of each copy (the joiner's own "model fetched" figure), the first one a warm-up left out. */
+async function copies(places: Places, file: string, direct: boolean): Promise<number[]> {
+  const seeder = await places.start([...SMALL, "--model", MODEL, "--rpc-direct", direct ? "on" : "off"], { models: { [`${MODEL}.gguf`]: file } });
+  const times: number[] = [];
+  for (let i = 0; i <= RUNS; i++) {
+    const joiner = await places.start([...SMALL, "--join", seeder.token, "--model", MODEL]);
+    const fetched = await joiner.child.waitForOutput(new RegExp(`model fetched model=${MODEL} ms=(\\d+)`), 300_000);
+    const path = joiner.child.output().match(/model copies from this peer go over the (direct path|mesh connection)/)?.[1];
+    if (path !== (direct ? "direct path" : "mesh connection")) throw new Error(`the copy went over the ${path ?? "(unsaid)"}, not the ${direct ? "direct path" : "mesh connection"}`);
+    if (i > 0) times.push(Number(fetched[1]));
+    await joiner.stop();
+  }
+  await seeder.stop();
+  return times;
+}
+
+async function measure(places: Places, linkMBps: number | undefined): Promise<string[][]> {
+  const file = await testModel(preset, type);
+  const mb = statSync(file).size / 1e6;
+  const rows: string[][] = [];
+  for (const direct of [true, false]) {
+    step(`${MODEL}: copies over the ${direct ? "direct path" : "mesh connection"} (${places.label})`);
+    const ms = pct(await copies(places, file, direct), 50);
+    const mbps = mb / (ms / 1000);
+    rows.push([direct ? "direct TLS path" : "mesh QUIC connection (--rpc-direct off)", mb.toFixed(1), ms.toFixed(0), mbps.toFixed(1), linkMBps ? `${((mbps / linkMBps) * 100).toFixed(0)}%` : "-"]);
+  }
+  return rows;
+}
+
+async function run(places: Places, linkMBps: number | undefined): Promise<void> {
+  open.add(places);
+  try {
+    const rows = await measure(places, linkMBps);
+    console.log(`\n${places.label}:\n`);
+    printTable(["path", "MB", "copy p50 (ms)", "MB/s", "of the link"], rows);
+  } finally {
+    await places.close();
+    open.delete(places);
+  }
+}
+
+let failed = false;
+try {
+  await run(loopbackPlaces(), undefined);
+  if (values.lab) {
+    const why = labUnavailable();
+    if (why !== undefined) console.log(`\nlab: skipped, the lab cannot run here: ${why}`);
+    else await run(await labPlaces(MBIT), MBIT > 0 ? MBIT / 8 : undefined);
+  }
+  console.log(`\n${MODEL}, median of ${RUNS} copies per path after a warm-up copy; each copy by a fresh joiner from the same node; MB = 10^6 bytes`);
+} catch (err) {
+  failed = true;
+  console.error(`bench model-copy: ${err instanceof Error ? err.message : String(err)}`);
+} finally {
+  await cleanup();
+}
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,208 @@
+/**
+ * Model copies over the direct path: the model protocol over real TLS sockets on loopback
+ * (`socketStream`), the direct server's purpose check and per-member cap, and which path a copy's
+ * streams take (`modelStreamOpener`).
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { randomBytes } from "node:crypto";
+import { readFileSync, writeFileSync } from "node:fs";
+import { createServer, connect, type Socket } from "node:net";
+import { join } from "node:path";
+import tls from "node:tls";
+import { createLog } from "../../log.ts";
+import type { Stream } from "../../mesh/transport.ts";
+import { readFrame, writeFrame } from "../../mesh/wire.ts";
+import { FileHasher } from "../../models/model-transfer.ts";
+import { fetchModelFromPeer, serveModelStream, type ModelLookup } from "../../models/peer-transfer.ts";
+import { DIRECT_MODEL_RETRY_MS, modelStreamOpener } from "../../node/model-streams.ts";
+import { directMac, encodeDirectHello } from "../../tunnel/direct-auth.ts";
+import { makeDirectIdentity, normalizeFingerprint } from "../../tunnel/direct-identity.ts";
+import { connectDirect, MAX_MODEL_CONNECTIONS_PER_PEER, startDirectServer } from "../../tunnel/direct.ts";
+import { socketStream } from "../../tunnel/socket-stream.ts";
+import { sha256, tempDirs } from "../helpers/transfer.ts";
+import { waitFor, withDeadline } from "../helpers/wait.ts";
+
+const dirs = tempDirs("mesh-direct-models-");
+const secret = new Uint8Array(32).fill(9);
+const SERVER = "server-node";
+const MEMBER = "member-node";
+const quiet = createLog("text", () => undefined);
+const data = randomBytes(3_000_000);
+const src = dirs.fresh("src");
+const lookup: ModelLookup = (model) => (model === "tiny" ? { files: [join(src, "tiny.gguf")] } : undefined);
+
+let server: Awaited<ReturnType<typeof startDirectServer>>;
+let cert: string;
+const served: string[] = [];
+const sockets: Socket[] = [];
+
+beforeAll(async () => {
+  writeFileSync(join(src, "tiny.gguf"), data);
+  const identity = await makeDirectIdentity();
+  cert = identity.certSha256;
+  const hasher = new FileHasher();
+  server = await startDirectServer({
+    identity,
+    host: "127.0.0.1",
+    selfId: SERVER,
+    secret,
+    isPeer: (id) => id === MEMBER,
+    rpcPort: () => undefined,
+    forHost: () => {
+      throw new Error("no RPC in these tests");
+    },
+    serveModel: (peerId, stream) => (served.push(peerId), serveModelStream(stream, lookup, hasher)),
+    log: quiet,
+  });
+});
+afterAll(() => {
+  for (const s of sockets) s.destroy();
+  server?.close();
+  dirs.remove();
+});
+
+const target = () => ({ host: "127.0.0.1", port: server.port, certSha256: cert });
+const closed = (s: Socket) => new Promise<void>((resolve) => (s.destroyed ? resolve() : s.once("close", () => resolve())));
+
+describe("the model protocol over the direct path", () => {
+  test("a member's copy arrives byte for byte, one connection per request", async () => {
+    const before = served.length;
+    const open = async () => socketStream(await connectDirect(target(), MEMBER, SERVER, secret, "model"));
+    const dest = dirs.fresh("dest");
+    const [path] = await fetchModelFromPeer({ model: "tiny", open, destDir: dest });
+    expect(sha256(readFileSync(path!))).toBe(sha256(data));
+    // The manifest, then the file.
+    expect(served.slice(before)).toEqual([MEMBER, MEMBER]);
+  });
+
+  test("an unknown model is refused in the protocol's own words", async () => {
+    const stream = socketStream(await connectDirect(target(), MEMBER, SERVER, secret, "model"));
+    await writeFrame(stream.send, { op: "manifest", model: "../../etc/passwd" });
+    await stream.send.finish();
+    expect(await withDeadline(readFrame(stream.recv), 10_000, "the refusal")).toEqual({ error: 'model "../../etc/passwd" is not on this node' });
+    await stream.recv.stop(0);
+  });
+
+  test.each([
+    ["a proof made for RPC, sent as a model copy's", () => encodeDirectHello(MEMBER, directMac(secret, MEMBER, SERVER, cert, "rpc"), "model")],
+    ["a model copy's proof from a node that is not a member", () => encodeDirectHello("stranger", directMac(secret, "stranger", SERVER, cert, "model"), "model")],
+    ["a proof under another secret", () => encodeDirectHello(MEMBER, directMac(new Uint8Array(32), MEMBER, SERVER, cert, "model"), "model")],
+  ])("%s is closed without an answer", async (_label, hello) => {
+    const before = served.length;
+    const socket = tls.connect({ host: "127.0.0.1", port: server.port, rejectUnauthorized: false });
+    sockets.push(socket);
+    socket.on("error", () => undefined);
+    await new Promise((r) => socket.once("secureConnect", r));
+    expect(normalizeFingerprint(socket.getPeerCertificate().fingerprint256)).toBe(cert);
+    socket.write(hello());
+    let got = 0;
+    socket.on("data", (d: Buffer) => (got += d.length));
+    await withDeadline(closed(socket), 10_000, "the node to close the connection");
+    expect(got).toBe(0);
+    expect(served.length).toBe(before);
+  });
+
+  test(`one member has at most ${MAX_MODEL_CONNECTIONS_PER_PEER} copies served at once; its places come back`, async () => {
+    // Requests never sent: each holds its place until the serving side's request deadline.
+    const before = served.length;
+    const held = await Promise.all(Array.from({ length: MAX_MODEL_CONNECTIONS_PER_PEER }, () => connectDirect(target(), MEMBER, SERVER, secret, "model")));
+    sockets.push(...held);
+    await waitFor(() => served.length === before + MAX_MODEL_CONNECTIONS_PER_PEER, { what: "the held connections to be taken" });
+    const extra = await connectDirect(target(), MEMBER, SERVER, secret, "model");
+    sockets.push(extra);
+    await withDeadline(closed(extra), 10_000, "the connection over the cap to be closed");
+    expect(served.length).toBe(before + MAX_MODEL_CONNECTIONS_PER_PEER);
+    for (const s of held) s.destroy();
+    await waitFor(
+      async () => {
+        const stream = socketStream(await connectDirect(target(), MEMBER, SERVER, secret, "model"));
+        await writeFrame(stream.send, { op: "manifest", model: "tiny" });
+        await stream.send.finish();
+        const answer = (await withDeadline(readFrame(stream.recv), 5_000, "a manifest").catch(() => null)) as { files?: unknown[] } | null;
+        await stream.recv.stop(0);
+        return answer?.files?.length === 1;
+      },
+      { what: "a copy to be served again once the held connections closed" },
+    );
+  });
+});
+
+describe("socketStream", () => {
+  async function pair(): Promise<{ a: Socket; b: Socket; close: () => void }> {
+    const srv = createServer();
+    await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+    const accepted = new Promise<Socket>((r) => srv.once("connection", r));
+    const a = connect((srv.address() as { port: number }).port, "127.0.0.1");
+    const b = await accepted;
+    sockets.push(a, b);
+    return { a, b, close: () => (a.destroy(), b.destroy(), srv.close()) };
+  }
+
+  test("a peer that takes nothing fails the write at the stall deadline and the socket goes", async () => {
+    const { a, b, close } = await pair();
+    b.pause();
+    const stream = socketStream(a, undefined, 300);
+    const big = new Uint8Array(64 * 1024 * 1024);
+    const failed = await withDeadline(stream.send.writeAll(big).then(() => undefined, (err: Error) => err), 10_000, "the stalled write to fail");
+    expect(failed?.message).toContain("took nothing for 300 ms");
+    expect(a.destroyed).toBe(true);
+    close();
+  });
+
+  test("reads what arrives, early bytes first; the end reads as null; a half-read buffer keeps the rest", async () => {
+    const { a, b, close } = await pair();
+    const stream = socketStream(b, new Uint8Array([1, 2]));
+    a.end(Buffer.from([3, 4, 5]));
+    const buf = new Uint8Array(3);
+    await stream.recv.readExact(buf);
+    expect([...buf]).toEqual([1, 2, 3]);
+    const rest = new Uint8Array(8);
+    expect(await stream.recv.read(rest)).toBe(2);
+    expect([...rest.subarray(0, 2)]).toEqual([4, 5]);
+    expect(await withDeadline(stream.recv.read(rest), 5_000, "the end")).toBeNull();
+    close();
+  });
+
+  test("a connection cut mid-read is an error, not an end", async () => {
+    const { a, b, close } = await pair();
+    const stream = socketStream(b);
+    a.write(Buffer.from([1]));
+    a.resetAndDestroy();
+    const buf = new Uint8Array(4);
+    const err = await withDeadline(stream.recv.readExact(buf).then(() => undefined, (e: Error) => e), 5_000, "the cut");
+    expect(err).toBeInstanceOf(Error);
+    close();
+  });
+});
+
+describe("modelStreamOpener: which path a copy's streams take", () => {
+  const meshStream = { send: {}, recv: {} } as Stream;
+  function opener(direct: () => Promise<Socket> | undefined) {
+    let now = 0;
+    const calls = { direct: 0, mesh: 0 };
+    const open = modelStreamOpener({
+      direct: () => (calls.direct++, direct()),
+      mesh: async () => (calls.mesh++, meshStream),
+      log: quiet,
+      now: () => now,
+    });
+    return { open, calls, advance: (ms: number) => void (now += ms) };
+  }
+
+  test("no direct offer: the mesh connection", async () => {
+    const o = opener(() => undefined);
+    expect(await o.open("p")).toBe(meshStream);
+    expect(o.calls).toEqual({ direct: 1, mesh: 1 });
+  });
+
+  test("a failed direct connection: the mesh now, and for a while without trying again; then direct again", async () => {
+    const o = opener(() => Promise.reject(new Error("refused")));
+    expect(await o.open("p")).toBe(meshStream);
+    o.advance(DIRECT_MODEL_RETRY_MS - 1);
+    expect(await o.open("p")).toBe(meshStream);
+    expect(o.calls).toEqual({ direct: 1, mesh: 2 });
+    o.advance(1);
+    await o.open("p");
+    expect(o.calls).toEqual({ direct: 2, mesh: 3 });
+  });
+});
