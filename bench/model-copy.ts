@@ -2,7 +2,7 @@
 /**
  * A model copy between two real nodes, over the direct TLS path and over the mesh's QUIC
  * connection (`--rpc-direct off` on the node with the file): throughput of the whole copy (manifest,
- * bytes, the receiver's hash check and install), as the joiner logs it, on loopback and with
+ * bytes, the receiver's hash check and install: the joiner's "model copied from a peer"), on loopback and with
  * `--lab` in the lab with each link capped at `--mbit`. The node with the file is started once per
  * path and a first copy warms its hash of the file, so the runs time the copy alone.
  *
@@ -45,13 +45,13 @@ const cleanup = async () => {
 };
 watchdog(Number(values["limit-minutes"]) * 60_000, cleanup);
 
-/** ms of each copy (the joiner's own "model fetched" figure), the first one a warm-up left out. */
+/** ms of each copy (the joiner's own figure), the first one a warm-up left out. */
 async function copies(places: Places, file: string, direct: boolean): Promise<number[]> {
   const seeder = await places.start([...SMALL, "--model", MODEL, "--rpc-direct", direct ? "on" : "off"], { models: { [`${MODEL}.gguf`]: file } });
   const times: number[] = [];
   for (let i = 0; i <= RUNS; i++) {
     const joiner = await places.start([...SMALL, "--join", seeder.token, "--model", MODEL]);
-    const fetched = await joiner.child.waitForOutput(new RegExp(`model fetched model=${MODEL} ms=(\\d+)`), 300_000);
+    const fetched = await joiner.child.waitForOutput(new RegExp(`model copied from a peer model=${MODEL} peer=\\S+ bytes=\\d+ ms=(\\d+)`), 300_000);
     const path = joiner.child.output().match(/model copies from this peer go over the (direct path|mesh connection)/)?.[1];
     if (path !== (direct ? "direct path" : "mesh connection")) throw new Error(`the copy went over the ${path ?? "(unsaid)"}, not the ${direct ? "direct path" : "mesh connection"}`);
     if (i > 0) times.push(Number(fetched[1]));

@@ -27,7 +27,9 @@ import {
   type OnProgress,
 } from "./model-transfer.ts";
 
-const READ_BUFFER = 256 * 1024;
+const READ_BUFFER = 1024 * 1024;
+/** What a sender reads from the file at a time. */
+const SEND_CHUNK = 4 * 1024 * 1024;
 const Name = z.string().min(1).max(1024);
 const RequestSchema = z.discriminatedUnion("op", [
   z.object({ op: z.literal("manifest"), model: Name }),
@@ -152,7 +154,16 @@ async function sendFile(stream: Stream, path: string, head: { size: number; sha2
   const from = Math.min(offset, head.size);
   // The head goes out with the first piece of the file: each write through the binding has a cost.
   let pending: Uint8Array | undefined = encodeFrame(head);
-  for await (const chunk of Bun.file(path).slice(from, head.size).stream()) {
+  // Large reads, the next one under way while this one is sent: a file's stream comes in small
+  // chunks, each a trip to the thread pool, and that (not the link) was what bounded a copy.
+  const file = Bun.file(path);
+  const readAt = (at: number) => file.slice(at, Math.min(at + SEND_CHUNK, head.size)).bytes();
+  let next = from < head.size ? readAt(from) : undefined;
+  for (let at = from; next; ) {
+    const chunk = await next;
+    at += chunk.length;
+    if (chunk.length === 0) throw new Error(`${path} ended before its ${head.size} bytes`);
+    next = at < head.size ? readAt(at) : undefined;
     await stream.send.writeAll(pending ? Buffer.concat([pending, chunk]) : chunk);
     pending = undefined;
   }
@@ -291,21 +302,35 @@ async function fetchFile(opts: PeerFetchOptions, expected: ManifestEntry, report
 }
 
 async function receiveBytes(stream: Stream, part: PartFile, want: ManifestEntry, report: (bytes: number) => void): Promise<void> {
-  const buf = new Uint8Array(READ_BUFFER);
+  // Two buffers: the next read fills one while the other is written to disk.
+  const bufs = [new Uint8Array(READ_BUFFER), new Uint8Array(READ_BUFFER)];
   const cut = (why: string, cause?: unknown) =>
     new Error(`the transfer of ${want.name} ${why} after ${part.offset} of ${want.size} bytes; the partial file is kept and the next attempt resumes from there`, {
       cause,
     });
-  while (part.offset < want.size) {
-    let n: number | null;
-    try {
-      n = await stream.recv.read(buf.subarray(0, Math.min(buf.length, want.size - part.offset)));
-    } catch (err) {
-      throw cut(`broke (${(err as Error).message})`, err);
+  let writing: Promise<void> = Promise.resolve();
+  let received = part.offset;
+  try {
+    for (let i = 0; received < want.size; i ^= 1) {
+      const buf = bufs[i]!;
+      let n: number | null;
+      try {
+        n = await stream.recv.read(buf.subarray(0, Math.min(buf.length, want.size - received)));
+      } catch (err) {
+        throw cut(`broke (${(err as Error).message})`, err);
+      }
+      if (n === null) throw cut("ended early");
+      received += n;
+      // The write before this one must be done: this buffer is the one it wrote from.
+      await writing;
+      writing = part.write(buf.subarray(0, n)).then(() => report(part.offset));
+      // Handled here too: a failed write must not be an unhandled rejection while a read waits.
+      writing.catch(() => undefined);
     }
-    if (n === null) throw cut("ended early");
-    await part.write(buf.subarray(0, n));
-    report(part.offset);
+  } finally {
+    // Whatever came before a failure is on disk (and counted) before the part is kept for a resume.
+    await writing.catch(() => undefined);
   }
+  await writing;
   await stream.recv.stop(0).catch(() => undefined);
 }

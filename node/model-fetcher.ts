@@ -277,8 +277,12 @@ export class ModelFetcher {
         return stream;
       };
       // The size tells how long the peer may take to hash the file before it answers.
+      const began = performance.now();
       const files = await fetchModelFromPeer({ model, open, destDir: this.o.modelsDir, onProgress, signal, hasher: this.hasher, expectedBytes: m?.sizeBytes });
       await recordCopy(this.o.modelsDir, model, files, m?.ref);
+      const ms = performance.now() - began;
+      const bytes = this.progress?.total ?? 0;
+      this.o.log.info("model copied from a peer", { model, peer: plan.peer.slice(0, 10), bytes, ms: Math.round(ms), "MB/s": Math.round(bytes / 1e3 / ms) });
     } else if (plan.kind === "pull") {
       const onPull = (p: PullProgress) => report(p.allBytes, p.allTotal);
       const got = await pullModel({ ref: plan.ref, name: model, modelsDir: this.o.modelsDir, hub: this.o.hub, onProgress: onPull, signal, log: this.o.log, fromPeer: plan.fromPeer });

@@ -9,7 +9,7 @@
 import type { Socket } from "node:net";
 import type { RecvSide, SendSide, Stream } from "../mesh/transport.ts";
 
-const HIGH_WATER = 1024 * 1024;
+const HIGH_WATER = 8 * 1024 * 1024;
 /** As long as a model transfer's idle deadline: a peer that stops reading is given up on. */
 export const SOCKET_WRITE_STALL_MS = 30_000;
 
@@ -57,11 +57,17 @@ export function socketStream(socket: Socket, early: Uint8Array = new Uint8Array(
       if (ended || stopped) return null;
       await new Promise<void>((resolve) => (wake = resolve));
     }
-    const head = chunks[0]!;
-    const n = Math.min(buf.length, head.length);
-    buf.set(head.subarray(0, n));
-    if (n === head.length) chunks.shift();
-    else chunks[0] = head.subarray(n);
+    // As much as is queued, not one chunk: TLS hands over 16 KiB records, and a reader that
+    // writes each read to disk would otherwise make a write per record.
+    let n = 0;
+    while (n < buf.length && chunks.length) {
+      const head = chunks[0]!;
+      const take = Math.min(buf.length - n, head.length);
+      buf.set(head.subarray(0, take), n);
+      n += take;
+      if (take === head.length) chunks.shift();
+      else chunks[0] = head.subarray(take);
+    }
     buffered -= n;
     if (buffered <= HIGH_WATER / 2 && socket.isPaused()) socket.resume();
     return n;
