@@ -51,7 +51,7 @@ async function copies(places: Places, file: string, direct: boolean): Promise<nu
   const times: number[] = [];
   for (let i = 0; i <= RUNS; i++) {
     const joiner = await places.start([...SMALL, "--join", seeder.token, "--model", MODEL]);
-    const fetched = await joiner.child.waitForOutput(new RegExp(`model copied from a peer model=${MODEL} peer=\\S+ bytes=\\d+ ms=(\\d+)`), 300_000);
+    const fetched = await joiner.child.waitForOutput(new RegExp(`model copied from a peer model=${MODEL} peer=\\S+ size=\\d+ ms=(\\d+)`), 300_000);
     const path = joiner.child.output().match(/model copies from this peer go over the (direct path|mesh connection)/)?.[1];
     if (path !== (direct ? "direct path" : "mesh connection")) throw new Error(`the copy went over the ${path ?? "(unsaid)"}, not the ${direct ? "direct path" : "mesh connection"}`);
     if (i > 0) times.push(Number(fetched[1]));

@@ -44,7 +44,16 @@ const CONCURRENCY = Number(values.concurrency);
 const SECONDS = Number(values.seconds);
 const LOADS = Number(values.loads);
 const LLAMA_ARGS = "--threads 1 --threads-batch 1 --parallel 4";
-const CORES = navigator.hardwareConcurrency;
+/** The CPUs this process may run on (a container's cpuset, not always 0..N-1). */
+function allowedCpus(): number[] {
+  const list = /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync("/proc/self/status", "utf8"))?.[1] ?? "";
+  return list.split(",").flatMap((part) => {
+    const [a, b] = part.split("-").map(Number);
+    return b === undefined ? [a!] : Array.from({ length: b - a! + 1 }, (_, i) => a! + i);
+  });
+}
+const CPUS = allowedCpus();
+const CORES = CPUS.length;
 const PIN = values.pin && CORES >= 2;
 if (values.pin && !PIN) console.error("--pin needs 2 cores or more: every process shares the one core");
 
@@ -53,8 +62,8 @@ function pin(pid: number, cpus: string): void {
   const r = Bun.spawnSync(["taskset", "-a", "-cp", cpus, String(pid)], { stdout: "ignore", stderr: "pipe" });
   if (r.exitCode !== 0) throw new Error(`taskset ${cpus} ${pid}: ${r.stderr.toString().trim()}`);
 }
-const routerCores = CORES > 2 ? `0-${CORES - 2}` : "0";
-const llamaCore = String(CORES - 1);
+const routerCores = CPUS.slice(0, -1).join(",");
+const llamaCore = String(CPUS[CPUS.length - 1]);
 
 const llama = await provideDevLlama();
 process.env.MESH_LLAMA_DIR = llama.dir;

@@ -133,6 +133,8 @@ export class PartFile {
    * little left (a whole model's flush at the end cost a copy ~15% of its time).
    */
   private flushing: Promise<void> | undefined;
+  /** A background flush's failure: Linux reports a writeback error once per file, so it is kept for `install`. */
+  private flushError: Error | undefined;
   private unflushed = 0;
   private constructor(
     readonly finalPath: string,
@@ -174,9 +176,12 @@ export class PartFile {
 
   /** Drops what is there and starts an empty part from `origin`. */
   async restart(origin: PartOrigin): Promise<void> {
+    await this.flushing;
     await this.handle?.close();
     this.hasher = new Bun.CryptoHasher("sha256");
     this.offset = 0;
+    this.unflushed = 0;
+    this.flushError = undefined;
     this.handle = await open(this.partPath, "w");
     await this.setOrigin(origin);
   }
@@ -204,8 +209,10 @@ export class PartFile {
     this.unflushed += bytes.length;
     if (this.unflushed >= FLUSH_EVERY_BYTES && !this.flushing) {
       this.unflushed = 0;
-      // Its failure, if any, is the final flush's to report.
-      this.flushing = this.handle.datasync().catch(() => undefined).finally(() => (this.flushing = undefined));
+      this.flushing = this.handle
+        .datasync()
+        .catch((err: Error) => void (this.flushError ??= err))
+        .finally(() => (this.flushing = undefined));
     }
   }
 
@@ -220,6 +227,7 @@ export class PartFile {
     // The rename must not land before the bytes do, or a crash leaves a short file under the final name.
     await this.flushing;
     await this.handle.datasync();
+    if (this.flushError) throw this.flushError;
     await this.handle.close();
     this.handle = undefined;
     const sha256 = this.hasher.digest("hex");

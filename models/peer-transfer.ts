@@ -10,9 +10,9 @@
  */
 import { basename, resolve } from "node:path";
 import { existsSync } from "node:fs";
-import { stat } from "node:fs/promises";
+import { open, stat } from "node:fs/promises";
 import { z } from "zod";
-import { TimedRecv } from "../mesh/read-deadline.ts";
+import { TimedRecv, TimedSend } from "../mesh/read-deadline.ts";
 import type { Stream } from "../mesh/transport.ts";
 import { encodeFrame, readFrame, writeFrame } from "../mesh/wire.ts";
 import {
@@ -30,6 +30,8 @@ import {
 const READ_BUFFER = 1024 * 1024;
 /** What a sender reads from the file at a time. */
 const SEND_CHUNK = 4 * 1024 * 1024;
+/** What a sender writes at a time (each within the idle deadline). */
+const SEND_SLICE = 256 * 1024;
 const Name = z.string().min(1).max(1024);
 const RequestSchema = z.discriminatedUnion("op", [
   z.object({ op: z.literal("manifest"), model: Name }),
@@ -90,14 +92,18 @@ export async function serveModelStream(
   stream: Stream,
   lookup: ModelLookup,
   hasher: FileHasher,
-  deadlines: Pick<TransferDeadlines, "requestMs"> = TRANSFER_DEADLINES,
+  deadlines: Partial<Pick<TransferDeadlines, "requestMs" | "idleMs">> = {},
 ): Promise<void> {
-  const recv = new TimedRecv(stream.recv, deadlines.requestMs, "the peer");
+  const { requestMs, idleMs } = { ...TRANSFER_DEADLINES, ...deadlines };
+  const recv = new TimedRecv(stream.recv, requestMs, "the peer");
+  // A peer that stops taking the file is given up on (its flow control would hold the send, and
+  // the open file, for ever).
+  const timed: Stream = { send: new TimedSend(stream.send, idleMs, "the peer"), recv: stream.recv };
   try {
-    const refusal = await answer(stream, recv, deadlines.requestMs, lookup, hasher);
+    const refusal = await answer(timed, recv, requestMs, lookup, hasher);
     if (refusal === undefined) return;
-    await writeFrame(stream.send, { error: refusal });
-    await stream.send.finish();
+    await writeFrame(timed.send, { error: refusal });
+    await timed.send.finish();
     // Whatever else the peer meant to send is not wanted.
     await recv.stop(0).catch(() => undefined);
   } catch {
@@ -155,20 +161,34 @@ async function sendFile(stream: Stream, path: string, head: { size: number; sha2
   // The head goes out with the first piece of the file: each write through the binding has a cost.
   let pending: Uint8Array | undefined = encodeFrame(head);
   // Large reads, the next one under way while this one is sent: a file's stream comes in small
-  // chunks, each a trip to the thread pool, and that (not the link) was what bounded a copy.
-  const file = Bun.file(path);
-  const readAt = (at: number) => file.slice(at, Math.min(at + SEND_CHUNK, head.size)).bytes();
+  // chunks, each a trip to the thread pool, and that (not the link) was what bounded a copy. One
+  // handle for the whole send: one file throughout, whatever is renamed or removed meanwhile.
+  const file = await open(path, "r");
+  const readAt = (at: number) => {
+    const buf = Buffer.allocUnsafe(Math.min(SEND_CHUNK, head.size - at));
+    const read = file.read(buf, 0, buf.length, at).then(({ bytesRead }) => buf.subarray(0, bytesRead));
+    // Awaited below; handled here too, or a failed read while a write waits would end the process.
+    read.catch(() => undefined);
+    return read;
+  };
   let next = from < head.size ? readAt(from) : undefined;
-  for (let at = from; next; ) {
-    const chunk = await next;
-    at += chunk.length;
-    if (chunk.length === 0) throw new Error(`${path} ended before its ${head.size} bytes`);
-    next = at < head.size ? readAt(at) : undefined;
-    await stream.send.writeAll(pending ? Buffer.concat([pending, chunk]) : chunk);
-    pending = undefined;
+  try {
+    for (let at = from; next; ) {
+      const chunk = await next;
+      at += chunk.length;
+      if (chunk.length === 0) throw new Error(`${path} ended before its ${head.size} bytes`);
+      next = at < head.size ? readAt(at) : undefined;
+      // In slices: the write deadline is for a peer that takes nothing, not for a slow link.
+      const out = pending ? Buffer.concat([pending, chunk]) : chunk;
+      pending = undefined;
+      for (let i = 0; i < out.length; i += SEND_SLICE) await stream.send.writeAll(out.subarray(i, i + SEND_SLICE));
+    }
+    if (pending) await stream.send.writeAll(pending);
+    await stream.send.finish();
+  } finally {
+    await next?.catch(() => undefined);
+    await file.close();
   }
-  if (pending) await stream.send.writeAll(pending);
-  await stream.send.finish();
 }
 
 export interface PeerFetchOptions {
@@ -288,6 +308,9 @@ async function fetchFile(opts: PeerFetchOptions, expected: ManifestEntry, report
         }
         await receiveBytes(stream, part, want, report);
       } catch (err) {
+        // Whatever the peer still sends is not wanted, and a socket must not stay open for it.
+        void stream.send.reset(0).catch(() => undefined);
+        void stream.recv.stop(0).catch(() => undefined);
         opts.signal?.throwIfAborted();
         throw err;
       } finally {

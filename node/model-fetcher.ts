@@ -280,9 +280,8 @@ export class ModelFetcher {
       const began = performance.now();
       const files = await fetchModelFromPeer({ model, open, destDir: this.o.modelsDir, onProgress, signal, hasher: this.hasher, expectedBytes: m?.sizeBytes });
       await recordCopy(this.o.modelsDir, model, files, m?.ref);
-      const ms = performance.now() - began;
-      const bytes = this.progress?.total ?? 0;
-      this.o.log.info("model copied from a peer", { model, peer: plan.peer.slice(0, 10), bytes, ms: Math.round(ms), "MB/s": Math.round(bytes / 1e3 / ms) });
+      // The model's size, whether all of it crossed or some was here already.
+      this.o.log.info("model copied from a peer", { model, peer: plan.peer.slice(0, 10), size: this.progress?.total ?? 0, ms: Math.round(performance.now() - began) });
     } else if (plan.kind === "pull") {
       const onPull = (p: PullProgress) => report(p.allBytes, p.allTotal);
       const got = await pullModel({ ref: plan.ref, name: model, modelsDir: this.o.modelsDir, hub: this.o.hub, onProgress: onPull, signal, log: this.o.log, fromPeer: plan.fromPeer });

@@ -32,7 +32,7 @@ import type { Stream } from "../mesh/transport.ts";
 import { capLogs } from "../pool/log-files.ts";
 import { Pool } from "../pool/pool.ts";
 import { RpcServerChild } from "../pool/rpc-server.ts";
-import { connectDirect, startDirectServer } from "../tunnel/direct.ts";
+import { connectDirect, directTarget, startDirectServer } from "../tunnel/direct.ts";
 import type { DirectPurpose } from "../tunnel/direct-auth.ts";
 import { modelStreamOpener } from "./model-streams.ts";
 import { makeDirectIdentity } from "../tunnel/direct-identity.ts";
@@ -86,14 +86,6 @@ const JOIN_GRACE_MS = 60_000;
  * and a non-streamed answer's whole generation (OpenAI clients wait 10 minutes by default).
  */
 const FORWARD_ANSWER_MS = 10 * 60_000;
-
-/** The host to reach a peer's direct path at: the IP of its first IPv4 address, else IPv6. */
-export function directHost(addresses: readonly string[]): string | undefined {
-  const v4 = addresses.find((a) => !a.startsWith("["));
-  if (v4) return v4.slice(0, v4.lastIndexOf(":"));
-  const v6 = addresses[0];
-  return v6 ? v6.slice(1, v6.lastIndexOf("]")) : undefined;
-}
 
 export interface NodeParts {
   store: ModelStore;
@@ -162,11 +154,9 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   });
   /** A proved direct connection to a peer for `purpose`, when both ends offer the path (and the peer serves it). */
   const connectToPeer = (peerId: string, purpose: DirectPurpose) => {
-    const peer = mesh?.membership.peers.get(peerId);
-    const offer = peer?.announcement.direct;
-    const host = peer && directHost(peer.announcement.addresses);
-    if (!mesh || !identity || !offer || !host || (purpose === "model" && !offer.models)) return undefined;
-    return connectDirect({ host, port: offer.port, certSha256: offer.certSha256 }, mesh.nodeId, peerId, mesh.secret, purpose);
+    const target = directTarget(mesh?.membership.peers.get(peerId)?.announcement, purpose);
+    if (!mesh || !identity || !target) return undefined;
+    return connectDirect(target, mesh.nodeId, peerId, mesh.secret, purpose);
   };
 
   const pool = new Pool({

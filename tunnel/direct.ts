@@ -33,6 +33,8 @@ export const MAX_UNPROVED_CONNECTIONS = 64;
 export const MAX_UNPROVED_PER_SOURCE = 8;
 /** Model copies one member may have served at once (a copy asks one file at a time; a few spare for retries). */
 export const MAX_MODEL_CONNECTIONS_PER_PEER = 4;
+/** The byte that tells a peer its model connection was taken (RPC connections have none: rpc-server speaks first). */
+const MODEL_ACCEPTED = Uint8Array.of(1);
 /** At most one log line per this long about each kind of refusal: a stranger must not be able to fill the log. */
 const WARNING_EVERY_MS = 10_000;
 
@@ -97,9 +99,9 @@ export async function startDirectServer(opts: DirectServerOptions): Promise<{ po
     if (left > 0) unprovedBySource.set(entry.source, left);
     else unprovedBySource.delete(entry.source);
   };
-  const warnRefusedProof = throttledWarning(opts.log, "refused direct rpc connections without a member's proof");
-  const warnSourceFull = throttledWarning(opts.log, "refused direct rpc connections over the cap per source");
-  const warnEvicted = throttledWarning(opts.log, "closed the oldest unproved direct rpc connections to make room");
+  const warnRefusedProof = throttledWarning(opts.log, "refused direct connections without a member's proof");
+  const warnSourceFull = throttledWarning(opts.log, "refused direct connections over the cap per source");
+  const warnEvicted = throttledWarning(opts.log, "closed the oldest unproved direct connections to make room");
   const server = tls.createServer({ key: opts.identity.keyPem, cert: opts.identity.certPem, minVersion: "TLSv1.3" }, (socket) => {
     socket.setNoDelay(true);
     let received = Buffer.alloc(0);
@@ -118,17 +120,22 @@ export async function startDirectServer(opts: DirectServerOptions): Promise<{ po
       const peerId = hello.hostId;
       const serving = modelConnections.get(peerId) ?? 0;
       if (!opts.serveModel || serving >= MAX_MODEL_CONNECTIONS_PER_PEER) return void socket.destroy();
+      // Counted until the socket is gone, not until the answer is: a peer that keeps its side
+      // open holds its place (for END_GRACE_MS at most) rather than a socket beyond the cap.
       modelConnections.set(peerId, serving + 1);
+      socket.once("close", () => {
+        const left = (modelConnections.get(peerId) ?? 1) - 1;
+        if (left > 0) modelConnections.set(peerId, left);
+        else modelConnections.delete(peerId);
+      });
+      // Taken: the peer waits for this byte, so a refusal (not a member yet, over the cap) reads as
+      // a failed connection it can fall back from, not as a copy cut off mid-request.
+      socket.write(MODEL_ACCEPTED);
       const stream = socketStream(socket, hello.rest);
       void opts
         .serveModel(peerId, stream)
         .catch(() => stream.send.reset(1))
-        .finally(() => {
-          const left = (modelConnections.get(peerId) ?? 1) - 1;
-          if (left > 0) modelConnections.set(peerId, left);
-          else modelConnections.delete(peerId);
-          void stream.recv.stop(0);
-        });
+        .finally(() => void stream.recv.stop(0));
     };
     socket.on("data", onData);
     socket.on("error", () => socket.destroy());
@@ -198,6 +205,29 @@ export interface DirectTarget {
   certSha256: string;
 }
 
+/** The host to reach a peer's direct path at: the IP of its first IPv4 address, else IPv6. */
+export function directHost(addresses: readonly string[]): string | undefined {
+  const v4 = addresses.find((a) => !a.startsWith("["));
+  if (v4) return v4.slice(0, v4.lastIndexOf(":"));
+  const v6 = addresses[0];
+  return v6 ? v6.slice(1, v6.lastIndexOf("]")) : undefined;
+}
+
+/**
+ * Where to reach a peer's direct path for `purpose`, from its announcement; undefined when it offers
+ * none, or (for model copies) when it is a node from before they went direct: it would not
+ * understand the hello.
+ */
+export function directTarget(
+  peer: { addresses: readonly string[]; direct?: { port: number; certSha256: string; models?: boolean | undefined } | undefined } | undefined,
+  purpose: DirectPurpose,
+): DirectTarget | undefined {
+  const offer = peer?.direct;
+  const host = peer && directHost(peer.addresses);
+  if (!offer || !host || (purpose === "model" && !offer.models)) return undefined;
+  return { host, port: offer.port, certSha256: offer.certSha256 };
+}
+
 /** Opens a direct connection to a peer for `purpose`: pinned certificate, then our proof. Rejects if either fails. */
 export function connectDirect(target: DirectTarget, hostId: string, workerId: string, secret: Uint8Array, purpose: DirectPurpose = "rpc"): Promise<tls.TLSSocket> {
   return new Promise((resolve, reject) => {
@@ -212,14 +242,25 @@ export function connectDirect(target: DirectTarget, hostId: string, workerId: st
       reject(err);
     });
     socket.once("secureConnect", () => {
-      clearTimeout(timer);
       if (normalizeFingerprint(socket.getPeerCertificate().fingerprint256) !== target.certSha256) {
+        clearTimeout(timer);
         socket.destroy();
         return reject(new Error("the worker's certificate is not the one it announced"));
       }
       socket.setNoDelay(true);
       socket.write(encodeDirectHello(hostId, directMac(secret, hostId, workerId, target.certSha256, purpose), purpose));
-      resolve(socket);
+      if (purpose === "rpc") return clearTimeout(timer), resolve(socket);
+      // A model connection is ours once the peer says it took it (within the same deadline).
+      const refused = () => (clearTimeout(timer), reject(new Error("the peer closed the direct connection without taking it (not a member to it yet, or its places are full)")));
+      socket.once("close", refused);
+      socket.once("data", (first: Buffer) => {
+        clearTimeout(timer);
+        socket.off("close", refused);
+        socket.pause();
+        if (first[0] !== MODEL_ACCEPTED[0]) return socket.destroy(), reject(new Error("the peer answered the direct connection with something else"));
+        if (first.length > 1) socket.unshift(first.subarray(1));
+        resolve(socket);
+      });
     });
   });
 }

@@ -3,8 +3,9 @@
  * transfer) runs unchanged over the direct path. One exchange per connection, as on a stream:
  * `finish` only says the request or answer is whole (the protocols read frames and sizes, never
  * the end of the stream); the socket closes when this side has both finished and stopped reading,
- * or at once on `reset`. Reads buffer at most HIGH_WATER bytes (the socket is paused beyond it), and a
- * write that the peer does not take within `writeStallMs` destroys the socket.
+ * or at once on `reset`; a peer that does not close its side within END_GRACE_MS then is cut off.
+ * Reads buffer at most HIGH_WATER bytes (the socket is paused beyond it), and a write during which
+ * the peer takes nothing for `writeStallMs` destroys the socket.
  */
 import type { Socket } from "node:net";
 import type { RecvSide, SendSide, Stream } from "../mesh/transport.ts";
@@ -12,6 +13,10 @@ import type { RecvSide, SendSide, Stream } from "../mesh/transport.ts";
 const HIGH_WATER = 8 * 1024 * 1024;
 /** As long as a model transfer's idle deadline: a peer that stops reading is given up on. */
 export const SOCKET_WRITE_STALL_MS = 30_000;
+/** How long a closed exchange waits for the peer's side to close before the socket is destroyed. */
+export const END_GRACE_MS = 5_000;
+/** A write's slice: at 1 Mbit/s one drains in ~2 s, well inside the stall deadline. */
+const WRITE_SLICE = 256 * 1024;
 
 export function socketStream(socket: Socket, early: Uint8Array = new Uint8Array(0), writeStallMs = SOCKET_WRITE_STALL_MS): Stream {
   const chunks: Uint8Array[] = early.length ? [early] : [];
@@ -27,7 +32,9 @@ export function socketStream(socket: Socket, early: Uint8Array = new Uint8Array(
     w?.();
   };
   const closeIfDone = () => {
-    if (finished && stopped) socket.end();
+    if (!finished || !stopped || socket.destroyed) return;
+    socket.end();
+    setTimeout(() => socket.destroy(), END_GRACE_MS).unref();
   };
   socket.on("data", (chunk: Buffer) => {
     if (stopped) return;
@@ -87,32 +94,40 @@ export function socketStream(socket: Socket, early: Uint8Array = new Uint8Array(
       stopped = true;
       chunks.length = 0;
       buffered = 0;
+      // Paused, the socket would never see the peer's end or reset.
+      socket.resume();
       notify();
       closeIfDone();
     },
   };
 
+  const writeSlice = (bytes: Uint8Array): Promise<void> => {
+    if (failure) return Promise.reject(failure);
+    if (socket.destroyed || !socket.writable) return Promise.reject(new Error("the connection closed"));
+    if (socket.write(bytes)) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const stall = setTimeout(() => {
+        done();
+        socket.destroy();
+        reject(new Error(`the peer took nothing for ${writeStallMs} ms`));
+      }, writeStallMs);
+      const done = () => {
+        clearTimeout(stall);
+        socket.off("drain", drained);
+        socket.off("close", closed);
+      };
+      const drained = () => (done(), resolve());
+      const closed = () => (done(), reject(new Error("the connection closed")));
+      socket.on("drain", drained);
+      socket.once("close", closed);
+    });
+  };
+
   const send: SendSide = {
-    writeAll(bytes) {
-      if (failure) return Promise.reject(failure);
-      if (socket.destroyed || !socket.writable) return Promise.reject(new Error("the connection closed"));
-      if (socket.write(bytes)) return Promise.resolve();
-      return new Promise((resolve, reject) => {
-        const stall = setTimeout(() => {
-          done();
-          socket.destroy();
-          reject(new Error(`the peer took nothing for ${writeStallMs} ms`));
-        }, writeStallMs);
-        const done = () => {
-          clearTimeout(stall);
-          socket.off("drain", drained);
-          socket.off("close", closed);
-        };
-        const drained = () => (done(), resolve());
-        const closed = () => (done(), reject(new Error("the connection closed")));
-        socket.on("drain", drained);
-        socket.once("close", closed);
-      });
+    async writeAll(bytes) {
+      // In slices, each with its own deadline: a stall is a peer that takes nothing, not a slow link
+      // that takes a large write in more than the deadline.
+      for (let at = 0; at < bytes.length; at += WRITE_SLICE) await writeSlice(bytes.subarray(at, at + WRITE_SLICE));
     },
     async finish() {
       finished = true;

@@ -118,7 +118,7 @@ test("wrong proofs are all refused, and logged in one line rather than one each"
     bad.write(encodeDirectHello("f".repeat(64), new Uint8Array(32)));
     await withDeadline(new Promise((r) => bad.once("close", r)), 5_000, "the node to close a connection with a wrong proof");
   }
-  const lines = logLines(node, /refused direct rpc connections without a member's proof/);
+  const lines = logLines(node, /refused direct connections without a member's proof/);
   console.log(`${attempts} wrong proofs refused: ${lines} log line(s)`);
   expect(lines).toBe(1);
 }, 60_000);
@@ -181,8 +181,8 @@ test("a flood of unproved sockets never keeps a member out: one source gets its 
   // Then all the raw ones go at their deadline; each kind of refusal was logged once, not per socket.
   await withDeadline(Promise.all(raw.map((c) => c.closed)), HANDSHAKE_DEADLINE_MS + 10_000, "every raw connection to be closed at the deadline");
   expect(member.destroyed).toBe(false);
-  expect(logLines(node, /refused direct rpc connections over the cap per source/)).toBe(1);
-  expect(logLines(node, /closed the oldest unproved direct rpc connections/)).toBe(1);
+  expect(logLines(node, /refused direct connections over the cap per source/)).toBe(1);
+  expect(logLines(node, /closed the oldest unproved direct connections/)).toBe(1);
 }, 60_000);
 
 test("the per-source cap counts an IPv4 address, mapped or not, and an IPv6 /64", () => {

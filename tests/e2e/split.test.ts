@@ -141,5 +141,5 @@ test("the direct path refuses a connection without a member's proof", async () =
   socket.on("data", (d) => (received += d.length));
   await new Promise((r) => socket.once("close", r));
   expect(received).toBe(0);
-  await w1.child.waitForOutput(/refused direct rpc connections without a member's proof/);
+  await w1.child.waitForOutput(/refused direct connections without a member's proof/);
 });
