@@ -4,6 +4,7 @@
  */
 import { homedir } from "node:os";
 import type { JoinToken } from "../mesh/join-token.ts";
+import type { TransportLine } from "../mesh/transport.ts";
 import { join } from "node:path";
 import { LLAMA_RELEASE } from "../llama/pin.ts";
 import { GITHUB_API } from "../llama/release.ts";
@@ -59,6 +60,8 @@ export interface Config {
   /** Base of the GitHub-style releases API (a mirror's). */
   llamaMirror: string;
   relay: (typeof RELAY_MODES)[number];
+  /** Which iroh line carries the mesh; every member of a mesh runs the same one. */
+  transport: TransportLine;
   quicBind: { host: string; port: number } | undefined;
   /** A second listener serving the same API (e.g. 127.0.0.1:11434, where Ollama's tools look); none by default. */
   ollamaListen: { host: string; port: number } | undefined;
@@ -110,6 +113,7 @@ export function defaultConfig(home: string = homedir()): Config {
     llamaFlavor: undefined,
     llamaMirror: GITHUB_API,
     relay: "default",
+    transport: "iroh035",
     quicBind: undefined,
     ollamaListen: undefined,
     apiKeys: [],

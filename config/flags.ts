@@ -3,6 +3,7 @@
  * part of the Config. The parser and `--help` are both generated from this table.
  */
 import { decodeJoinToken } from "../mesh/join-token.ts";
+import { TRANSPORT_LINES } from "../mesh/transport.ts";
 import { LOG_FORMATS, RELAY_MODES, type Config } from "./config.ts";
 import {
   parseChoice,
@@ -83,6 +84,7 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("llama-flavor", "<flavor>", "llamaFlavor", parseChoice(FLAVORS), "llama.cpp build: cpu, vulkan, rocm, metal or cuda (default: detected)"),
   flag("llama-mirror", "<url>", "llamaMirror", parseUrl, "releases API to fetch llama.cpp from (default https://api.github.com)"),
   flag("relay", "<mode>", "relay", parseChoice(RELAY_MODES), "iroh relay: default or disabled (direct addresses only)"),
+  flag("transport", "<line>", "transport", parseChoice(TRANSPORT_LINES), "iroh line of the mesh: iroh035 (default) or iroh1; a mesh's members all run the same"),
   flag("quic-bind", "<host:port>", "quicBind", parseHostPort, "address the mesh's QUIC endpoint binds (default: all interfaces, any port)"),
   { ...listFlag("api-key", "<key>", "apiKeys", "require this bearer key on /v1 and /api (repeatable)"), secret: true },
   { name: "insecure", arg: "", help: "allow --listen beyond loopback without any --api-key", multiple: false, boolean: true, apply: (c, t) => void (c.insecure = parseBoolean(t)) },

@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { SECRET_BYTES } from "./identity.ts";
+import { TRANSPORT_LINES, type TransportLine } from "./transport.ts";
 
 const PREFIX = "mesh1";
 
@@ -17,6 +18,8 @@ export interface MemberAddr {
 export interface JoinToken {
   addr: MemberAddr;
   secret: Uint8Array;
+  /** The iroh line its mesh runs; absent in tokens of iroh035 meshes (and of nodes before iroh1). */
+  line?: TransportLine;
 }
 
 /** What a text is not a join token for; the message says what to paste instead. */
@@ -28,11 +31,13 @@ const Wire = z.object({
   a: z.array(z.string().max(64)).max(32),
   r: z.string().url().max(256).optional(),
   s: z.string(),
+  t: z.enum(TRANSPORT_LINES).optional(),
 });
 
 export function encodeJoinToken(t: JoinToken): string {
   const wire: z.infer<typeof Wire> = { n: t.addr.nodeId, a: t.addr.addresses, s: Buffer.from(t.secret).toString("base64url") };
   if (t.addr.relayUrl) wire.r = t.addr.relayUrl;
+  if (t.line && t.line !== "iroh035") wire.t = t.line;
   return PREFIX + Buffer.from(JSON.stringify(wire)).toString("base64url");
 }
 
@@ -51,5 +56,9 @@ export function decodeJoinToken(text: string): JoinToken {
   const secret = Uint8Array.from(Buffer.from(parsed.data.s, "base64url"));
   if (secret.length !== SECRET_BYTES) throw bad("its secret has the wrong length");
   if (parsed.data.a.length === 0 && !parsed.data.r) throw bad("it carries no address to dial");
-  return { addr: { nodeId: parsed.data.n, addresses: parsed.data.a, ...(parsed.data.r ? { relayUrl: parsed.data.r } : {}) }, secret };
+  return {
+    addr: { nodeId: parsed.data.n, addresses: parsed.data.a, ...(parsed.data.r ? { relayUrl: parsed.data.r } : {}) },
+    secret,
+    ...(parsed.data.t && parsed.data.t !== "iroh035" ? { line: parsed.data.t } : {}),
+  };
 }

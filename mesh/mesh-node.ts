@@ -95,6 +95,11 @@ export interface MeshHooks {
  * the token and announcement are made again should its own address differ.
  */
 export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Promise<MeshNode> {
+  // The two iroh lines cannot reach each other: say so now rather than fail to dial.
+  const tokenLine = config.join ? (config.join.line ?? "iroh035") : undefined;
+  if (tokenLine && tokenLine !== config.transport) {
+    throw new Error(`this join token is for a mesh on ${tokenLine} and this node runs ${config.transport}: start it with --transport ${tokenLine} (every member of a mesh runs the same iroh line)`);
+  }
   const secretKey = loadOrCreateNodeKey(config.stateDir);
   const { secret, founded } = resolveMeshSecret(config.stateDir, config.join?.secret);
   let membership: Membership | undefined;
@@ -105,6 +110,7 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
     secretKey,
     ...bindAddresses(config.quicBind, readPorts(portFile)),
     relay: config.relay,
+    line: config.transport,
     onConnection: (conn) => (membership ? void membership.accept(conn) : void early.push(conn)),
     onAddress: (addr) => {
       log.info("the endpoint's address differs from the one worked out at start; the join token is made again", { addresses: addr.addresses.join(",") });
@@ -115,7 +121,7 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
   let token = "";
   const keep = (addr: MemberAddr) => {
     writeFileSync(portFile, `${JSON.stringify(boundPorts(addr.addresses))}\n`);
-    token = encodeJoinToken({ addr, secret });
+    token = encodeJoinToken({ addr, secret, line: config.transport });
     return writeJoinToken(config.stateDir, token);
   };
   const tokenFile = keep(transport.addr());

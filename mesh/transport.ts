@@ -1,28 +1,21 @@
 /**
- * The only file that imports `@number0/iroh` (pinned at 0.35.0: its streams move Uint8Array, the
- * 1.x binding moves Array<number> at a fraction of the speed). Keeping every iroh call here makes a
- * later move to another version one file of work. Native objects (the node, connections, streams)
- * stay referenced from the wrappers for their whole life: one the garbage collector takes would
- * take its connection with it.
+ * The mesh's transport, whatever carries it: authenticated QUIC connections between node ids,
+ * bidirectional streams on them, and our own address. Two lines implement it, each the only file
+ * that imports its iroh binding: `transport-iroh035.ts` (`@number0/iroh` 0.35, the default) and
+ * `transport-iroh1.ts` (1.x, `--transport iroh1`). The two do not speak to each other; a join token
+ * says which line its mesh runs, so a node of the other line is refused before it dials.
  */
 import { createPrivateKey, createPublicKey } from "node:crypto";
 import { createSocket } from "node:dgram";
-import { networkInterfaces } from "node:os";
-import irohPkg from "@number0/iroh/package.json" with { type: "json" };
-import type { BiStream as IrohBi, Connection as IrohConnection, Iroh as IrohNode } from "@number0/iroh";
-import { formatSocketAddr, parseSocketAddr, reachableAddresses, sameAddresses, type BoundSocket } from "./bound-addresses.ts";
+import { formatSocketAddr, parseSocketAddr, type BoundSocket } from "./bound-addresses.ts";
 import type { MemberAddr } from "./join-token.ts";
 
-export const IROH_BINDING_VERSION: string = irohPkg.version;
-const ALPN_TEXT = "mesh/1";
+export const ALPN_TEXT = "mesh/1";
 export const ALPN = new TextEncoder().encode(ALPN_TEXT);
 
-/** Loads the native addon and says which binding runs (`mesh --version`; proves a compiled mesh carries it). */
-export async function describeTransport(): Promise<string> {
-  const { Iroh } = await import("@number0/iroh");
-  if (typeof Iroh.memory !== "function") throw new Error("the iroh native addon loaded without Iroh.memory");
-  return `iroh ${IROH_BINDING_VERSION} (${process.platform}-${process.arch} addon)`;
-}
+/** Which iroh line carries the mesh. */
+export const TRANSPORT_LINES = ["iroh035", "iroh1"] as const;
+export type TransportLine = (typeof TRANSPORT_LINES)[number];
 
 export interface SendSide {
   writeAll(bytes: Uint8Array): Promise<void>;
@@ -42,56 +35,16 @@ export interface Stream {
   recv: RecvSide;
 }
 
-function wrapStream(bi: IrohBi): Stream {
-  const send = bi.send;
-  const recv = bi.recv;
-  return {
-    send: {
-      writeAll: (b) => send.writeAll(b),
-      finish: () => send.finish(),
-      reset: (code) => send.reset(BigInt(code)),
-    },
-    recv: {
-      read: async (buf) => {
-        const n = await recv.read(buf);
-        return n === null ? null : Number(n);
-      },
-      readExact: (buf) => recv.readExact(buf),
-      stop: (code) => recv.stop(BigInt(code)),
-    },
-  };
-}
-
-export class PeerConnection {
+/** A connection to a peer, its id proved by QUIC's handshake. */
+export interface PeerConnection {
   readonly remoteId: string;
   /** Resolves with the reason once the connection is closed, by either side or by a timeout. */
   readonly closed: Promise<string>;
-
-  constructor(private readonly conn: IrohConnection) {
-    this.remoteId = conn.remoteNodeId().toString();
-    this.closed = conn.closed().catch((err: unknown) => String(err));
-  }
-
-  async openStream(): Promise<Stream> {
-    return wrapStream(await this.conn.openBi());
-  }
-
-  async acceptStream(): Promise<Stream> {
-    return wrapStream(await this.conn.acceptBi());
-  }
-
+  openStream(): Promise<Stream>;
+  acceptStream(): Promise<Stream>;
   /** Round-trip time in milliseconds, as QUIC estimates it. */
-  rttMs(): number {
-    return Number(this.conn.rtt());
-  }
-
-  close(code: number, reason: string): void {
-    try {
-      this.conn.close(BigInt(code), new TextEncoder().encode(reason));
-    } catch {
-      // already closed
-    }
-  }
+  rttMs(): number;
+  close(code: number, reason: string): void;
 }
 
 export type QuicPathKind = "direct" | "relay" | "mixed" | "none";
@@ -103,9 +56,48 @@ export interface TransportOptions {
   ipv6Addr?: string;
   /** Keep the relay URL out of our address (dial direct addresses only). */
   relay: "default" | "disabled";
+  /** The iroh line (default iroh035). */
+  line?: TransportLine;
   onConnection: (conn: PeerConnection) => void;
   /** The endpoint's own address, once it is up, when it differs from the one worked out at start. */
   onAddress?: (addr: MemberAddr) => void;
+}
+
+/** A started endpoint of either line. */
+export interface Transport {
+  readonly nodeId: string;
+  readonly line: TransportLine;
+  /** Resolves once the endpoint accepts and dials; rejects, with what went wrong, when it cannot start. */
+  readonly ready: Promise<void>;
+  /** Our address as peers should dial it: worked out at start, the endpoint's own once it is up. */
+  addr(): MemberAddr;
+  /** How the connection to a peer goes now: over UDP directly, through a relay, both, or neither (yet). */
+  pathTo(nodeId: string): Promise<QuicPathKind>;
+  dial(addr: MemberAddr): Promise<PeerConnection>;
+  close(): Promise<void>;
+}
+
+/** Starts an endpoint of the line asked for (the binding is loaded only when it is used). */
+async function start(opts: TransportOptions): Promise<Transport> {
+  if (opts.line === "iroh1") return (await import("./transport-iroh1.ts")).Iroh1Transport.start(opts);
+  return (await import("./transport-iroh035.ts")).Iroh035Transport.start(opts);
+}
+
+export const Transport = {
+  /** Chooses the ports, derives the node id and starts the endpoint behind them; `ready` says when it is up. */
+  start,
+  /** Starts and waits until the endpoint is up (tools and tests that have nothing to do meanwhile). */
+  async bind(opts: TransportOptions): Promise<Transport> {
+    const transport = await start(opts);
+    await transport.ready;
+    return transport;
+  },
+};
+
+/** Loads each line's native addon and says which bindings the executable carries (`mesh --version`). */
+export async function describeTransport(): Promise<string> {
+  const [a, b] = await Promise.all([import("./transport-iroh035.ts").then((m) => m.describeIroh035()), import("./transport-iroh1.ts").then((m) => m.describeIroh1())]);
+  return `${a}; ${b}`;
 }
 
 // An Ed25519 private key in PKCS#8 DER is this prefix and then the 32-byte seed (RFC 8410).
@@ -119,7 +111,7 @@ export function nodeIdOf(secretKey: Uint8Array): string {
 }
 
 /** An iroh error's message without its Rust stack trace, on one line. */
-function irohReason(err: unknown): string {
+export function irohReason(err: unknown): string {
   return String((err as Error).message ?? err).split(/\n\s*Stack backtrace:/)[0]!.replace(/\s*Caused by:\s*/g, ": ").replace(/\s+/g, " ").trim();
 }
 
@@ -145,7 +137,7 @@ async function freeUdpPort(host: string): Promise<number | undefined> {
  * meanwhile, iroh binds elsewhere and `onAddress` says where. A family asked for that cannot be
  * probed goes to iroh as asked (iroh says what is wrong with it); one not asked for, left to iroh.
  */
-async function chooseSockets(opts: Pick<TransportOptions, "ipv4Addr" | "ipv6Addr">): Promise<{ v4?: BoundSocket; v6?: BoundSocket; asked: Record<string, string> }> {
+export async function chooseSockets(opts: Pick<TransportOptions, "ipv4Addr" | "ipv6Addr">): Promise<{ v4?: BoundSocket; v6?: BoundSocket; asked: Record<string, string> }> {
   const asked: Record<string, string> = {};
   const choose = async (key: "ipv4Addr" | "ipv6Addr", fallback: string): Promise<BoundSocket | undefined> => {
     const text = opts[key];
@@ -164,116 +156,3 @@ async function chooseSockets(opts: Pick<TransportOptions, "ipv4Addr" | "ipv6Addr
   return { ...(v4 ? { v4 } : {}), ...(v6 ? { v6 } : {}), asked };
 }
 
-export class Transport {
-  private readonly live = new Set<IrohConnection>();
-  private node: IrohNode | undefined;
-  /** Resolves once iroh accepts and dials; rejects, with what went wrong, when it cannot start. */
-  readonly ready: Promise<void>;
-
-  private constructor(
-    readonly nodeId: string,
-    private address: MemberAddr,
-    private readonly relay: "default" | "disabled",
-    start: (self: Transport) => Promise<void>,
-  ) {
-    this.ready = start(this);
-    // Awaited by whoever needs it; a failure nobody awaits yet is no crash.
-    this.ready.catch(() => undefined);
-  }
-
-  /**
-   * Chooses the ports, derives the node id and starts iroh behind them: resolves in milliseconds,
-   * with our address as the interfaces say it is. `ready` says when iroh is up (its first network
-   * report waits for relay probes, seconds where relays are out of reach); dials wait for it.
-   */
-  static async start(opts: TransportOptions): Promise<Transport> {
-    const sockets = await chooseSockets(opts);
-    const nodeId = nodeIdOf(opts.secretKey);
-    const early: MemberAddr = { nodeId, addresses: reachableAddresses(sockets, networkInterfaces()) };
-    return new Transport(nodeId, early, opts.relay, (self) => self.startIroh(opts, sockets.asked));
-  }
-
-  /** Starts and waits until iroh is up (tools and tests that have nothing to do meanwhile). */
-  static async bind(opts: TransportOptions): Promise<Transport> {
-    const transport = await Transport.start(opts);
-    await transport.ready;
-    return transport;
-  }
-
-  private async startIroh(opts: TransportOptions, bindOpts: Record<string, string>): Promise<void> {
-    const { Iroh } = await import("@number0/iroh");
-    let node: IrohNode;
-    try {
-      node = await Iroh.memory({
-        secretKey: [...opts.secretKey],
-        nodeDiscovery: "None" as never,
-        ...bindOpts,
-        protocols: {
-          // The binding reads an object key as the ALPN's bytes: the key must be the text itself.
-          [ALPN_TEXT]: () => ({
-            accept: (err: Error | null, conn: IrohConnection) => {
-              if (!err) opts.onConnection(this.track(conn));
-            },
-            shutdown: () => undefined,
-          }),
-        },
-      });
-    } catch (err) {
-      throw new Error(`the iroh endpoint did not start (${Object.values(bindOpts).join(", ") || "default sockets"}): ${irohReason(err)}`);
-    }
-    const irohId = await node.net.nodeId();
-    if (irohId !== this.nodeId) {
-      await node.node.shutdown().catch(() => undefined);
-      throw new Error(`iroh gives this key node id ${irohId}, not ${this.nodeId} as announced`);
-    }
-    this.node = node;
-    const a = await node.net.nodeAddr();
-    const addr: MemberAddr = { nodeId: a.nodeId, addresses: a.addresses ?? [] };
-    if (this.relay === "default" && a.relayUrl) addr.relayUrl = a.relayUrl;
-    const changed = !sameAddresses(addr.addresses, this.address.addresses) || addr.relayUrl !== this.address.relayUrl;
-    this.address = addr;
-    if (changed) opts.onAddress?.(addr);
-  }
-
-  /** Keeps the native connection referenced until it closes. */
-  private track(conn: IrohConnection): PeerConnection {
-    this.live.add(conn);
-    const wrapped = new PeerConnection(conn);
-    void wrapped.closed.then(() => this.live.delete(conn));
-    return wrapped;
-  }
-
-  /** Our address as peers should dial it: worked out at start, iroh's own once it is up. */
-  addr(): MemberAddr {
-    return this.address;
-  }
-
-  /** How the connection to a peer goes now, as iroh sees it: over UDP directly, through a relay, both, or neither (yet). */
-  async pathTo(nodeId: string): Promise<QuicPathKind> {
-    if (!this.node) return "none";
-    const { PublicKey } = await import("@number0/iroh");
-    const info = await this.node.net.remoteInfo(PublicKey.fromString(nodeId)).catch(() => null);
-    const type = String(info?.connType.type ?? "None").toLowerCase();
-    return type === "direct" || type === "relay" || type === "mixed" ? type : "none";
-  }
-
-  async dial(addr: MemberAddr): Promise<PeerConnection> {
-    await this.ready;
-    const node = this.node!;
-    const target = { nodeId: addr.nodeId, addresses: addr.addresses, ...(this.relay === "default" && addr.relayUrl ? { relayUrl: addr.relayUrl } : {}) };
-    return this.track(await node.node.endpoint().connect(target, ALPN));
-  }
-
-  async close(): Promise<void> {
-    // Still starting: it is stopped once up, or never was.
-    await this.ready.catch(() => undefined);
-    for (const conn of this.live) {
-      try {
-        conn.close(0n, new TextEncoder().encode("shutdown"));
-      } catch {
-        // already closed
-      }
-    }
-    await this.node?.node.shutdown();
-  }
-}

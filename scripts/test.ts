@@ -2,9 +2,12 @@
 /**
  * `npm test`: makes sure the real llama.cpp is there (building it into the cache on the first run,
  * about 5 minutes on 2 cores) and Chromium for the browser tests (Debian's, installed when it can
- * be), then runs `bun test` with MESH_LLAMA_DIR and MESH_CHROMIUM pointing at them. Arguments pass
- * through to `bun test` (e.g. `npm test -- tests/unit`).
+ * be), then runs `bun test` with MESH_LLAMA_DIR and MESH_CHROMIUM pointing at them, and then the
+ * mesh suites a second time on the iroh 1.x line (`--transport iroh1`). Arguments pass through to
+ * `bun test` (e.g. `npm test -- tests/unit`), and then it runs once, on MESH_TEST_TRANSPORT's line.
  */
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { provideChromium } from "./chromium-dev.ts";
 import { provideDevLlama } from "./llama-dev.ts";
 
@@ -14,8 +17,19 @@ const chromium = await provideChromium();
 console.error("path" in chromium ? `chromium: ${chromium.path}` : `chromium: none (${chromium.missing}); the browser tests skip`);
 // End-to-end tests start real processes on a loaded 2-core machine; each waits on conditions with
 // its own deadlines, and this is only the outer bound per test.
-const proc = Bun.spawn([process.execPath, "test", "--timeout", "120000", ...process.argv.slice(2)], {
-  stdio: ["inherit", "inherit", "inherit"],
-  env: { ...process.env, MESH_LLAMA_DIR: llama.dir, ...("path" in chromium ? { MESH_CHROMIUM: chromium.path } : {}) },
-});
-process.exit(await proc.exited);
+const env = { ...process.env, MESH_LLAMA_DIR: llama.dir, ...("path" in chromium ? { MESH_CHROMIUM: chromium.path } : {}) };
+const bunTest = async (args: string[], extra: Record<string, string> = {}) =>
+  Bun.spawn([process.execPath, "test", "--timeout", "120000", ...args], { stdio: ["inherit", "inherit", "inherit"], env: { ...env, ...extra } }).exited;
+
+const args = process.argv.slice(2);
+const first = await bunTest(args);
+// A whole run runs the mesh suites (every e2e file that forms a mesh or dials a node as a peer)
+// again on the other iroh line; a run of chosen files runs once, on MESH_TEST_TRANSPORT's line.
+if (args.length > 0 || process.env.MESH_TEST_TRANSPORT) process.exit(first);
+const e2e = join(import.meta.dir, "..", "tests", "e2e");
+const meshSuites = readdirSync(e2e)
+  .filter((f) => f.endsWith(".test.ts") && /--join|RoguePeer/.test(readFileSync(join(e2e, f), "utf8")))
+  .map((f) => join("tests", "e2e", f));
+console.error(`\nthe mesh suites again on --transport iroh1: ${meshSuites.length} files`);
+const second = await bunTest(meshSuites, { MESH_TEST_TRANSPORT: "iroh1" });
+process.exit(first || second);

@@ -35,6 +35,7 @@ const scratch = mkdtempSync(join(tmpdir(), "mesh-attack-member-"));
 interface Loaded {
   model_name: string;
   pid: number;
+  state: string;
 }
 const loaded = async () => ((await (await fetch(`${node.url}/api/v1/health`, { headers: auth })).json()) as { all_models_loaded: Loaded[] }).all_models_loaded;
 const loadsOf = (model: string) => [...node.child.output().matchAll(new RegExp(`loading model model=${model} `, "g"))].length;
@@ -42,7 +43,8 @@ const loadsOf = (model: string) => [...node.child.output().matchAll(new RegExp(`
 beforeAll(async () => {
   const tiny = await testModel("tiny", "q8_0");
   [node, rogue] = await Promise.all([startMeshNode([...SMALL_LLAMA, "--api-key", KEY, "--max-connections", String(MAX_CONNECTIONS), "--model", tiny]), RoguePeer.start()]);
-  await waitFor(async () => (await loaded()).some((s) => s.model_name === MODEL), { what: `${MODEL} to load`, timeoutMs: 120_000 });
+  // Ready, not just listed: a server still starting changes under the tests' before/after checks.
+  await waitFor(async () => (await loaded()).some((s) => s.model_name === MODEL && s.state === "ready"), { what: `${MODEL} to load`, timeoutMs: 120_000 });
   member = await rogue.member(decodeJoinToken(node.token));
 });
 afterAll(async () => {

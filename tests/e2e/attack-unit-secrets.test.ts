@@ -16,7 +16,7 @@ import { blockedFor } from "../../service/system-user.ts";
 import { killAllChildren, spawnChild, type Child } from "../helpers/children.ts";
 import { devLlamaDir } from "../helpers/llama.ts";
 import { peerIds, startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
-import { meshCommand } from "../helpers/node.ts";
+import { meshCommand, TRANSPORT_ARGS } from "../helpers/node.ts";
 import { directives, execStartArgv, parseEnvFile, unitEnvironment } from "../helpers/systemd-unit.ts";
 import { waitFor } from "../helpers/wait.ts";
 
@@ -57,7 +57,7 @@ test("install --api-key --join: the 0644 unit holds no secret, the 0600 env file
   temps.push(root);
   const [home, units, state, models] = [join(root, "home"), join(root, "units"), join(root, "state"), join(root, "models")] as const;
   for (const d of [home, models]) mkdirSync(d);
-  const nodeFlags = ["--port", "0", "--quic-bind", "127.0.0.1:0", "--relay", "disabled", "--state-dir", state, "--models-dir", models, "--log-format", "text", "--rpc-threads", "1"];
+  const nodeFlags = ["--port", "0", "--quic-bind", "127.0.0.1:0", "--relay", "disabled", "--state-dir", state, "--models-dir", models, "--log-format", "text", "--rpc-threads", "1", ...TRANSPORT_ARGS];
   // A system unit (the one in /etc/systemd/system), files only: MESH_SYSTEMD_DIR.
   const install = Bun.spawnSync([...meshCommand(), "service", "install", "--api-key", KEY, "--join", token, ...nodeFlags], {
     cwd: root,

@@ -7,7 +7,7 @@ import { rmSync } from "node:fs";
 import { decodeJoinToken, encodeJoinToken } from "../../mesh/join-token.ts";
 import { killAllChildren } from "../helpers/children.ts";
 import { meshStatus, peerIds, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
-import { startNode } from "../helpers/node.ts";
+import { startNode, TEST_TRANSPORT } from "../helpers/node.ts";
 import { RoguePeer, type Junk } from "../helpers/rogue-peer.ts";
 import { waitFor } from "../helpers/wait.ts";
 
@@ -42,13 +42,29 @@ test("a node with the wrong mesh secret is refused and appears nowhere", async (
   const b = await node(["--join", a.token]);
   await waitForFullMesh([a, b]);
   const real = decodeJoinToken(a.token);
-  const forged = encodeJoinToken({ addr: real.addr, secret: new Uint8Array(32).fill(9) });
+  const forged = encodeJoinToken({ ...real, secret: new Uint8Array(32).fill(9) });
   const w = await node(["--join", forged]);
   await w.child.waitForOutput(/could not join the mesh; retrying .*could not prove the mesh secret/);
   await a.child.waitForOutput(/refused a peer that failed authentication/);
   expect(await peerIds(a)).toEqual([b.nodeId]);
   expect(await peerIds(b)).toEqual([a.nodeId]);
   expect(await peerIds(w)).toEqual([]);
+});
+
+test("a node of the other iroh line is refused at start with what to do, never half-joined", async () => {
+  const a = await node();
+  const mine = TEST_TRANSPORT ?? "iroh035";
+  const other = mine === "iroh1" ? "iroh035" : "iroh1";
+  expect(decodeJoinToken(a.token).line ?? "iroh035").toBe(mine);
+  // Flags after the test's own: the last --transport wins.
+  const w = await startNode(["--join", a.token, "--transport", other]);
+  try {
+    await w.child.waitForOutput(new RegExp(`this join token is for a mesh on ${mine} and this node runs ${other}: start it with --transport ${mine}`), 60_000);
+    expect(await w.child.proc.exited).toBe(1);
+  } finally {
+    await w.stop();
+  }
+  expect(await peerIds(a)).toEqual([]);
 });
 
 test("kill -9 of a node removes it from every view; a graceful exit does too", async () => {

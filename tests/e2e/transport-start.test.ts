@@ -3,9 +3,9 @@
  * we derive from a key is iroh's, the address worked out at start is the one iroh binds, a dial made
  * before either end is up waits and connects, and an endpoint that cannot bind says so.
  */
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { nodeIdOf, Transport, type PeerConnection, type TransportOptions } from "../../mesh/transport.ts";
+import { nodeIdOf, Transport, TRANSPORT_LINES, type PeerConnection, type TransportLine, type TransportOptions } from "../../mesh/transport.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const started: Transport[] = [];
@@ -13,7 +13,7 @@ afterAll(async () => {
   await Promise.all(started.map((t) => t.close().catch(() => undefined)));
 });
 
-async function start(opts: Partial<TransportOptions> = {}): Promise<{ t: Transport; moved: string[][]; accepted: PeerConnection[] }> {
+async function start(line: TransportLine, opts: Partial<TransportOptions> = {}): Promise<{ t: Transport; moved: string[][]; accepted: PeerConnection[] }> {
   const moved: string[][] = [];
   const accepted: PeerConnection[] = [];
   const t = await Transport.start({
@@ -21,6 +21,7 @@ async function start(opts: Partial<TransportOptions> = {}): Promise<{ t: Transpo
     ipv4Addr: "127.0.0.1:0",
     ipv6Addr: "[::1]:0",
     relay: "disabled",
+    line,
     onConnection: (c) => accepted.push(c),
     onAddress: (a) => moved.push(a.addresses),
     ...opts,
@@ -29,31 +30,33 @@ async function start(opts: Partial<TransportOptions> = {}): Promise<{ t: Transpo
   return { t, moved, accepted };
 }
 
-test("node ids and addresses known at start are iroh's; a dial made before the ends are up connects", async () => {
-  const keys = [Buffer.from("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60", "hex"), randomBytes(32), randomBytes(32)];
-  const ends = await Promise.all(keys.map((k) => start({ secretKey: Uint8Array.from(k) })));
-  const early = ends.map((e) => e.t.addr());
-  for (const [i, e] of ends.entries()) {
-    expect(e.t.nodeId).toBe(nodeIdOf(keys[i]!));
-    expect(early[i]!.addresses).toHaveLength(2);
-  }
-  const [a, b] = ends as [(typeof ends)[0], (typeof ends)[0]];
-  // Issued at once: it waits for b's endpoint, and a's accepts once up.
-  const conn = await b.t.dial(early[0]!);
-  expect(conn.remoteId).toBe(a.t.nodeId);
-  // `ready` rejects when iroh's id for the key differs from ours: every one resolved.
-  await Promise.all(ends.map((e) => e.t.ready));
-  for (const [i, e] of ends.entries()) {
-    expect(e.moved).toEqual([]);
-    expect(e.t.addr()).toEqual(early[i]!);
-  }
-  // The dialer's side is up first: the acceptor hears of the connection a moment later.
-  await waitFor(() => a.accepted.length > 0, { what: "a to accept b's connection", timeoutMs: 10_000 });
-  expect(a.accepted.map((c) => c.remoteId)).toEqual([b.t.nodeId]);
-});
+describe.each(TRANSPORT_LINES)("%s", (line) => {
+  test("node ids and addresses known at start are iroh's; a dial made before the ends are up connects", async () => {
+    const keys = [Buffer.from("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60", "hex"), randomBytes(32), randomBytes(32)];
+    const ends = await Promise.all(keys.map((k) => start(line, { secretKey: Uint8Array.from(k) })));
+    const early = ends.map((e) => e.t.addr());
+    for (const [i, e] of ends.entries()) {
+      expect(e.t.nodeId).toBe(nodeIdOf(keys[i]!));
+      expect(early[i]!.addresses).toHaveLength(2);
+    }
+    const [a, b] = ends as [(typeof ends)[0], (typeof ends)[0]];
+    // Issued at once: it waits for b's endpoint, and a's accepts once up.
+    const conn = await b.t.dial(early[0]!);
+    expect(conn.remoteId).toBe(a.t.nodeId);
+    // `ready` rejects when iroh's id for the key differs from ours: every one resolved.
+    await Promise.all(ends.map((e) => e.t.ready));
+    for (const [i, e] of ends.entries()) {
+      expect(e.moved).toEqual([]);
+      expect(e.t.addr()).toEqual(early[i]!);
+    }
+    // The dialer's side is up first: the acceptor hears of the connection a moment later.
+    await waitFor(() => a.accepted.length > 0, { what: "a to accept b's connection", timeoutMs: 10_000 });
+    expect(a.accepted.map((c) => c.remoteId)).toEqual([b.t.nodeId]);
+  });
 
-test("an address that cannot be bound makes `ready` fail, naming it", async () => {
-  // TEST-NET-3 (RFC 5737): no interface here has it.
-  const { t } = await start({ ipv4Addr: "203.0.113.7:0" });
-  await expect(t.ready).rejects.toThrow("203.0.113.7");
+  test("an address that cannot be bound makes `ready` fail, naming it", async () => {
+    // TEST-NET-3 (RFC 5737): no interface here has it.
+    const { t } = await start(line, { ipv4Addr: "203.0.113.7:0" });
+    await expect(t.ready).rejects.toThrow("203.0.113.7");
+  });
 });

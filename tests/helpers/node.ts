@@ -3,6 +3,7 @@
  * MESH_TEST_BINARY names one, with a temporary state dir and models dir, the API on a free port
  * (`--port 0`, read back from the log), QUIC on loopback and relays off.
  */
+import { TRANSPORT_LINES, type TransportLine } from "../../mesh/transport.ts";
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -39,6 +40,14 @@ export interface StartNodeOptions {
   stateFiles?: Record<string, string>;
 }
 
+/**
+ * The iroh line the mesh suites run on: `MESH_TEST_TRANSPORT=iroh1` runs them again on the 1.x
+ * line (`npm test` does both); unset, the default line.
+ */
+export const TEST_TRANSPORT: TransportLine | undefined = (TRANSPORT_LINES as readonly string[]).includes(process.env.MESH_TEST_TRANSPORT ?? "") ? (process.env.MESH_TEST_TRANSPORT as TransportLine) : undefined;
+/** `--transport` for a node a test starts by hand, on the line the suite runs on. */
+export const TRANSPORT_ARGS: string[] = TEST_TRANSPORT ? ["--transport", TEST_TRANSPORT] : [];
+
 /** What e2e nodes give every llama-server on a 2-core machine: one thread, one slot, small context. */
 export const SMALL_LLAMA = ["--ctx-size", "512", "--llamacpp-args", "--threads 1 --threads-batch 1 --parallel 1", "--rpc-threads", "1"];
 
@@ -54,6 +63,7 @@ export async function startNode(args: string[] = [], opts: StartNodeOptions = {}
     "--models-dir", modelsDir,
     "--quic-bind", "127.0.0.1:0",
     "--relay", "disabled",
+    ...TRANSPORT_ARGS,
     ...args,
   ];
   // The developer's own Ollama, LM Studio and Hugging Face models stay out of tests that did not ask for them.

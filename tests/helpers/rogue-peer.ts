@@ -2,6 +2,7 @@
  * A peer that knows the mesh secret and misbehaves after its handshake, built from the same
  * transport, auth and wire code as a node, to show that one peer's junk drops only that peer.
  */
+import { TEST_TRANSPORT } from "./node.ts";
 import { randomBytes } from "node:crypto";
 import { authMac, MAC_BYTES, NONCE_BYTES, newNonce } from "../../mesh/auth.ts";
 import type { JoinToken } from "../../mesh/join-token.ts";
@@ -66,6 +67,7 @@ export class RoguePeer {
       ipv4Addr: "127.0.0.1:0",
       ipv6Addr: "[::1]:0",
       relay: "disabled",
+      ...(TEST_TRANSPORT ? { line: TEST_TRANSPORT } : {}),
       onConnection: (c) => c.close(0, "rogue takes no calls"),
     });
     return new RoguePeer(transport);

@@ -9,7 +9,7 @@ import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, WireError } from "../.
 import { fakeAnnouncement } from "../helpers/rogue-peer.ts";
 import { formatStatus } from "../../commands/status.ts";
 import { decodeDirectHello, directMac, encodeDirectHello, verifyDirectMac } from "../../tunnel/direct-auth.ts";
-import { directHost } from "../../node/node.ts";
+import { directHost, directTarget } from "../../tunnel/direct.ts";
 
 describe("join tokens", () => {
   const token: JoinToken = { addr: { nodeId: "abc123", addresses: ["127.0.0.1:4433", "[::1]:4434"] }, secret: new Uint8Array(32).fill(1) };
@@ -21,6 +21,12 @@ describe("join tokens", () => {
     expect(decodeJoinToken(encodeJoinToken(withRelay))).toEqual(withRelay);
     expect(decodeJoinToken(`  ${text}\n`)).toEqual(token);
   });
+  test("a token names its iroh line only when it is not the default, so iroh035 tokens are what they always were", () => {
+    const iroh1 = { ...token, line: "iroh1" as const };
+    expect(decodeJoinToken(encodeJoinToken(iroh1))).toEqual(iroh1);
+    expect(encodeJoinToken({ ...token, line: "iroh035" })).toBe(encodeJoinToken(token));
+    expect(decodeJoinToken(encodeJoinToken({ ...token, line: "iroh035" }))).toEqual(token);
+  });
   const b64 = (o: unknown) => `mesh1${Buffer.from(JSON.stringify(o)).toString("base64url")}`;
   test.each([
     ["", "should start with"],
@@ -29,6 +35,7 @@ describe("join tokens", () => {
     [b64({ n: "x", a: ["1.2.3.4:1"] }), "fields are wrong"],
     [b64({ n: "x", a: ["1.2.3.4:1"], s: Buffer.alloc(16).toString("base64url") }), "wrong length"],
     [b64({ n: "x", a: [], s: Buffer.alloc(32).toString("base64url") }), "no address"],
+    [b64({ n: "x", a: ["1.2.3.4:1"], s: Buffer.alloc(32).toString("base64url"), t: "iroh2" }), "fields are wrong"],
   ])("%p is refused: %s", (text, why) => {
     expect(() => decodeJoinToken(text)).toThrow(why);
   });
@@ -218,4 +225,15 @@ describe("direct RPC path", () => {
     [["[::1]:4001"], "::1"],
     [[], undefined],
   ] as const)("directHost(%p) = %p", (addresses, host) => expect(directHost(addresses)).toBe(host));
+  const cert = "ab".repeat(32);
+  const at = { host: "10.0.0.2", port: 7000, certSha256: cert };
+  test.each([
+    ["a peer offering both", { addresses: ["10.0.0.2:4433"], direct: { port: 7000, certSha256: cert, models: true } }, "model", at],
+    ["a peer offering both, for RPC", { addresses: ["10.0.0.2:4433"], direct: { port: 7000, certSha256: cert, models: true } }, "rpc", at],
+    ["a node from before model copies went direct", { addresses: ["10.0.0.2:4433"], direct: { port: 7000, certSha256: cert } }, "model", undefined],
+    ["... which still takes RPC there", { addresses: ["10.0.0.2:4433"], direct: { port: 7000, certSha256: cert } }, "rpc", at],
+    ["a peer with the direct path off", { addresses: ["10.0.0.2:4433"] }, "model", undefined],
+    ["a peer with no address", { addresses: [], direct: { port: 7000, certSha256: cert, models: true } }, "model", undefined],
+    ["no such peer", undefined, "model", undefined],
+  ] as const)("directTarget: %s", (_label, peer, purpose, expected) => expect(directTarget(peer, purpose)).toEqual(expected));
 });

@@ -1,0 +1,190 @@
+/**
+ * The mesh's transport on `@number0/iroh` 1.x (`--transport iroh1`, installed as the npm alias
+ * `iroh1`): the line whose relays outlive 0.35's, and the one whose endpoint can be told to use no
+ * relay (0.35 probes the public ones whatever it is told, 3 s where they never answer). Its byte
+ * API moves Array<number> (25-90 MB/s where 0.35 moves ~450 MB/s), so bulk goes over the direct
+ * TLS path; this line carries control, forwarded requests and fallbacks. Node ids stay hex, as on
+ * the 0.35 line. Native objects stay referenced from the wrappers for their whole life.
+ */
+import { networkInterfaces } from "node:os";
+import irohPkg from "iroh1/package.json" with { type: "json" };
+import type { BiStream, Connection, Endpoint as IrohEndpoint } from "iroh1/index.js";
+import { reachableAddresses, sameAddresses } from "./bound-addresses.ts";
+import type { MemberAddr } from "./join-token.ts";
+import { ALPN, chooseSockets, irohReason, nodeIdOf, type PeerConnection, type QuicPathKind, type Stream, type Transport, type TransportOptions } from "./transport.ts";
+
+type Iroh1 = typeof import("iroh1/index.js");
+const load = (): Promise<Iroh1> => import("iroh1/index.js");
+const ALPN_BYTES = [...ALPN];
+const hex = (bytes: number[]) => Buffer.from(bytes).toString("hex");
+
+export async function describeIroh1(): Promise<string> {
+  const { Endpoint } = await load();
+  if (typeof Endpoint.builder !== "function") throw new Error("the iroh 1.x native addon loaded without Endpoint.builder");
+  return `iroh ${irohPkg.version} (${process.platform}-${process.arch} addon, --transport iroh1)`;
+}
+
+function wrapStream(bi: BiStream): Stream {
+  const send = bi.send;
+  const recv = bi.recv;
+  return {
+    send: {
+      writeAll: (b) => send.writeAll(Array.from(b)),
+      finish: () => send.finish(),
+      reset: (code) => send.reset(BigInt(code)),
+    },
+    recv: {
+      read: async (buf) => {
+        // An empty read is the end of the stream: QUIC never reads zero bytes into room for some.
+        const got = await recv.read(buf.length);
+        if (got.length === 0) return null;
+        buf.set(got);
+        return got.length;
+      },
+      readExact: async (buf) => void buf.set(await recv.readExact(buf.length)),
+      stop: (code) => recv.stop(BigInt(code)),
+    },
+  };
+}
+
+class Iroh1Connection implements PeerConnection {
+  readonly remoteId: string;
+  readonly closed: Promise<string>;
+
+  constructor(private readonly conn: Connection) {
+    this.remoteId = hex(conn.remoteId().toBytes());
+    this.closed = conn.closed().catch((err: unknown) => String(err));
+  }
+
+  async openStream(): Promise<Stream> {
+    return wrapStream(await this.conn.openBi());
+  }
+
+  async acceptStream(): Promise<Stream> {
+    return wrapStream(await this.conn.acceptBi());
+  }
+
+  rttMs(): number {
+    return Number(this.conn.rtt() ?? 0);
+  }
+
+  close(code: number, reason: string): void {
+    try {
+      this.conn.close(BigInt(code), [...new TextEncoder().encode(reason)]);
+    } catch {
+      // already closed
+    }
+  }
+}
+
+export class Iroh1Transport implements Transport {
+  readonly line = "iroh1" as const;
+  readonly ready: Promise<void>;
+  private endpoint: IrohEndpoint | undefined;
+  private readonly live = new Set<Connection>();
+  private closing = false;
+
+  private constructor(
+    readonly nodeId: string,
+    private address: MemberAddr,
+    private readonly opts: TransportOptions,
+    asked: Record<string, string>,
+  ) {
+    this.ready = this.startIroh(asked);
+    this.ready.catch(() => undefined);
+  }
+
+  static async start(opts: TransportOptions): Promise<Iroh1Transport> {
+    const sockets = await chooseSockets(opts);
+    const nodeId = nodeIdOf(opts.secretKey);
+    return new Iroh1Transport(nodeId, { nodeId, addresses: reachableAddresses(sockets, networkInterfaces()) }, opts, sockets.asked);
+  }
+
+  private async startIroh(asked: Record<string, string>): Promise<void> {
+    const { Endpoint, RelayMode } = await load();
+    const builder = Endpoint.builder();
+    // No discovery service: peers are dialed by the addresses the mesh hands around.
+    builder.applyMinimal();
+    builder.relayMode(this.opts.relay === "disabled" ? RelayMode.disabled() : RelayMode.defaultMode());
+    builder.secretKey([...this.opts.secretKey]);
+    builder.alpns([ALPN_BYTES]);
+    for (const addr of Object.values(asked)) builder.bindAddr(addr);
+    let endpoint: IrohEndpoint;
+    try {
+      endpoint = await builder.bind();
+    } catch (err) {
+      throw new Error(`the iroh endpoint did not start (${Object.values(asked).join(", ") || "default sockets"}): ${irohReason(err)}`);
+    }
+    const id = hex(endpoint.id().toBytes());
+    if (id !== this.nodeId) {
+      await endpoint.close().catch(() => undefined);
+      throw new Error(`iroh gives this key node id ${id}, not ${this.nodeId} as announced`);
+    }
+    this.endpoint = endpoint;
+    const own = endpoint.addr();
+    const bound = endpoint.boundSockets().filter((s) => !s.startsWith("0.0.0.0") && !s.startsWith("[::]"));
+    const relayUrl = this.opts.relay === "default" ? own.relayUrl() : null;
+    const addresses = own.directAddresses().length ? own.directAddresses() : bound;
+    const addr: MemberAddr = { nodeId: this.nodeId, addresses: addresses.length ? addresses : this.address.addresses, ...(relayUrl ? { relayUrl } : {}) };
+    const changed = !sameAddresses(addr.addresses, this.address.addresses) || addr.relayUrl !== this.address.relayUrl;
+    this.address = addr;
+    void this.acceptLoop(endpoint);
+    if (changed) this.opts.onAddress?.(addr);
+  }
+
+  private async acceptLoop(endpoint: IrohEndpoint): Promise<void> {
+    for (;;) {
+      const incoming = await endpoint.acceptNext().catch(() => null);
+      if (!incoming) return;
+      void incoming
+        .accept()
+        .then((accepting) => accepting.connect())
+        .then((conn) => {
+          if (this.closing) return conn.close(0n, []);
+          this.opts.onConnection(this.track(conn));
+        })
+        // A handshake that fails (a stranger, a timeout) is no connection.
+        .catch(() => undefined);
+    }
+  }
+
+  private track(conn: Connection): PeerConnection {
+    this.live.add(conn);
+    const wrapped = new Iroh1Connection(conn);
+    void wrapped.closed.then(() => this.live.delete(conn));
+    return wrapped;
+  }
+
+  addr(): MemberAddr {
+    return this.address;
+  }
+
+  async pathTo(nodeId: string): Promise<QuicPathKind> {
+    const conn = [...this.live].find((c) => hex(c.remoteId().toBytes()) === nodeId);
+    const selected = conn?.paths().filter((p) => p.isSelected) ?? [];
+    const ip = selected.some((p) => p.isIp);
+    const relay = selected.some((p) => p.isRelay);
+    return ip && relay ? "mixed" : ip ? "direct" : relay ? "relay" : "none";
+  }
+
+  async dial(addr: MemberAddr): Promise<PeerConnection> {
+    await this.ready;
+    const { EndpointAddr, EndpointId } = await load();
+    const id = EndpointId.fromBytes([...Buffer.from(addr.nodeId, "hex")]);
+    const relayUrl = this.opts.relay === "default" ? addr.relayUrl : undefined;
+    return this.track(await this.endpoint!.connect(new EndpointAddr(id, relayUrl, addr.addresses), ALPN_BYTES));
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    await this.ready.catch(() => undefined);
+    for (const conn of this.live) {
+      try {
+        conn.close(0n, [...new TextEncoder().encode("shutdown")]);
+      } catch {
+        // already closed
+      }
+    }
+    await this.endpoint?.close();
+  }
+}
