@@ -12,6 +12,7 @@ import type { LlamaFlavor } from "../llama/source-build.ts";
 import type { SettingSource } from "./layers.ts";
 
 export const RELAY_MODES = ["default", "disabled"] as const;
+export type RelaySetting = (typeof RELAY_MODES)[number] | string[];
 export const LOG_FORMATS = ["text", "json"] as const;
 
 export interface Config {
@@ -59,7 +60,8 @@ export interface Config {
   llamaFlavor: LlamaFlavor | undefined;
   /** Base of the GitHub-style releases API (a mirror's). */
   llamaMirror: string;
-  relay: (typeof RELAY_MODES)[number];
+  /** iroh's public relays, none (direct addresses only), or the operator's own (`--relay URL`, iroh1 only). */
+  relay: RelaySetting;
   /** Which iroh line carries the mesh; every member of a mesh runs the same one. */
   transport: TransportLine;
   quicBind: { host: string; port: number } | undefined;

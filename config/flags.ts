@@ -4,7 +4,7 @@
  */
 import { decodeJoinToken } from "../mesh/join-token.ts";
 import { TRANSPORT_LINES } from "../mesh/transport.ts";
-import { LOG_FORMATS, RELAY_MODES, type Config } from "./config.ts";
+import { LOG_FORMATS, RELAY_MODES, type Config, type RelaySetting } from "./config.ts";
 import {
   parseChoice,
   parseCount,
@@ -56,6 +56,20 @@ function listFlag(name: string, arg: string, key: "models" | "apiKeys" | "corsOr
   return { name, arg, help, multiple: true, apply: (c, t) => void c[key].push(parse(t)) };
 }
 
+/**
+ * One `--relay` value onto what earlier ones said: a mode, or relay URLs (the first replaces the
+ * default, more add to it); a mode and URLs together are refused.
+ */
+export function addRelay(current: RelaySetting, text: string): RelaySetting {
+  if ((RELAY_MODES as readonly string[]).includes(text)) {
+    if (Array.isArray(current)) throw new Error(`"${text}" cannot be given with relay URLs (${current.join(", ")})`);
+    return text as (typeof RELAY_MODES)[number];
+  }
+  const url = parseUrl(text);
+  if (current === "disabled") throw new Error(`a relay URL (${url}) cannot be given with "disabled"`);
+  return Array.isArray(current) ? [...new Set([...current, url])] : [url];
+}
+
 export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("port", "<port>", "port", parsePort, "API port (default 9337; 0 picks a free one)"),
   flag("listen", "<host>", "listen", parseNonEmpty, "address the API listens on (default 127.0.0.1)"),
@@ -83,7 +97,13 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("llama-release", "<tag>", "llamaRelease", parseNonEmpty, `llama.cpp release to fetch on first run (default ${LLAMA_RELEASE})`),
   flag("llama-flavor", "<flavor>", "llamaFlavor", parseChoice(FLAVORS), "llama.cpp build: cpu, vulkan, rocm, metal or cuda (default: detected)"),
   flag("llama-mirror", "<url>", "llamaMirror", parseUrl, "releases API to fetch llama.cpp from (default https://api.github.com)"),
-  flag("relay", "<mode>", "relay", parseChoice(RELAY_MODES), "iroh relay: default or disabled (direct addresses only)"),
+  {
+    name: "relay",
+    arg: "<mode|url>",
+    help: "iroh relays: default, disabled (direct addresses only), or your own relay's URL (repeatable; --transport iroh1)",
+    multiple: true,
+    apply: (c, t) => void (c.relay = addRelay(c.relay, t)),
+  },
   flag("transport", "<line>", "transport", parseChoice(TRANSPORT_LINES), "iroh line of the mesh: iroh035 (default) or iroh1; a mesh's members all run the same"),
   flag("quic-bind", "<host:port>", "quicBind", parseHostPort, "address the mesh's QUIC endpoint binds (default: all interfaces, any port)"),
   { ...listFlag("api-key", "<key>", "apiKeys", "require this bearer key on /v1 and /api (repeatable)"), secret: true },

@@ -20,6 +20,8 @@ export interface JoinToken {
   secret: Uint8Array;
   /** The iroh line its mesh runs; absent in tokens of iroh035 meshes (and of nodes before iroh1). */
   line?: TransportLine;
+  /** The mesh's own relays (`--relay URL`), which a joiner uses unless told otherwise. */
+  relays?: string[];
 }
 
 /** What a text is not a join token for; the message says what to paste instead. */
@@ -32,12 +34,14 @@ const Wire = z.object({
   r: z.string().url().max(256).optional(),
   s: z.string(),
   t: z.enum(TRANSPORT_LINES).optional(),
+  rs: z.array(z.string().url().max(256)).min(1).max(8).optional(),
 });
 
 export function encodeJoinToken(t: JoinToken): string {
   const wire: z.infer<typeof Wire> = { n: t.addr.nodeId, a: t.addr.addresses, s: Buffer.from(t.secret).toString("base64url") };
   if (t.addr.relayUrl) wire.r = t.addr.relayUrl;
   if (t.line && t.line !== "iroh035") wire.t = t.line;
+  if (t.relays?.length) wire.rs = t.relays;
   return PREFIX + Buffer.from(JSON.stringify(wire)).toString("base64url");
 }
 
@@ -60,5 +64,6 @@ export function decodeJoinToken(text: string): JoinToken {
     addr: { nodeId: parsed.data.n, addresses: parsed.data.a, ...(parsed.data.r ? { relayUrl: parsed.data.r } : {}) },
     secret,
     ...(parsed.data.t && parsed.data.t !== "iroh035" ? { line: parsed.data.t } : {}),
+    ...(parsed.data.rs ? { relays: parsed.data.rs } : {}),
   };
 }

@@ -101,6 +101,10 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
     throw new Error(`this join token is for a mesh on ${tokenLine} and this node runs ${config.transport}: start it with --transport ${tokenLine} (every member of a mesh runs the same iroh line)`);
   }
   const secretKey = loadOrCreateNodeKey(config.stateDir);
+  // A mesh's own relays come with its token: a joiner uses them unless it was told otherwise.
+  const tokenRelays = config.settingSources.relay === "default" ? config.join?.relays : undefined;
+  const relay = tokenRelays ?? config.relay;
+  if (tokenRelays) log.info("using the mesh's own relays, from the join token", { relays: tokenRelays.join(",") });
   const { secret, founded } = resolveMeshSecret(config.stateDir, config.join?.secret);
   let membership: Membership | undefined;
   const early: Parameters<Membership["accept"]>[0][] = [];
@@ -109,7 +113,7 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
   const transport = await Transport.start({
     secretKey,
     ...bindAddresses(config.quicBind, readPorts(portFile)),
-    relay: config.relay,
+    relay,
     line: config.transport,
     onConnection: (conn) => (membership ? void membership.accept(conn) : void early.push(conn)),
     onAddress: (addr) => {
@@ -121,7 +125,7 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
   let token = "";
   const keep = (addr: MemberAddr) => {
     writeFileSync(portFile, `${JSON.stringify(boundPorts(addr.addresses))}\n`);
-    token = encodeJoinToken({ addr, secret, line: config.transport });
+    token = encodeJoinToken({ addr, secret, line: config.transport, ...(Array.isArray(relay) ? { relays: relay } : {}) });
     return writeJoinToken(config.stateDir, token);
   };
   const tokenFile = keep(transport.addr());

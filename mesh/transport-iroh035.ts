@@ -96,10 +96,12 @@ export class Iroh035Transport implements Transport {
    * report waits for relay probes, seconds where relays are out of reach); dials wait for it.
    */
   static async start(opts: TransportOptions): Promise<Iroh035Transport> {
+    if (Array.isArray(opts.relay)) throw new Error("relays of your own (--relay URL) need --transport iroh1: the iroh 0.35 binding cannot be given relays");
+    const relay = opts.relay;
     const sockets = await chooseSockets(opts);
     const nodeId = nodeIdOf(opts.secretKey);
     const early: MemberAddr = { nodeId, addresses: reachableAddresses(sockets, networkInterfaces()) };
-    return new Iroh035Transport(nodeId, early, opts.relay, (self) => self.startIroh(opts, sockets.asked));
+    return new Iroh035Transport(nodeId, early, relay, (self) => self.startIroh(opts, sockets.asked));
   }
 
   private async startIroh(opts: TransportOptions, bindOpts: Record<string, string>): Promise<void> {

@@ -8,7 +8,7 @@
  */
 import { networkInterfaces } from "node:os";
 import irohPkg from "iroh1/package.json" with { type: "json" };
-import type { BiStream, Connection, Endpoint as IrohEndpoint } from "iroh1/index.js";
+import type { BiStream, Connection, Endpoint as IrohEndpoint, EndpointAddr } from "iroh1/index.js";
 import { reachableAddresses, sameAddresses } from "./bound-addresses.ts";
 import type { MemberAddr } from "./join-token.ts";
 import { ALPN, chooseSockets, irohReason, nodeIdOf, type PeerConnection, type QuicPathKind, type Stream, type Transport, type TransportOptions } from "./transport.ts";
@@ -16,6 +16,8 @@ import { ALPN, chooseSockets, irohReason, nodeIdOf, type PeerConnection, type Qu
 type Iroh1 = typeof import("iroh1/index.js");
 const load = (): Promise<Iroh1> => import("iroh1/index.js");
 const ALPN_BYTES = [...ALPN];
+/** How often the endpoint's own address is looked at for a change (its home relay arriving, a new interface). */
+const ADDRESS_CHECK_MS = 2_000;
 const hex = (bytes: number[]) => Buffer.from(bytes).toString("hex");
 
 export async function describeIroh1(): Promise<string> {
@@ -82,6 +84,7 @@ export class Iroh1Transport implements Transport {
   readonly ready: Promise<void>;
   private endpoint: IrohEndpoint | undefined;
   private readonly live = new Set<Connection>();
+  private watch: Timer | undefined;
   private closing = false;
 
   private constructor(
@@ -105,7 +108,8 @@ export class Iroh1Transport implements Transport {
     const builder = Endpoint.builder();
     // No discovery service: peers are dialed by the addresses the mesh hands around.
     builder.applyMinimal();
-    builder.relayMode(this.opts.relay === "disabled" ? RelayMode.disabled() : RelayMode.defaultMode());
+    const relay = this.opts.relay;
+    builder.relayMode(relay === "disabled" ? RelayMode.disabled() : relay === "default" ? RelayMode.defaultMode() : RelayMode.customFromUrls(relay));
     builder.secretKey([...this.opts.secretKey]);
     builder.alpns([ALPN_BYTES]);
     for (const addr of Object.values(asked)) builder.bindAddr(addr);
@@ -121,15 +125,22 @@ export class Iroh1Transport implements Transport {
       throw new Error(`iroh gives this key node id ${id}, not ${this.nodeId} as announced`);
     }
     this.endpoint = endpoint;
-    const own = endpoint.addr();
-    const bound = endpoint.boundSockets().filter((s) => !s.startsWith("0.0.0.0") && !s.startsWith("[::]"));
-    const relayUrl = this.opts.relay === "default" ? own.relayUrl() : null;
-    const addresses = own.directAddresses().length ? own.directAddresses() : bound;
-    const addr: MemberAddr = { nodeId: this.nodeId, addresses: addresses.length ? addresses : this.address.addresses, ...(relayUrl ? { relayUrl } : {}) };
-    const changed = !sameAddresses(addr.addresses, this.address.addresses) || addr.relayUrl !== this.address.relayUrl;
-    this.address = addr;
     void this.acceptLoop(endpoint);
-    if (changed) this.opts.onAddress?.(addr);
+    this.noteAddress(endpoint.addr());
+    // The home relay comes once the endpoint reaches one: tokens and announcements then carry it.
+    // Looked at now and then: the binding's watchAddr panics outside its runtime (1.1.0), ending the process.
+    this.watch = setInterval(() => this.noteAddress(endpoint.addr()), ADDRESS_CHECK_MS);
+    this.watch.unref();
+  }
+
+  private noteAddress(own: EndpointAddr): void {
+    const bound = this.endpoint!.boundSockets().filter((s) => !s.startsWith("0.0.0.0") && !s.startsWith("[::]"));
+    const relayUrl = this.opts.relay !== "disabled" ? own.relayUrl() : null;
+    const direct = own.directAddresses().length ? own.directAddresses() : bound;
+    const addr: MemberAddr = { nodeId: this.nodeId, addresses: direct.length ? direct : this.address.addresses, ...(relayUrl ? { relayUrl } : {}) };
+    if (sameAddresses(addr.addresses, this.address.addresses) && addr.relayUrl === this.address.relayUrl) return;
+    this.address = addr;
+    this.opts.onAddress?.(addr);
   }
 
   private async acceptLoop(endpoint: IrohEndpoint): Promise<void> {
@@ -171,7 +182,7 @@ export class Iroh1Transport implements Transport {
     await this.ready;
     const { EndpointAddr, EndpointId } = await load();
     const id = EndpointId.fromBytes([...Buffer.from(addr.nodeId, "hex")]);
-    const relayUrl = this.opts.relay === "default" ? addr.relayUrl : undefined;
+    const relayUrl = this.opts.relay !== "disabled" ? addr.relayUrl : undefined;
     return this.track(await this.endpoint!.connect(new EndpointAddr(id, relayUrl, addr.addresses), ALPN_BYTES));
   }
 
@@ -185,6 +196,7 @@ export class Iroh1Transport implements Transport {
         // already closed
       }
     }
+    clearInterval(this.watch);
     await this.endpoint?.close();
   }
 }

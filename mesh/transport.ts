@@ -54,8 +54,8 @@ export interface TransportOptions {
   /** Socket addresses to bind (`127.0.0.1:0`, `[::1]:4433`); all interfaces where absent. */
   ipv4Addr?: string;
   ipv6Addr?: string;
-  /** Keep the relay URL out of our address (dial direct addresses only). */
-  relay: "default" | "disabled";
+  /** iroh's public relays, none (our address has no relay URL; dial direct addresses only), or these (iroh1 only). */
+  relay: "default" | "disabled" | string[];
   /** The iroh line (default iroh035). */
   line?: TransportLine;
   onConnection: (conn: PeerConnection) => void;

@@ -38,6 +38,8 @@ export interface StartNodeOptions {
   models?: Record<string, string>;
   /** Files written into the state dir before the node starts, by name (e.g. `{ "config.toml": text }`). */
   stateFiles?: Record<string, string>;
+  /** `--relay` values instead of `disabled` (none: the node decides, e.g. from its join token). */
+  relay?: string[];
 }
 
 /**
@@ -62,7 +64,7 @@ export async function startNode(args: string[] = [], opts: StartNodeOptions = {}
     "--state-dir", stateDir,
     "--models-dir", modelsDir,
     "--quic-bind", "127.0.0.1:0",
-    "--relay", "disabled",
+    ...(opts.relay ?? ["disabled"]).flatMap((r) => ["--relay", r]),
     ...TRANSPORT_ARGS,
     ...args,
   ];

@@ -24,6 +24,8 @@ describe("join tokens", () => {
   test("a token names its iroh line only when it is not the default, so iroh035 tokens are what they always were", () => {
     const iroh1 = { ...token, line: "iroh1" as const };
     expect(decodeJoinToken(encodeJoinToken(iroh1))).toEqual(iroh1);
+    const ownRelays = { ...iroh1, relays: ["https://relay.example.org", "https://relay2.example.org"] };
+    expect(decodeJoinToken(encodeJoinToken(ownRelays))).toEqual(ownRelays);
     expect(encodeJoinToken({ ...token, line: "iroh035" })).toBe(encodeJoinToken(token));
     expect(decodeJoinToken(encodeJoinToken({ ...token, line: "iroh035" }))).toEqual(token);
   });

@@ -1,0 +1,44 @@
+/**
+ * A mesh's own relays (`--relay URL`, the iroh 1.x line): the join token carries them and a joiner
+ * told nothing else uses them; the 0.35 line, which cannot be given relays, refuses at start. No
+ * relay server can run here (iroh-relay is a Rust binary and nothing outside loopback is reachable),
+ * so the relay named is a port where nothing listens: the nodes still meet over their direct
+ * addresses, which is what a relay that is down must never break.
+ */
+import { afterAll, afterEach, expect, test } from "bun:test";
+import { decodeJoinToken } from "../../mesh/join-token.ts";
+import { freePort } from "../../pool/free-port.ts";
+import { killAllChildren } from "../helpers/children.ts";
+import { meshReady, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
+import { startNode } from "../helpers/node.ts";
+
+const nodes: { stop: () => Promise<unknown> }[] = [];
+afterEach(async () => {
+  await Promise.all(nodes.splice(0).map((n) => n.stop()));
+});
+afterAll(killAllChildren);
+
+async function node(args: string[], relay: string[]): Promise<MeshTestNode> {
+  const started = await startNode(args, { relay });
+  nodes.push(started);
+  return meshReady(started);
+}
+
+test("the mesh's own relays ride in its token; a joiner told nothing else uses them and the two meet", async () => {
+  const relay = `http://127.0.0.1:${freePort()}`;
+  const a = await node(["--transport", "iroh1"], [relay]);
+  const token = decodeJoinToken(a.token);
+  expect(token.line).toBe("iroh1");
+  expect(token.relays).toEqual([relay]);
+  const b = await node(["--transport", "iroh1", "--join", a.token], []);
+  expect(b.child.output()).toContain(`using the mesh's own relays, from the join token relays=${relay}`);
+  expect(decodeJoinToken(b.token).relays).toEqual([relay]);
+  await waitForFullMesh([a, b]);
+}, 120_000);
+
+test("relays of one's own on the 0.35 line are refused at start, saying which line takes them", async () => {
+  const n = await startNode(["--transport", "iroh035"], { relay: ["https://relay.example.org"] });
+  nodes.push(n);
+  await n.child.waitForOutput(/relays of your own \(--relay URL\) need --transport iroh1/, 60_000);
+  expect(await n.child.proc.exited).toBe(1);
+}, 120_000);
