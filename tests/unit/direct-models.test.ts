@@ -29,7 +29,7 @@ const MEMBER = "member-node";
 const quiet = createLog("text", () => undefined);
 const data = randomBytes(3_000_000);
 const src = dirs.fresh("src");
-const lookup: ModelLookup = (model) => (model === "tiny" ? { files: [join(src, "tiny.gguf")] } : undefined);
+const lookup: ModelLookup = (model) => (model === "tiny" || model === "big" ? { files: [join(src, `${model}.gguf`)] } : undefined);
 
 let server: Awaited<ReturnType<typeof startDirectServer>>;
 let cert: string;
@@ -78,35 +78,14 @@ describe("the model protocol over the direct path", () => {
   test("a copy of many chunks and flushes (40 MB) arrives whole while the reader is slower than the sender", async () => {
     const big = randomBytes(40_000_000);
     writeFileSync(join(src, "big.gguf"), big);
-    const bigLookup: ModelLookup = (model) => (model === "big" ? { files: [join(src, "big.gguf")] } : undefined);
-    const identity = await makeDirectIdentity();
-    const hasher = new FileHasher();
-    const other = await startDirectServer({
-      identity,
-      host: "127.0.0.1",
-      selfId: SERVER,
-      secret,
-      isPeer: (id) => id === MEMBER,
-      rpcPort: () => undefined,
-      forHost: () => {
-        throw new Error("no RPC in these tests");
-      },
-      serveModel: (_peer, stream) => serveModelStream(stream, bigLookup, hasher),
-      log: quiet,
-    });
-    try {
-      const to = { host: "127.0.0.1", port: other.port, certSha256: identity.certSha256 };
-      // Each read waits a moment: the sender's socket fills and it must wait for the reader.
-      const open = async (): Promise<Stream> => {
-        const stream = socketStream(await connectDirect(to, MEMBER, SERVER, secret, "model"));
-        const read = stream.recv.read;
-        return { send: stream.send, recv: { ...stream.recv, read: async (buf) => (await Bun.sleep(1), read(buf)) } };
-      };
-      const [path] = await fetchModelFromPeer({ model: "big", open, destDir: dirs.fresh("big") });
-      expect(sha256(readFileSync(path!))).toBe(sha256(big));
-    } finally {
-      other.close();
-    }
+    // Each read waits a moment: the sender's socket fills and it must wait for the reader.
+    const open = async (): Promise<Stream> => {
+      const stream = socketStream(await connectDirect(target(), MEMBER, SERVER, secret, "model"));
+      const read = stream.recv.read;
+      return { send: stream.send, recv: { ...stream.recv, read: async (buf) => (await Bun.sleep(1), read(buf)) } };
+    };
+    const [path] = await fetchModelFromPeer({ model: "big", open, destDir: dirs.fresh("big") });
+    expect(sha256(readFileSync(path!))).toBe(sha256(big));
   }, 60_000);
 
   test("a node that is not a member to the server (yet) is refused before the copy starts", async () => {
