@@ -164,6 +164,8 @@ export class Membership {
       await withDeadline(control.recv.readExact(mac), AUTH_DEADLINE_MS, "the peer's proof");
       if (!verifyMac("dialer", ctx, mac)) throw new AuthError("the peer could not prove the mesh secret");
       const hello = await withDeadline(readFrame(control.recv), AUTH_DEADLINE_MS, "the peer's hello");
+      // Before our hello: a node of the other line must not take us for a member even for a moment.
+      this.sameLine(hello);
       await this.sendHello(control);
       this.admit(conn, control, conn.remoteId, hello);
     } catch (err) {
@@ -181,8 +183,19 @@ export class Membership {
     await writeFrame(control.send, { v: PROTOCOL_VERSION, type: "hello", announcement: this.opts.announcement(), members });
   }
 
+  /**
+   * Refuses a peer of the other iroh line: 0.35 reaches 1.x (not the other way), and an older node
+   * given a token of a 1.x mesh would otherwise join it half-way.
+   */
+  private sameLine(raw: unknown): void {
+    const theirs = (raw as { announcement?: { transport?: unknown } } | null)?.announcement?.transport ?? "iroh035";
+    const ours = this.opts.announcement().transport ?? "iroh035";
+    if (theirs !== ours) throw new AuthError(`the peer runs ${String(theirs).slice(0, 16)} and this node runs ${ours}: a mesh runs one iroh line (--transport)`);
+  }
+
   private admit(conn: PeerConnection, control: Stream, dialer: string, raw: unknown): void {
     if (this.stopped) return void conn.close(CloseCode.SHUTDOWN, "leaving");
+    this.sameLine(raw);
     const hello = parseMessage(raw);
     if (hello.type !== "hello") throw new WireError(`expected hello, got ${hello.type}`);
     if (hello.announcement.nodeId !== conn.remoteId) throw new WireError("hello names another node than the connection's");

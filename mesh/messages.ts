@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { modelRefOf } from "../models/model-ref.ts";
+import { TRANSPORT_LINES } from "./transport.ts";
 
 export const PROTOCOL_VERSION = 1;
 
@@ -124,6 +125,8 @@ export const AnnouncementSchema = z.object({
   /** Last request per model, ms since the epoch. */
   lastRequest: z.record(ModelName, z.number()).refine((r) => Object.keys(r).length <= L.lastRequest, `at most ${L.lastRequest} models in lastRequest`),
   meshVersion: z.string().max(64),
+  /** The iroh line it runs; absent from nodes of the default line before iroh1 (and read as it). */
+  transport: z.enum(TRANSPORT_LINES).optional().catch(undefined),
   /** When it started, ms since the epoch by its clock (consoles show uptime); older versions send none. */
   startedAt: z.number().int().nonnegative().optional().catch(undefined),
   llamaBuild: z.string().max(128),

@@ -297,6 +297,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           // Every heartbeat's: `AnnouncementSource` does not count it as a change.
           demand: announcedDemand(pool.queueFigures()),
           meshVersion: pkg.version,
+          transport: config.transport,
           startedAt: startedAtMs,
           llamaBuild: llama.build ?? "unknown",
           ...(direct && identity ? { direct: { port: direct.port, certSha256: identity.certSha256, models: true } } : {}),

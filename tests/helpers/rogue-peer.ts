@@ -8,7 +8,7 @@ import { authMac, MAC_BYTES, NONCE_BYTES, newNonce } from "../../mesh/auth.ts";
 import type { JoinToken } from "../../mesh/join-token.ts";
 import { HEARTBEAT_MS } from "../../mesh/mesh-node.ts";
 import { PROTOCOL_VERSION, type Announcement } from "../../mesh/messages.ts";
-import { Transport, type PeerConnection, type Stream } from "../../mesh/transport.ts";
+import { Transport, type PeerConnection, type Stream, type TransportLine } from "../../mesh/transport.ts";
 import { encodeFrame, readFrame, StreamKind } from "../../mesh/wire.ts";
 
 export type Junk = "random-bytes" | "oversized-length" | "invalid-json" | "wrong-shape";
@@ -31,7 +31,7 @@ function junkBytes(kind: Junk): Uint8Array {
   }
 }
 
-export function fakeAnnouncement(nodeId: string): Announcement {
+export function fakeAnnouncement(nodeId: string, line: TransportLine | undefined = TEST_TRANSPORT): Announcement {
   return {
     nodeId,
     addresses: [],
@@ -53,6 +53,8 @@ export function fakeAnnouncement(nodeId: string): Announcement {
     lastRequest: {},
     demand: [],
     meshVersion: "rogue",
+    // A 0.35 node says nothing of its line, as nodes from before iroh1 do.
+    ...(line && line !== "iroh035" ? { transport: line } : {}),
     llamaBuild: "none",
     rpcProtocol: "0",
   };
@@ -61,16 +63,24 @@ export function fakeAnnouncement(nodeId: string): Announcement {
 export class RoguePeer {
   private constructor(readonly transport: Transport) {}
 
-  static async start(): Promise<RoguePeer> {
+  /** On the suite's iroh line, or on `line`. */
+  static async start(line: TransportLine | undefined = TEST_TRANSPORT): Promise<RoguePeer> {
     const transport = await Transport.bind({
       secretKey: Uint8Array.from(randomBytes(32)),
       ipv4Addr: "127.0.0.1:0",
       ipv6Addr: "[::1]:0",
       relay: "disabled",
-      ...(TEST_TRANSPORT ? { line: TEST_TRANSPORT } : {}),
+      ...(line ? { line } : {}),
       onConnection: (c) => c.close(0, "rogue takes no calls"),
     });
     return new RoguePeer(transport);
+  }
+
+  /** The handshake and hello a node of its line makes: the node's hello, or null when it hung up first. */
+  async tryJoin(token: JoinToken): Promise<unknown> {
+    const attempt = await this.handshake(token, fakeAnnouncement(this.transport.nodeId, this.transport.line)).catch(() => undefined);
+    attempt?.conn.close(0, "done");
+    return attempt?.hello ?? null;
   }
 
   /** The dialer's side of the handshake and hello, as a node does it; resolves with the node's hello. */
