@@ -23,13 +23,15 @@ const bunTest = async (args: string[], extra: Record<string, string> = {}) =>
 
 const args = process.argv.slice(2);
 const first = await bunTest(args);
-// A whole run runs the mesh suites (every e2e file that forms a mesh or dials a node as a peer)
-// again on the other iroh line; a run of chosen files runs once, on MESH_TEST_TRANSPORT's line.
+// A whole run runs the mesh suites again on the other iroh line: every lab file, and every e2e and
+// browser file that forms a mesh or dials a node as a peer. A run of chosen files runs once, on
+// MESH_TEST_TRANSPORT's line.
 if (args.length > 0 || process.env.MESH_TEST_TRANSPORT) process.exit(first);
-const e2e = join(import.meta.dir, "..", "tests", "e2e");
-const meshSuites = readdirSync(e2e)
-  .filter((f) => f.endsWith(".test.ts") && /--join|RoguePeer/.test(readFileSync(join(e2e, f), "utf8")))
-  .map((f) => join("tests", "e2e", f));
+const suites = (dir: string, all: boolean) =>
+  readdirSync(join(import.meta.dir, "..", "tests", dir))
+    .filter((f) => f.endsWith(".test.ts") && (all || /--join|RoguePeer/.test(readFileSync(join(import.meta.dir, "..", "tests", dir, f), "utf8"))))
+    .map((f) => join("tests", dir, f));
+const meshSuites = [...suites("e2e", false), ...suites("lab", true), ...suites("browser", false)];
 console.error(`\nthe mesh suites again on --transport iroh1: ${meshSuites.length} files`);
 const second = await bunTest(meshSuites, { MESH_TEST_TRANSPORT: "iroh1" });
 process.exit(first || second);
