@@ -34,7 +34,11 @@ const Wire = z.object({
   r: z.string().url().max(256).optional(),
   s: z.string(),
   t: z.enum(TRANSPORT_LINES).optional(),
-  rs: z.array(z.string().url().max(256)).min(1).max(8).optional(),
+  rs: z
+    .array(z.string().url().max(256).refine((u) => /^https?:\/\//.test(u), "a relay URL is http or https"))
+    .min(1)
+    .max(8)
+    .optional(),
 });
 
 export function encodeJoinToken(t: JoinToken): string {
@@ -60,6 +64,8 @@ export function decodeJoinToken(text: string): JoinToken {
   const secret = Uint8Array.from(Buffer.from(parsed.data.s, "base64url"));
   if (secret.length !== SECRET_BYTES) throw bad("its secret has the wrong length");
   if (parsed.data.a.length === 0 && !parsed.data.r) throw bad("it carries no address to dial");
+  // Only the 1.x line can be given relays: such a token from anywhere else is not one a node made.
+  if (parsed.data.rs && parsed.data.t !== "iroh1") throw bad("its relays are for a mesh on iroh1, which it does not name");
   return {
     addr: { nodeId: parsed.data.n, addresses: parsed.data.a, ...(parsed.data.r ? { relayUrl: parsed.data.r } : {}) },
     secret,

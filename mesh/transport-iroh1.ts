@@ -37,6 +37,7 @@ function wrapStream(bi: BiStream): Stream {
     },
     recv: {
       read: async (buf) => {
+        if (buf.length === 0) return 0;
         // An empty read is the end of the stream: QUIC never reads zero bytes into room for some.
         const got = await recv.read(buf.length);
         if (got.length === 0) return null;
@@ -129,7 +130,14 @@ export class Iroh1Transport implements Transport {
     this.noteAddress(endpoint.addr());
     // The home relay comes once the endpoint reaches one: tokens and announcements then carry it.
     // Looked at now and then: the binding's watchAddr panics outside its runtime (1.1.0), ending the process.
-    this.watch = setInterval(() => this.noteAddress(endpoint.addr()), ADDRESS_CHECK_MS);
+    this.watch = setInterval(() => {
+      // Thrown in a timer (a token file that cannot be written), it would end the process.
+      try {
+        this.noteAddress(endpoint.addr());
+      } catch {
+        // the next look tries again
+      }
+    }, ADDRESS_CHECK_MS);
     this.watch.unref();
   }
 
@@ -150,12 +158,11 @@ export class Iroh1Transport implements Transport {
       void incoming
         .accept()
         .then((accepting) => accepting.connect())
+        // A handshake that fails (a stranger, a timeout) is no connection.
         .then((conn) => {
           if (this.closing) return conn.close(0n, []);
           this.opts.onConnection(this.track(conn));
-        })
-        // A handshake that fails (a stranger, a timeout) is no connection.
-        .catch(() => undefined);
+        }, () => undefined);
     }
   }
 

@@ -46,7 +46,14 @@ export interface StartNodeOptions {
  * The iroh line the mesh suites run on: `MESH_TEST_TRANSPORT=iroh1` runs them again on the 1.x
  * line (`npm test` does both); unset, the default line.
  */
-export const TEST_TRANSPORT: TransportLine | undefined = (TRANSPORT_LINES as readonly string[]).includes(process.env.MESH_TEST_TRANSPORT ?? "") ? (process.env.MESH_TEST_TRANSPORT as TransportLine) : undefined;
+export const TEST_TRANSPORT: TransportLine | undefined = testTransport(process.env.MESH_TEST_TRANSPORT);
+
+function testTransport(text: string | undefined): TransportLine | undefined {
+  if (!text) return undefined;
+  // A misspelt line must not pass as a run on the default one.
+  if (!(TRANSPORT_LINES as readonly string[]).includes(text)) throw new Error(`MESH_TEST_TRANSPORT="${text}": expected one of ${TRANSPORT_LINES.join(", ")}`);
+  return text as TransportLine;
+}
 /** `--transport` for a node a test starts by hand, on the line the suite runs on. */
 export const TRANSPORT_ARGS: string[] = TEST_TRANSPORT ? ["--transport", TEST_TRANSPORT] : [];
 

@@ -38,6 +38,8 @@ describe("join tokens", () => {
     [b64({ n: "x", a: ["1.2.3.4:1"], s: Buffer.alloc(16).toString("base64url") }), "wrong length"],
     [b64({ n: "x", a: [], s: Buffer.alloc(32).toString("base64url") }), "no address"],
     [b64({ n: "x", a: ["1.2.3.4:1"], s: Buffer.alloc(32).toString("base64url"), t: "iroh2" }), "fields are wrong"],
+    [b64({ n: "x", a: ["1.2.3.4:1"], s: Buffer.alloc(32).toString("base64url"), t: "iroh1", rs: ["ftp://relay.example.org"] }), "fields are wrong"],
+    [b64({ n: "x", a: ["1.2.3.4:1"], s: Buffer.alloc(32).toString("base64url"), rs: ["https://relay.example.org"] }), "relays are for a mesh on iroh1"],
   ])("%p is refused: %s", (text, why) => {
     expect(() => decodeJoinToken(text)).toThrow(why);
   });
