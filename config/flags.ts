@@ -65,6 +65,7 @@ export function addRelay(current: RelaySetting, text: string): RelaySetting {
     if (Array.isArray(current)) throw new Error(`"${text}" cannot be given with relay URLs (${current.join(", ")})`);
     return text as (typeof RELAY_MODES)[number];
   }
+  if (!/^https?:\/\//i.test(text)) throw new Error(`expected one of ${RELAY_MODES.join(", ")} or a relay's http(s) URL, got "${text}"`);
   const url = parseUrl(text);
   if (current === "disabled") throw new Error(`a relay URL (${url}) cannot be given with "disabled"`);
   return Array.isArray(current) ? [...new Set([...current, url])] : [url];

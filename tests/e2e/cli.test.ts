@@ -22,7 +22,7 @@ describe("bad command lines exit 2 with a clear message", () => {
     [["--port", "abc"], '--port: expected a port number 0-65535, got "abc"'],
     [["--bogus"], "Unknown option '--bogus'"],
     [["--max-loaded-models", "zero"], "--max-loaded-models: expected a whole number"],
-    [["--relay", "sometimes"], "--relay: expected one of default, disabled"],
+    [["--relay", "sometimes"], "--relay: expected one of default, disabled or a relay's http(s) URL"],
     [["launch"], 'unknown command "launch"'],
   ];
   test.each(cases)("%p", async (args, message) => {
