@@ -137,6 +137,7 @@ export class Membership {
         if (!verifyMac("acceptor", ctx, reply.subarray(NONCE_BYTES))) throw new AuthError("the member could not prove the mesh secret (is the token from this mesh?)");
         await this.sendHello(control);
         const hello = await withDeadline(readFrame(control.recv), AUTH_DEADLINE_MS, "the member's hello");
+        this.sameLine(hello);
         this.admit(conn, control, this.selfId, hello);
       } catch (err) {
         conn.close(err instanceof AuthError ? CloseCode.AUTH_FAILED : err instanceof TimeoutError ? CloseCode.TIMEOUT : CloseCode.PROTOCOL, (err as Error).message.slice(0, 100));
@@ -195,7 +196,6 @@ export class Membership {
 
   private admit(conn: PeerConnection, control: Stream, dialer: string, raw: unknown): void {
     if (this.stopped) return void conn.close(CloseCode.SHUTDOWN, "leaving");
-    this.sameLine(raw);
     const hello = parseMessage(raw);
     if (hello.type !== "hello") throw new WireError(`expected hello, got ${hello.type}`);
     if (hello.announcement.nodeId !== conn.remoteId) throw new WireError("hello names another node than the connection's");
