@@ -92,6 +92,22 @@ describe("the model protocol over the direct path", () => {
     await expect(connectDirect(target(), "not-yet-a-member", SERVER, secret, "model")).rejects.toThrow("without taking it");
   });
 
+  test.each([
+    ["not JSON", () => Buffer.concat([Buffer.from([0, 0, 0, 5]), Buffer.from("nope!")])],
+    ["a frame claiming 4 GiB", () => Buffer.from([0xff, 0xff, 0xff, 0xff, 1, 2, 3])],
+    ["an unknown op", () => Buffer.concat([Buffer.from([0, 0, 0, 15]), Buffer.from('{"op":"delete"}')])],
+  ])("a member's junk over the direct path (%s) is answered with a refusal; the server serves on", async (_label, junk) => {
+    const stream = socketStream(await connectDirect(target(), MEMBER, SERVER, secret, "model"));
+    await stream.send.writeAll(junk());
+    const answer = (await withDeadline(readFrame(stream.recv), 10_000, "the refusal")) as { error?: string } | null;
+    expect(answer?.error).toContain("bad model request");
+    await stream.recv.stop(0);
+    const next = socketStream(await connectDirect(target(), MEMBER, SERVER, secret, "model"));
+    await writeFrame(next.send, { op: "manifest", model: "tiny" });
+    expect(((await withDeadline(readFrame(next.recv), 10_000, "a manifest")) as { files?: unknown[] }).files).toHaveLength(1);
+    await next.recv.stop(0);
+  });
+
   test("an unknown model is refused in the protocol's own words", async () => {
     const stream = socketStream(await connectDirect(target(), MEMBER, SERVER, secret, "model"));
     await writeFrame(stream.send, { op: "manifest", model: "../../etc/passwd" });
