@@ -21,12 +21,13 @@ const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(1)} GiB`;
 export function formatStatus(url: string, s: StatusBody, token: string | undefined): string {
   const lines = [
     `node     ${s.nodeId ?? "(mesh endpoint starting)"}  mesh ${s.version}  api ${url}`,
+    `line     ${s.line ?? "-"}  relay ${s.relay ?? "-"}${s.line === "iroh035" ? "  (0.35 relays are being retired: see \"Moving a mesh to iroh 1.x\" in the README)" : ""}`,
     `token    ${token ?? "- (`mesh token` with this node's --state-dir prints it)"}`,
     `peers    ${s.peers.length}`,
   ];
   for (const p of s.peers) {
     const serving = p.serving.length ? `serving ${p.serving.join(",")}` : "serving nothing";
-    lines.push(`  ${p.shortId}  ${p.addresses.join(",")}  rtt ${p.rttMs} ms  ${p.role}  ${serving}  vram ${gib(p.vramBytes)}`);
+    lines.push(`  ${p.shortId}  ${p.line}  ${p.addresses.join(",")}  relay ${p.relayUrl ?? "none"}  rtt ${p.rttMs} ms  ${p.role}  ${serving}  vram ${gib(p.vramBytes)}`);
   }
   if (s.models) {
     const f = s.models.fetching;

@@ -4,7 +4,7 @@
  */
 import { homedir } from "node:os";
 import type { JoinToken } from "../mesh/join-token.ts";
-import type { TransportLine } from "../mesh/transport.ts";
+import { DEFAULT_LINE, type TransportLine } from "../mesh/transport.ts";
 import { join } from "node:path";
 import { LLAMA_RELEASE } from "../llama/pin.ts";
 import { GITHUB_API } from "../llama/release.ts";
@@ -62,7 +62,10 @@ export interface Config {
   llamaMirror: string;
   /** iroh's public relays, none (direct addresses only), or the operator's own (`--relay URL`, iroh1 only). */
   relay: RelaySetting;
-  /** Which iroh line carries the mesh; every member of a mesh runs the same one. */
+  /**
+   * The iroh line to found a mesh on, or to move this node's mesh to, when the operator gave it
+   * (`settingSources.transport`); a joiner follows its token and a member its state dir (`mesh/mesh-line.ts`).
+   */
   transport: TransportLine;
   quicBind: { host: string; port: number } | undefined;
   /** A second listener serving the same API (e.g. 127.0.0.1:11434, where Ollama's tools look); none by default. */
@@ -115,7 +118,7 @@ export function defaultConfig(home: string = homedir()): Config {
     llamaFlavor: undefined,
     llamaMirror: GITHUB_API,
     relay: "default",
-    transport: "iroh035",
+    transport: DEFAULT_LINE,
     quicBind: undefined,
     ollamaListen: undefined,
     apiKeys: [],

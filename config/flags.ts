@@ -105,7 +105,7 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
     multiple: true,
     apply: (c, t) => void (c.relay = addRelay(c.relay, t)),
   },
-  flag("transport", "<line>", "transport", parseChoice(TRANSPORT_LINES), "iroh line of the mesh: iroh035 (default) or iroh1; a mesh's members all run the same"),
+  flag("transport", "<line>", "transport", parseChoice(TRANSPORT_LINES), "iroh line to found the mesh on: iroh1 (default) or iroh035; a joiner follows its token, a member its state dir, and a member given the other line moves its mesh there"),
   flag("quic-bind", "<host:port>", "quicBind", parseHostPort, "address the mesh's QUIC endpoint binds (default: all interfaces, any port)"),
   { ...listFlag("api-key", "<key>", "apiKeys", "require this bearer key on /v1 and /api (repeatable)"), secret: true },
   { name: "insecure", arg: "", help: "allow --listen beyond loopback without any --api-key", multiple: false, boolean: true, apply: (c, t) => void (c.insecure = parseBoolean(t)) },

@@ -33,6 +33,9 @@ function fileTexts(value: unknown): string[] | undefined {
 
 export class SettingError extends Error {}
 
+/** Whether the operator set `name` (a flag, the environment or the config file), not left it to its default. */
+export const given = (config: Pick<Config, "settingSources">, name: string): boolean => (config.settingSources[name] ?? "default") !== "default";
+
 /**
  * Applies env and file values under the flags already given (`given`), recording every setting's
  * source in `config.settingSources`.

@@ -36,6 +36,9 @@ export interface ConsoleNode {
   /** Offers a direct TLS path at all. */
   offersDirect: boolean;
   rttMs: number | null;
+  /** The iroh line it runs (`iroh035` for nodes that did not say), and its home relay if it has one. */
+  line: "iroh035" | "iroh1";
+  relayUrl: string | null;
   memoryOfferedBytes: number;
   /** What the models it serves or takes part in use of its memory (estimated from their needs and the split). */
   memoryUsedBytes: number;

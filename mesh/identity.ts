@@ -42,6 +42,11 @@ export function loadOrCreateNodeKey(stateDir: string): Uint8Array {
   return key;
 }
 
+/** Whether the state dir holds a mesh secret: the node belongs to a mesh already. */
+export function hasMeshSecret(stateDir: string): boolean {
+  return existsSync(join(stateDir, MESH_SECRET_FILE));
+}
+
 /**
  * The mesh secret: the one in a join token wins (and is kept for restarts), else the one kept from
  * before, else a new mesh is founded. `founded` says whether this start made a new one.

@@ -64,6 +64,12 @@ export class Membership {
   private readonly remembered = new Map<string, MemberAddr>();
   /** Remembered members we lost: how often dialing them failed, and when to try next. */
   private readonly redials = new Map<string, { attempt: number; at: number; since: number }>();
+  /**
+   * Remembered members that said goodbye: not dialed while we have other peers, but dialed when we
+   * are alone, since a node restarted on purpose (an upgrade, `systemctl restart`) comes back where
+   * it was, and a founder has no token to find its members with.
+   */
+  private readonly leftOnPurpose = new Set<string>();
   private rejoining = false;
   private readonly heartbeat: Timer;
   private stopped = false;
@@ -214,8 +220,13 @@ export class Membership {
     // Most recently seen last, so the oldest goes first when there are too many to keep.
     this.remembered.delete(peer.id);
     this.remembered.set(peer.id, memberAddr(hello.announcement));
-    if (this.remembered.size > REMEMBER_MAX) this.remembered.delete(this.remembered.keys().next().value!);
+    if (this.remembered.size > REMEMBER_MAX) {
+      const oldest = this.remembered.keys().next().value!;
+      this.remembered.delete(oldest);
+      this.leftOnPurpose.delete(oldest);
+    }
     this.redials.delete(peer.id);
+    this.leftOnPurpose.delete(peer.id);
     if (!existing) this.opts.log.info("peer joined", { peer: shortId(peer.id), addresses: hello.announcement.addresses.join(",") });
     void conn.closed.then((reason) => this.drop(peer, `connection closed: ${reason}`, false));
     void this.readLoop(peer);
@@ -312,11 +323,10 @@ export class Membership {
     this.peers.delete(peer.id);
     peer.conn.close(junk ? CloseCode.PROTOCOL : CloseCode.SHUTDOWN, reason.slice(0, 100));
     (junk ? this.opts.log.warn : this.opts.log.info)("peer left", { peer: shortId(peer.id), reason });
-    // A peer that sent junk or left on purpose is not one to find again.
-    if (junk || reason === "left") {
-      this.remembered.delete(peer.id);
-      this.redials.delete(peer.id);
-    }
+    // A peer that sent junk is not one to find again; one that left on purpose only when we are alone.
+    if (junk) this.remembered.delete(peer.id);
+    if (junk || reason === "left") this.redials.delete(peer.id);
+    if (reason === "left" && this.remembered.has(peer.id)) this.leftOnPurpose.add(peer.id);
     this.changed();
     if (this.peers.size === 0) void this.rejoin();
   }
@@ -350,7 +360,7 @@ export class Membership {
   /** Dials members we lost while keeping others (`dueRedials`), each on its own growing pause. */
   private redialLost(now: number): void {
     if (this.stopped) return;
-    const busy = new Set([...this.peers.keys(), ...this.dialing, this.selfId]);
+    const busy = new Set([...this.peers.keys(), ...this.dialing, this.selfId, ...this.leftOnPurpose]);
     for (const id of dueRedials(this.remembered.keys(), busy, new Map([...this.redials].map(([k, v]) => [k, v.at])), now)) {
       const addr = this.remembered.get(id)!;
       const lost = this.redials.get(id);

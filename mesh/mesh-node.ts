@@ -7,17 +7,21 @@ import { join } from "node:path";
 import type { Config } from "../config/config.ts";
 import type { Log } from "../log.ts";
 import { AnnouncementSource, type AnnouncementContent } from "./announcement.ts";
-import { loadOrCreateNodeKey, resolveMeshSecret } from "./identity.ts";
+import { hasMeshSecret, loadOrCreateNodeKey, resolveMeshSecret } from "./identity.ts";
 import { encodeJoinToken, type MemberAddr } from "./join-token.ts";
 import { writeJoinToken } from "./join-token-file.ts";
 import { Membership } from "./membership.ts";
-import { meshStatus, type MeshStatus } from "./status.ts";
-import { Transport, type QuicPathKind, type Stream } from "./transport.ts";
+import { decideLine, readRememberedMesh, rememberMesh, toRemember } from "./mesh-line.ts";
+import { meshStatus, relayShown, type MeshStatus } from "./status.ts";
+import { Transport, type QuicPathKind, type Stream, type TransportLine } from "./transport.ts";
+import { given } from "../config/layers.ts";
 
 /** Heartbeat and silence limit: a killed peer is gone from every view within about 7 s. */
 export const HEARTBEAT_MS = 2_000;
 export const PEER_TIMEOUT_MS = 6_000;
 const QUIC_PORT_FILE = "quic-ports.json";
+/** Where a 0.35 mesh's operator reads how to move it. */
+const MOVE_DOCS = 'see "Moving a mesh to iroh 1.x" in the README';
 
 /**
  * The socket addresses to bind (pure). `--quic-bind HOST:PORT` decides the family and host; an
@@ -70,6 +74,9 @@ export interface MeshNode {
   /** Resolves once the endpoint accepts and dials (peers can use the token); rejects if it cannot start. */
   ready: Promise<void>;
   founded: boolean;
+  /** The iroh line the mesh runs, and whether this start moved it there from the other one. */
+  line: TransportLine;
+  moved: boolean;
   membership: Membership;
   status(): MeshStatus;
   /** How the QUIC connection to a peer goes now (direct UDP, relay, both, none). */
@@ -95,17 +102,22 @@ export interface MeshHooks {
  * the token and announcement are made again should its own address differ.
  */
 export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Promise<MeshNode> {
-  // The two iroh lines cannot reach each other: say so now rather than fail to dial.
-  const tokenLine = config.join ? (config.join.line ?? "iroh035") : undefined;
-  if (tokenLine && tokenLine !== config.transport) {
-    throw new Error(`this join token is for a mesh on ${tokenLine} and this node runs ${config.transport}: start it with --transport ${tokenLine} (every member of a mesh runs the same iroh line)`);
-  }
+  const remembered = readRememberedMesh(config.stateDir);
+  const lineChoice = decideLine({
+    asked: given(config, "transport") ? config.transport : undefined,
+    askedRelay: given(config, "relay") ? config.relay : undefined,
+    token: config.join,
+    remembered,
+    member: hasMeshSecret(config.stateDir),
+  });
+  const { line, relay } = lineChoice;
   const secretKey = loadOrCreateNodeKey(config.stateDir);
-  // A mesh's own relays come with its token: a joiner uses them unless it was told otherwise.
-  const tokenRelays = config.settingSources.relay === "default" ? config.join?.relays : undefined;
-  const relay = tokenRelays ?? config.relay;
-  if (tokenRelays) log.info("using the mesh's own relays, from the join token", { relays: tokenRelays.join(",") });
+  if (lineChoice.relaysFrom) log.info(`using the mesh's own relays, from the ${lineChoice.relaysFrom === "token" ? "join token" : "state dir"}`, { relays: (relay as string[]).join(",") });
+  if (lineChoice.movedFrom) log.warn(`this node's mesh moves from ${lineChoice.movedFrom} to ${line}: its members join again with the new join token (${MOVE_DOCS})`);
+  // Said once a start: a mesh that needs a relay stops forming when they go.
+  if (line === "iroh035") log.warn(`this mesh runs on iroh 0.35, whose public relays are being retired (kept for six months from iroh 1.0, 2026-06-15): move it to iroh1 (${MOVE_DOCS})`);
   const { secret, founded } = resolveMeshSecret(config.stateDir, config.join?.secret);
+  rememberMesh(config.stateDir, toRemember(lineChoice));
   let membership: Membership | undefined;
   const early: Parameters<Membership["accept"]>[0][] = [];
   const portFile = join(config.stateDir, QUIC_PORT_FILE);
@@ -114,7 +126,7 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
     secretKey,
     ...bindAddresses(config.quicBind, readPorts(portFile)),
     relay,
-    line: config.transport,
+    line,
     onConnection: (conn) => (membership ? void membership.accept(conn) : void early.push(conn)),
     onAddress: (addr) => {
       log.info("the endpoint's address differs from the one worked out at start; the join token is made again", { addresses: addr.addresses.join(",") });
@@ -125,13 +137,13 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
   let token = "";
   const keep = (addr: MemberAddr) => {
     writeFileSync(portFile, `${JSON.stringify(boundPorts(addr.addresses))}\n`);
-    token = encodeJoinToken({ addr, secret, line: config.transport, ...(Array.isArray(relay) ? { relays: relay } : {}) });
+    token = encodeJoinToken({ addr, secret, line, ...(Array.isArray(relay) ? { relays: relay } : {}) });
     return writeJoinToken(config.stateDir, token);
   };
   const tokenFile = keep(transport.addr());
   const source = new AnnouncementSource(() => {
     const addr = transport.addr();
-    return hooks.content(addr.nodeId, addr.addresses, addr.relayUrl);
+    return { ...hooks.content(addr.nodeId, addr.addresses, addr.relayUrl), transport: line };
   });
   membership = new Membership({
     transport,
@@ -148,7 +160,7 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
   const ready = transport.ready.then(() => void (up = true));
   ready.catch(() => undefined);
   // Dials wait for the endpoint anyway; one that cannot start has no mesh to join.
-  const via = config.join?.addr;
+  const via = lineChoice.via;
   if (via) void ready.then(() => m.join(via), () => undefined);
   return {
     nodeId: transport.nodeId,
@@ -159,8 +171,10 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
     tokenFile,
     ready,
     founded,
+    line,
+    moved: lineChoice.movedFrom !== undefined,
     membership: m,
-    status: () => ({ ...meshStatus(m), state: up ? "running" : "starting" }),
+    status: () => ({ ...meshStatus(m), state: up ? "running" : "starting", line, relay: relayShown(relay, transport.addr().relayUrl) }),
     quicPath: (peerId) => transport.pathTo(peerId),
     announceIfChanged: () => {
       if (source.current().changed) m.announce();

@@ -2,8 +2,10 @@
  * What `GET /api/status` and `mesh status` show of the mesh: this node and its peers. Never the join
  * token: it carries the mesh secret, and `mesh token` reads it from the state dir instead.
  */
+import type { RelaySetting } from "../config/config.ts";
 import type { Membership } from "./membership.ts";
 import type { Role } from "./messages.ts";
+import type { TransportLine } from "./transport.ts";
 
 export interface PeerStatus {
   nodeId: string;
@@ -22,13 +24,29 @@ export interface PeerStatus {
   lastSeenMsAgo: number;
   /** Port of its direct RPC path (TLS), if it offers one. */
   directPort: number | undefined;
+  /** The iroh line it runs (nodes before lines were announced ran iroh035). */
+  line: TransportLine;
+  /** Its home relay, when it has one (absent: it is reached by direct addresses only). */
+  relayUrl: string | undefined;
 }
 
 export interface MeshStatus {
   /** `starting` until the iroh endpoint is up. */
   state: "starting" | "running";
   nodeId: string | null;
+  /** This node's iroh line and relay, once its mesh has started. */
+  line?: TransportLine;
+  relay?: string;
   peers: PeerStatus[];
+}
+
+/**
+ * How this node's relay reads in a status (pure): its home relay once it has one, else what it was
+ * told (`default` before iroh's public relays answer, `disabled`, or the mesh's own URLs).
+ */
+export function relayShown(setting: RelaySetting, home: string | undefined): string {
+  if (setting === "disabled") return "disabled";
+  return home ?? (Array.isArray(setting) ? setting.join(" ") : setting);
 }
 
 export const shortId = (id: string): string => id.slice(0, 10);
@@ -50,6 +68,8 @@ export function meshStatus(membership: Membership, now = Date.now()): MeshStatus
       llamaBuild: p.announcement.llamaBuild,
       lastSeenMsAgo: now - p.lastSeen,
       directPort: p.announcement.direct?.port,
+      line: p.announcement.transport ?? "iroh035",
+      relayUrl: p.announcement.relayUrl,
     }))
     .sort((a, b) => a.nodeId.localeCompare(b.nodeId));
   return { state: "running", nodeId: membership.selfId, peers };

@@ -1,5 +1,6 @@
 /**
- * The mesh's transport on `@number0/iroh` 0.35 (`--transport iroh035`, the default): its streams
+ * The mesh's transport on `@number0/iroh` 0.35 (`--transport iroh035`), kept for meshes founded on it
+ * (their tokens name no line) until their relays go: its streams
  * move Uint8Array at ~450 MB/s where the 1.x binding's Array<number> moves 25-90 MB/s. Native
  * objects (the node, connections, streams) stay referenced from the wrappers for their whole life:
  * one the garbage collector takes would take its connection with it.

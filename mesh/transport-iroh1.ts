@@ -1,5 +1,5 @@
 /**
- * The mesh's transport on `@number0/iroh` 1.x (`--transport iroh1`, installed as the npm alias
+ * The mesh's transport on `@number0/iroh` 1.x (`iroh1`, the default; installed as the npm alias
  * `iroh1`): the line whose relays outlive 0.35's, and the one whose endpoint can be told to use no
  * relay (0.35 probes the public ones whatever it is told, 3 s where they never answer). Its byte
  * API moves Array<number> (25-90 MB/s where 0.35 moves ~450 MB/s), so bulk goes over the direct

@@ -1,9 +1,9 @@
 /**
  * The mesh's transport, whatever carries it: authenticated QUIC connections between node ids,
  * bidirectional streams on them, and our own address. Two lines implement it, each the only file
- * that imports its iroh binding: `transport-iroh035.ts` (`@number0/iroh` 0.35, the default) and
- * `transport-iroh1.ts` (1.x, `--transport iroh1`). The two do not speak to each other; a join token
- * says which line its mesh runs, so a node of the other line is refused before it dials.
+ * that imports its iroh binding: `transport-iroh1.ts` (`@number0/iroh` 1.x, the default) and
+ * `transport-iroh035.ts` (0.35, for meshes founded on it). The two do not speak to each other; a
+ * join token says which line its mesh runs, and a joiner follows it (`mesh-line.ts`).
  */
 import { createPrivateKey, createPublicKey } from "node:crypto";
 import { createSocket } from "node:dgram";
@@ -16,6 +16,8 @@ export const ALPN = new TextEncoder().encode(ALPN_TEXT);
 /** Which iroh line carries the mesh. */
 export const TRANSPORT_LINES = ["iroh035", "iroh1"] as const;
 export type TransportLine = (typeof TRANSPORT_LINES)[number];
+/** The line a mesh is founded on when nothing says otherwise: the one whose relays stay. */
+export const DEFAULT_LINE: TransportLine = "iroh1";
 
 export interface SendSide {
   writeAll(bytes: Uint8Array): Promise<void>;
@@ -56,7 +58,7 @@ export interface TransportOptions {
   ipv6Addr?: string;
   /** iroh's public relays, none (our address has no relay URL; dial direct addresses only), or these (iroh1 only). */
   relay: "default" | "disabled" | string[];
-  /** The iroh line (default iroh035). */
+  /** The iroh line (default DEFAULT_LINE). */
   line?: TransportLine;
   onConnection: (conn: PeerConnection) => void;
   /** The endpoint's own address, once it is up, when it differs from the one worked out at start. */
@@ -79,8 +81,8 @@ export interface Transport {
 
 /** Starts an endpoint of the line asked for (the binding is loaded only when it is used). */
 async function start(opts: TransportOptions): Promise<Transport> {
-  if (opts.line === "iroh1") return (await import("./transport-iroh1.ts")).Iroh1Transport.start(opts);
-  return (await import("./transport-iroh035.ts")).Iroh035Transport.start(opts);
+  if ((opts.line ?? DEFAULT_LINE) === "iroh035") return (await import("./transport-iroh035.ts")).Iroh035Transport.start(opts);
+  return (await import("./transport-iroh1.ts")).Iroh1Transport.start(opts);
 }
 
 export const Transport = {

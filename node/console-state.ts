@@ -137,6 +137,8 @@ function nodeOf(a: Announcement, self: boolean, peer: ConsolePeer | undefined, i
     directTls: peer?.tunnel.direct ?? false,
     offersDirect: a.direct !== undefined,
     rttMs: self ? null : (peer?.rttMs ?? null),
+    line: a.transport ?? "iroh035",
+    relayUrl: a.relayUrl ?? null,
     memoryOfferedBytes: a.vramBytes,
     memoryUsedBytes: place?.usedBytes ?? 0,
     ramBytes: a.ramBytes,

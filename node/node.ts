@@ -297,7 +297,6 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           // Every heartbeat's: `AnnouncementSource` does not count it as a change.
           demand: announcedDemand(pool.queueFigures()),
           meshVersion: pkg.version,
-          transport: config.transport,
           startedAt: startedAtMs,
           llamaBuild: llama.build ?? "unknown",
           ...(direct && identity ? { direct: { port: direct.port, certSha256: identity.certSha256, models: true } } : {}),
@@ -320,9 +319,10 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
         await m.ready;
         adopt();
         // The token carries the mesh secret: logs say where it is; only a terminal sees it, once.
-        log.info("mesh endpoint up", { node: m.nodeId, mesh: m.founded ? "founded" : "joined" });
+        log.info("mesh endpoint up", { node: m.nodeId, mesh: m.founded ? "founded" : "joined", line: m.line });
         log.info(`join token in ${m.tokenFile.path}; \`mesh token\` prints it`);
-        if (m.tokenFile.first) showJoinToken(m.token);
+        // A mesh moved to the other line has a new token, which its members join with.
+        if (m.tokenFile.first || m.moved) showJoinToken(m.token);
         if (!identity) return;
         direct = await startDirectServer({
           identity,

@@ -3,7 +3,8 @@
  * `npm test`: makes sure the real llama.cpp is there (building it into the cache on the first run,
  * about 5 minutes on 2 cores) and Chromium for the browser tests (Debian's, installed when it can
  * be), then runs `bun test` with MESH_LLAMA_DIR and MESH_CHROMIUM pointing at them, and then the
- * mesh suites a second time on the iroh 1.x line (`--transport iroh1`). Arguments pass through to
+ * mesh suites a second time on the iroh 0.35 line (`--transport iroh035`: meshes founded on it
+ * still run), the compatibility matrix. Arguments pass through to
  * `bun test` (e.g. `npm test -- tests/unit`), and then it runs once, on MESH_TEST_TRANSPORT's line.
  */
 import { readdirSync, readFileSync } from "node:fs";
@@ -32,6 +33,6 @@ const suites = (dir: string, all: boolean) =>
     .filter((f) => f.endsWith(".test.ts") && (all || /--join|RoguePeer/.test(readFileSync(join(import.meta.dir, "..", "tests", dir, f), "utf8"))))
     .map((f) => join("tests", dir, f));
 const meshSuites = [...suites("e2e", false), ...suites("lab", true), ...suites("browser", false)];
-console.error(`\nthe mesh suites again on --transport iroh1: ${meshSuites.length} files`);
-const second = await bunTest(meshSuites, { MESH_TEST_TRANSPORT: "iroh1" });
+console.error(`\nthe mesh suites again on --transport iroh035: ${meshSuites.length} files`);
+const second = await bunTest(meshSuites, { MESH_TEST_TRANSPORT: "iroh035" });
 process.exit(first || second);

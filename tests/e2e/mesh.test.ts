@@ -7,7 +7,7 @@ import { rmSync } from "node:fs";
 import { decodeJoinToken, encodeJoinToken } from "../../mesh/join-token.ts";
 import { killAllChildren } from "../helpers/children.ts";
 import { meshStatus, peerIds, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
-import { startNode, TEST_TRANSPORT } from "../helpers/node.ts";
+import { startNode, TEST_LINE, TEST_TRANSPORT } from "../helpers/node.ts";
 import { RoguePeer, type Junk } from "../helpers/rogue-peer.ts";
 import { waitFor } from "../helpers/wait.ts";
 
@@ -51,20 +51,73 @@ test("a node with the wrong mesh secret is refused and appears nowhere", async (
   expect(await peerIds(w)).toEqual([]);
 });
 
-test("a node of the other iroh line is refused at start with what to do, never half-joined", async () => {
+test("--transport against its token's line is refused at start, naming both, never half-joined", async () => {
   const a = await node();
-  const mine = TEST_TRANSPORT ?? "iroh035";
-  const other = mine === "iroh1" ? "iroh035" : "iroh1";
-  expect(decodeJoinToken(a.token).line ?? "iroh035").toBe(mine);
+  const other = TEST_LINE === "iroh1" ? "iroh035" : "iroh1";
+  expect(decodeJoinToken(a.token).line ?? "iroh035").toBe(TEST_LINE);
   // Flags after the test's own: the last --transport wins.
   const w = await startNode(["--join", a.token, "--transport", other]);
   try {
-    await w.child.waitForOutput(new RegExp(`this join token is for a mesh on ${mine} and this node runs ${other}: start it with --transport ${mine}`), 60_000);
+    await w.child.waitForOutput(new RegExp(`this join token is for a mesh on ${TEST_LINE}, and --transport says ${other}: leave --transport out`), 60_000);
     expect(await w.child.proc.exited).toBe(1);
   } finally {
     await w.stop();
   }
   expect(await peerIds(a)).toEqual([]);
+});
+
+// Both lines in one run: the suite's matrix run would only repeat them.
+describe.skipIf(TEST_TRANSPORT !== undefined).each(["iroh035", "iroh1"] as const)("a mesh on %s", (line) => {
+  test("a joiner given no --transport follows its token, says so in its status, and a restart without --join comes back on it", async () => {
+    const a = await node(["--transport", line], { ownLine: true });
+    expect(decodeJoinToken(a.token).line ?? "iroh035").toBe(line);
+    const b = await node(["--join", a.token], { ownLine: true });
+    await waitForFullMesh([a, b]);
+    const status = await meshStatus(b);
+    expect(status.line).toBe(line);
+    expect(status.relay).toBe("disabled");
+    expect(status.peers.map((p) => [p.line, p.relayUrl])).toEqual([[line, undefined]]);
+    // Said once at start by every node of a 0.35 mesh, and by none of an iroh1 one.
+    const retiring = /this mesh runs on iroh 0\.35, whose public relays are being retired .*"Moving a mesh to iroh 1\.x" in the README/;
+    expect(retiring.test(b.child.output())).toBe(line === "iroh035");
+    // As a systemd unit restarts it: the state dir and no flags about the mesh.
+    expect(await b.child.stop()).toBe(0);
+    nodes.splice(nodes.indexOf(b), 1);
+    reused.push(b.stateDir);
+    const again = await node(["--state-dir", b.stateDir], { ownLine: true });
+    expect(again.nodeId).toBe(b.nodeId);
+    expect((await meshStatus(again)).line).toBe(line);
+    expect(decodeJoinToken(again.token).line ?? "iroh035").toBe(line);
+    await waitForFullMesh([a, again], 60_000);
+  });
+});
+
+test.skipIf(TEST_TRANSPORT !== undefined)("a 0.35 mesh moves to iroh1: the founder restarted with --transport iroh1 makes a new token, members restarted with it keep their ids", async () => {
+  const a = await node(["--transport", "iroh035"], { ownLine: true });
+  const b = await node(["--join", a.token], { ownLine: true });
+  await waitForFullMesh([a, b]);
+  for (const n of [a, b]) {
+    expect(await n.child.stop()).toBe(0);
+    nodes.splice(nodes.indexOf(n), 1);
+    reused.push(n.stateDir);
+  }
+  const a2 = await node(["--state-dir", a.stateDir, "--transport", "iroh1"], { ownLine: true });
+  expect(a2.nodeId).toBe(a.nodeId);
+  expect(a2.child.output()).toContain("this node's mesh moves from iroh035 to iroh1: its members join again with the new join token");
+  const moved = decodeJoinToken(a2.token);
+  expect(moved.line).toBe("iroh1");
+  expect(moved.secret).toEqual(decodeJoinToken(a.token).secret);
+  const b2 = await node(["--state-dir", b.stateDir, "--join", a2.token], { ownLine: true });
+  expect(b2.nodeId).toBe(b.nodeId);
+  await waitForFullMesh([a2, b2], 60_000);
+  expect((await meshStatus(b2)).line).toBe("iroh1");
+  expect(b2.child.output()).not.toContain("being retired");
+  // The move is remembered: the founder restarted with no flag stays on iroh1.
+  expect(await a2.child.stop()).toBe(0);
+  nodes.splice(nodes.indexOf(a2), 1);
+  const a3 = await node(["--state-dir", a.stateDir], { ownLine: true });
+  expect(decodeJoinToken(a3.token).line).toBe("iroh1");
+  await waitForFullMesh([a3, b2], 60_000);
 });
 
 test("a node of the 0.35 line that reaches a 1.x node (QUIC lets it) is refused in the handshake, never a member", async () => {

@@ -3,7 +3,7 @@
  * MESH_TEST_BINARY names one, with a temporary state dir and models dir, the API on a free port
  * (`--port 0`, read back from the log), QUIC on loopback and relays off.
  */
-import { TRANSPORT_LINES, type TransportLine } from "../../mesh/transport.ts";
+import { DEFAULT_LINE, TRANSPORT_LINES, type TransportLine } from "../../mesh/transport.ts";
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -40,13 +40,17 @@ export interface StartNodeOptions {
   stateFiles?: Record<string, string>;
   /** `--relay` values instead of `disabled` (none: the node decides, e.g. from its join token). */
   relay?: string[];
+  /** Leave out the suite's `--transport` (TRANSPORT_ARGS): the node decides its line, as a user's would. */
+  ownLine?: boolean;
 }
 
 /**
- * The iroh line the mesh suites run on: `MESH_TEST_TRANSPORT=iroh1` runs them again on the 1.x
- * line (`npm test` does both); unset, the default line.
+ * The iroh line the mesh suites run on: `MESH_TEST_TRANSPORT=iroh035` runs them again on the 0.35
+ * line, the compatibility matrix (`npm test` does both); unset, the default line.
  */
 export const TEST_TRANSPORT: TransportLine | undefined = testTransport(process.env.MESH_TEST_TRANSPORT);
+/** The line the suite's nodes run. */
+export const TEST_LINE: TransportLine = TEST_TRANSPORT ?? DEFAULT_LINE;
 
 function testTransport(text: string | undefined): TransportLine | undefined {
   if (!text) return undefined;
@@ -72,7 +76,7 @@ export async function startNode(args: string[] = [], opts: StartNodeOptions = {}
     "--models-dir", modelsDir,
     "--quic-bind", "127.0.0.1:0",
     ...(opts.relay ?? ["disabled"]).flatMap((r) => ["--relay", r]),
-    ...TRANSPORT_ARGS,
+    ...(opts.ownLine ? [] : TRANSPORT_ARGS),
     ...args,
   ];
   // The developer's own Ollama, LM Studio and Hugging Face models stay out of tests that did not ask for them.

@@ -2,7 +2,7 @@
  * A peer that knows the mesh secret and misbehaves after its handshake, built from the same
  * transport, auth and wire code as a node, to show that one peer's junk drops only that peer.
  */
-import { TEST_TRANSPORT } from "./node.ts";
+import { TEST_LINE } from "./node.ts";
 import { randomBytes } from "node:crypto";
 import { authMac, MAC_BYTES, NONCE_BYTES, newNonce } from "../../mesh/auth.ts";
 import type { JoinToken } from "../../mesh/join-token.ts";
@@ -31,7 +31,7 @@ function junkBytes(kind: Junk): Uint8Array {
   }
 }
 
-export function fakeAnnouncement(nodeId: string, line: TransportLine | undefined = TEST_TRANSPORT): Announcement {
+export function fakeAnnouncement(nodeId: string, line: TransportLine = TEST_LINE): Announcement {
   return {
     nodeId,
     addresses: [],
@@ -54,7 +54,7 @@ export function fakeAnnouncement(nodeId: string, line: TransportLine | undefined
     demand: [],
     meshVersion: "rogue",
     // A 0.35 node says nothing of its line, as nodes from before iroh1 do.
-    ...(line && line !== "iroh035" ? { transport: line } : {}),
+    ...(line !== "iroh035" ? { transport: line } : {}),
     llamaBuild: "none",
     rpcProtocol: "0",
   };
@@ -64,13 +64,13 @@ export class RoguePeer {
   private constructor(readonly transport: Transport) {}
 
   /** On the suite's iroh line, or on `line`. */
-  static async start(line: TransportLine | undefined = TEST_TRANSPORT): Promise<RoguePeer> {
+  static async start(line: TransportLine = TEST_LINE): Promise<RoguePeer> {
     const transport = await Transport.bind({
       secretKey: Uint8Array.from(randomBytes(32)),
       ipv4Addr: "127.0.0.1:0",
       ipv6Addr: "[::1]:0",
       relay: "disabled",
-      ...(line ? { line } : {}),
+      line,
       onConnection: (c) => c.close(0, "rogue takes no calls"),
     });
     return new RoguePeer(transport);

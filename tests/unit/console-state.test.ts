@@ -61,6 +61,14 @@ describe("consoleState", () => {
     expect(nb).toMatchObject({ self: false, quicPath: "direct", uptimeS: null, roles: [{ model: "big", role: "worker" }], memoryUsedBytes: 3 * GIB });
   });
 
+  test("each node's iroh line and relay, as it announced them (a node that says no line runs 0.35)", () => {
+    const a = announcement(id("a"), { transport: "iroh1", relayUrl: "https://relay.example.org/" });
+    const old = announcement(id("b"));
+    const [na, nb] = consoleState(input(a, [peer(old)])).nodes;
+    expect(na).toMatchObject({ line: "iroh1", relayUrl: "https://relay.example.org/" });
+    expect(nb).toMatchObject({ line: "iroh035", relayUrl: null });
+  });
+
   const cases: { name: string; self: Partial<Announcement>; peers: Partial<Announcement>[]; over?: Partial<ConsoleInput>; want: object }[] = [
     { name: "on disk, nobody assigned: unloaded", self: { modelsOnDisk: [model("m", GIB)] }, peers: [], want: { status: "unloaded", host: null, members: [] } },
     {

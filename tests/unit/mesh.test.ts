@@ -154,19 +154,31 @@ describe("QUIC bind addresses", () => {
   });
 });
 
-test("mesh status prints one line per peer", () => {
+test("mesh status prints this node's line and relay, and one line per peer with its own", () => {
+  const peer = { shortId: "p1", addresses: ["127.0.0.1:1"], rttMs: 2, role: "host" as const, serving: ["qwen"], vramBytes: 2 ** 33, ramBytes: 0, apiPort: 1, meshVersion: "0.1.0", llamaBuild: "x", lastSeenMsAgo: 5, directPort: undefined };
   const text = formatStatus("http://127.0.0.1:9337", {
     version: "0.1.0",
     state: "running",
     nodeId: "abcdef0123456789",
+    line: "iroh1",
+    relay: "https://euc1-1.relay.n0.iroh-canary.iroh.link./",
     peers: [
-      { nodeId: "p1", shortId: "p1", addresses: ["127.0.0.1:1"], rttMs: 2, role: "host", serving: ["qwen"], vramBytes: 2 ** 33, ramBytes: 0, apiPort: 1, meshVersion: "0.1.0", llamaBuild: "x", lastSeenMsAgo: 5, directPort: undefined },
+      { ...peer, nodeId: "p1", line: "iroh1", relayUrl: "https://relay.example.org/" },
+      { ...peer, nodeId: "p2", shortId: "p2", line: "iroh1", relayUrl: undefined },
     ],
   }, "mesh1xyz");
+  expect(text).toContain("line     iroh1  relay https://euc1-1.relay.n0.iroh-canary.iroh.link./");
+  expect(text).not.toContain("retired");
   expect(text).toContain("token    mesh1xyz");
-  expect(text).toContain("peers    1");
-  expect(text).toContain("  p1  127.0.0.1:1  rtt 2 ms  host  serving qwen  vram 8.0 GiB");
+  expect(text).toContain("peers    2");
+  expect(text).toContain("  p1  iroh1  127.0.0.1:1  relay https://relay.example.org/  rtt 2 ms  host  serving qwen  vram 8.0 GiB");
+  expect(text).toContain("  p2  iroh1  127.0.0.1:1  relay none  rtt 2 ms");
   expect(text).not.toContain("models");
+});
+
+test("mesh status on the 0.35 line says its relays are being retired and where to read how to move", () => {
+  const text = formatStatus("http://127.0.0.1:9337", { version: "0.1.0", state: "running", nodeId: "abcdef0123456789", line: "iroh035", relay: "disabled", peers: [] }, undefined);
+  expect(text).toContain('line     iroh035  relay disabled  (0.35 relays are being retired: see "Moving a mesh to iroh 1.x" in the README)');
 });
 
 test("mesh status prints the catalog, the assignment and a fetch under way", () => {

@@ -16,6 +16,16 @@ function pathText(n: ConsoleNode): string {
   return n.directTls ? `direct TLS (${quic})` : quic;
 }
 
+/** A relay by its host, which is what tells one from another. */
+function relayText(url: string | null): string {
+  if (!url) return "no relay";
+  try {
+    return `relay ${new URL(url).host}`;
+  } catch {
+    return `relay ${url}`;
+  }
+}
+
 function NodeRow({ n }: { n: ConsoleNode }) {
   return (
     <tr data-testid="node-row" data-node-id={n.id} data-state={n.state} class={`state-${n.state}`}>
@@ -33,6 +43,9 @@ function NodeRow({ n }: { n: ConsoleNode }) {
       <Cell label="Path">
         {pathText(n)}
         <div class="sub">{n.self ? "" : `rtt ${formatRtt(n.rttMs)}`}</div>
+        <div class="sub" data-testid="node-line" title={n.relayUrl ? `home relay ${n.relayUrl}` : "no relay: reached by its direct addresses"}>
+          {n.line} · {relayText(n.relayUrl)}
+        </div>
       </Cell>
       <Cell label="Memory">
         <Meter value={n.memoryUsedBytes} max={n.memoryOfferedBytes} label={`memory used of offered on ${n.shortId}`} />
