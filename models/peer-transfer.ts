@@ -203,6 +203,8 @@ export interface PeerFetchOptions {
   /** The model's size as the mesh announced it: how long the peer may take to hash it for the manifest. */
   expectedBytes?: number;
   deadlines?: Partial<TransferDeadlines>;
+  /** Hears the files the peer listed (before any is fetched), so a caller can find their parts should the copy be given up. */
+  onManifest?: (files: readonly ManifestEntry[]) => void;
 }
 
 /** Fetches every file of `model` that `destDir` lacks from the peer; resolves with the final paths. */
@@ -210,6 +212,7 @@ export async function fetchModelFromPeer(opts: PeerFetchOptions): Promise<string
   if (!isSafeModelName(opts.model)) throw new TransferError(`model name "${opts.model}" cannot be used as a file name`);
   opts.signal?.throwIfAborted();
   const manifest = await requestManifest(opts);
+  opts.onManifest?.(manifest);
   const hasher = opts.hasher ?? new FileHasher();
   const progress = throttledProgress(opts.model, opts.onProgress);
   let done = 0;

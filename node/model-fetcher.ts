@@ -12,22 +12,27 @@
  * a Hugging Face reference is pulled from this node's own Hub endpoint (`fromPeer`), and a URL, as
  * a reference or a source, is held to the peer rule (https, public addresses, pinned) and capped
  * in size by what the mesh announced and the free space here; one the rule refuses is given up at once.
+ *
+ * A peer copy of a model this node could download itself is weighed against that download, and
+ * the faster taken (`copy-or-download.ts`).
  */
 import { mkdirSync } from "node:fs";
 import { basename, relative } from "node:path";
 import type { CatalogModel } from "../mesh/catalog.ts";
-import type { Stream } from "../mesh/transport.ts";
 import type { Log } from "../log.ts";
 import { PEER_SOURCE_RULE, peerSizeLimit, withoutCredentials } from "../models/download-rules.ts";
 import type { HubConfig } from "../models/hf-hub.ts";
 import { modelRefOf } from "../models/model-ref.ts";
-import { DiskFull, FileHasher, sleep, TransferError, TransferRefused, type TransferProgress } from "../models/model-transfer.ts";
+import { DiskFull, FileHasher, sleep, TransferError, TransferRefused } from "../models/model-transfer.ts";
 import { fetchModelFromPeer } from "../models/peer-transfer.ts";
 import { PullError, type PullErrorCode } from "../models/pull-error.ts";
-import { freeBytes, pullModel, type PullProgress } from "../models/pull.ts";
+import { freeBytes, pullModel } from "../models/pull.ts";
 import { writeRegistryEntry } from "../models/registry.ts";
+import { COPY_RATE_WINDOW, type RateWindow } from "../models/transfer-rate.ts";
 import { downloadFromUrl } from "../models/url-download.ts";
 import { progressReporter } from "../progress.ts";
+import { CopyOrDownload, type Report } from "./copy-or-download.ts";
+import type { ModelStream } from "./model-streams.ts";
 
 const MAX_PAUSE_MS = 30_000;
 /** Failures no retry can fix (a hash that never matches, a refusal) before the node gives up on the model. */
@@ -54,6 +59,9 @@ export type FetchPlan =
   | { kind: "url"; url: string; fromPeer: boolean }
   | { kind: "wait"; why: string };
 
+/** A download this node makes itself, from outside the mesh (a hub, a URL). */
+export type DownloadPlan = Extract<FetchPlan, { kind: "pull" | "url" }>;
+
 /** What this node's own operator says about a model (its registry, `--model REF`): trusted as such. */
 export interface OwnOrigin {
   ref: string | undefined;
@@ -74,6 +82,16 @@ export function fetchPlan(entry: CatalogModel | undefined, self: string | undefi
   const puller = entry?.puller;
   const mine = puller !== undefined ? puller === self : own.ref !== undefined || own.source !== undefined;
   if (!mine) return { kind: "wait", why: puller ? `node ${puller.slice(0, 10)} downloads it for the mesh; it is copied from there` : "no member has it and none knows where to get it" };
+  return downloadPlan(entry, own) ?? { kind: "wait", why: "no member has it and none knows where to get it" };
+}
+
+/**
+ * Where this node would download the model itself (pure): its operator's reference or source
+ * first, else the one the mesh announced (`fromPeer`: fetched under the peer rules); undefined when
+ * none says where. The puller downloads by it; a node copying the model over the mesh connection
+ * may take it instead, when it is faster.
+ */
+export function downloadPlan(entry: CatalogModel | undefined, own: OwnOrigin): DownloadPlan | undefined {
   if (own.ref !== undefined) return { kind: "pull", ref: own.ref, fromPeer: false };
   if (own.source !== undefined) return { kind: "url", url: own.source, fromPeer: false };
   // A URL reference names the very file to get; the rest go through the Hub.
@@ -81,7 +99,7 @@ export function fetchPlan(entry: CatalogModel | undefined, self: string | undefi
   if (refKind === "hf") return { kind: "pull", ref: entry!.ref!, fromPeer: true };
   if (refKind === "url") return { kind: "url", url: entry!.ref!, fromPeer: true };
   if (entry?.source !== undefined) return { kind: "url", url: entry.source, fromPeer: true };
-  return { kind: "wait", why: "no member has it and none knows where to get it" };
+  return undefined;
 }
 
 /** Where a try fetches from, as its progress tells every peer: a URL without the user name and password the operator may have put in it. */
@@ -110,8 +128,8 @@ export interface ModelFetcherOptions {
   enabled: boolean;
   modelsDir: string;
   selfId: () => string | undefined;
-  /** A MODEL stream to a peer, or undefined when it is not connected. */
-  openStream: (peerId: string) => Promise<Stream | undefined>;
+  /** A MODEL stream to a peer and the path it took, or undefined when the peer is not connected. */
+  openStream: (peerId: string) => Promise<ModelStream | undefined>;
   /** The source URL this node's own registry gives the model: the operator's word, trusted as such. */
   ownSource: (model: string) => string | undefined;
   /** The reference this node's operator named the model by (`--model REF`, its registry): trusted as such. */
@@ -125,6 +143,8 @@ export interface ModelFetcherOptions {
   onProgress: () => void;
   /** The files are in place (rescan the models dir, announce, decide again). */
   onDone: (model: string) => Promise<void>;
+  /** How a copy over the mesh connection, and the download tried instead, are measured (COPY_RATE_WINDOW). */
+  rateWindow?: RateWindow;
 }
 
 interface Attempt {
@@ -140,8 +160,22 @@ export class ModelFetcher {
   private abort: AbortController | undefined;
   private attempt: Attempt | undefined;
   private wake: (() => void) | undefined;
+  /** An assigned model's copy from a peer, weighed against downloading it. */
+  private readonly copies: CopyOrDownload;
 
-  constructor(private readonly o: ModelFetcherOptions) {}
+  constructor(private readonly o: ModelFetcherOptions) {
+    this.copies = new CopyOrDownload({
+      modelsDir: o.modelsDir,
+      hub: o.hub,
+      openStream: o.openStream,
+      hasher: this.hasher,
+      log: o.log,
+      rateWindow: o.rateWindow ?? COPY_RATE_WINDOW,
+      download: (model, plan, m, signal, report) => this.download(model, plan, m, signal, report),
+      recordCopy: (model, files, ref) => recordCopy(o.modelsDir, model, files, ref),
+      size: () => this.progress?.total ?? 0,
+    });
+  }
 
   get enabled(): boolean {
     return this.o.enabled;
@@ -154,6 +188,7 @@ export class ModelFetcher {
   fetch(model: string, entry: () => CatalogModel | undefined, giveUp: (why: string) => void): void {
     if (!this.o.enabled) return;
     this.cancel();
+    this.copies.reset();
     const abort = new AbortController();
     this.abort = abort;
     void this.run(model, entry, abort.signal, giveUp).finally(() => {
@@ -184,8 +219,12 @@ export class ModelFetcher {
     if (now.kind === "peer" || now.kind === "wait") a.abort.abort();
   }
 
+  private own(model: string): OwnOrigin {
+    return { ref: this.o.ownRef(model), source: this.o.ownSource(model) };
+  }
+
   private plan(model: string, entry: () => CatalogModel | undefined, attempt: number): FetchPlan {
-    return fetchPlan(entry(), this.o.selfId(), { ref: this.o.ownRef(model), source: this.o.ownSource(model) }, attempt, this.o.joining());
+    return fetchPlan(entry(), this.o.selfId(), this.own(model), attempt, this.o.joining());
   }
 
   private async run(model: string, entry: () => CatalogModel | undefined, signal: AbortSignal, giveUp: (why: string) => void): Promise<void> {
@@ -242,13 +281,16 @@ export class ModelFetcher {
   /**
    * Copies `model`'s files from `peer` outside the one fetch of an assigned model (a replica's
    * copy: it neither replaces that fetch nor claims a pull), verified and resumable as any peer copy.
+   * It stays with the peer, over whichever path, and is not weighed against the hub as an assigned
+   * model's copy is: the replica keeper chose that peer and times the copy itself, and a replica is
+   * extra capacity, not the one copy a node needs to serve its model.
    */
   async copyFromPeer(model: string, peer: string, entry: CatalogModel | undefined, signal: AbortSignal): Promise<void> {
     mkdirSync(this.o.modelsDir, { recursive: true });
     const open = async () => {
-      const stream = await this.o.openStream(peer);
-      if (!stream) throw new Error(`node ${peer.slice(0, 10)} is not connected`);
-      return stream;
+      const opened = await this.o.openStream(peer);
+      if (!opened) throw new Error(`node ${peer.slice(0, 10)} is not connected`);
+      return opened.stream;
     };
     const files = await fetchModelFromPeer({ model, open, destDir: this.o.modelsDir, signal, hasher: this.hasher, expectedBytes: entry?.sizeBytes });
     await recordCopy(this.o.modelsDir, model, files, entry?.ref);
@@ -261,38 +303,41 @@ export class ModelFetcher {
     this.o.log.info("fetching model", { model, from: plan.kind === "peer" ? `node ${plan.peer.slice(0, 10)}` : from, attempt: failures + 1 });
     // Log lines, not a bar: the node's own log shares the terminal.
     const lines = progressReporter(`fetching ${model}`, this.o.log, false);
-    const report = (bytes: number, total: number) => {
-      if (signal.aborted) return;
-      this.progress = { model, bytes, total, from };
-      this.o.onProgress();
-      lines.update(bytes, total);
-    };
-    // Said before the first byte: announced progress is the puller's claim, so a member joining now waits.
-    if (!this.progress || this.progress.model !== model) report(0, m?.sizeBytes ?? 0);
-    const onProgress = (p: TransferProgress) => report(p.bytes, p.total);
-    if (plan.kind === "peer") {
-      const open = async () => {
-        const stream = await this.o.openStream(plan.peer);
-        if (!stream) throw new Error(`node ${plan.peer.slice(0, 10)} is not connected`);
-        return stream;
+    const reporter =
+      (from: string): Report =>
+      (bytes, total) => {
+        if (signal.aborted) return;
+        this.progress = { model, bytes, total, from };
+        this.o.onProgress();
+        lines.update(bytes, total);
       };
-      // The size tells how long the peer may take to hash the file before it answers.
-      const began = performance.now();
-      const files = await fetchModelFromPeer({ model, open, destDir: this.o.modelsDir, onProgress, signal, hasher: this.hasher, expectedBytes: m?.sizeBytes });
-      await recordCopy(this.o.modelsDir, model, files, m?.ref);
-      // The model's size, whether all of it crossed or some was here already.
-      this.o.log.info("model copied from a peer", { model, peer: plan.peer.slice(0, 10), size: this.progress?.total ?? 0, ms: Math.round(performance.now() - began) });
-    } else if (plan.kind === "pull") {
-      const onPull = (p: PullProgress) => report(p.allBytes, p.allTotal);
-      const got = await pullModel({ ref: plan.ref, name: model, modelsDir: this.o.modelsDir, hub: this.o.hub, onProgress: onPull, signal, log: this.o.log, fromPeer: plan.fromPeer });
-      if (got.alreadyHad) this.o.log.info("the model was already pulled here", { model, path: got.path });
-    } else {
-      const peerRules = plan.fromPeer ? { rule: PEER_SOURCE_RULE, limit: peerSizeLimit(m?.sizeBytes ?? 0, await freeBytes(this.o.modelsDir)) } : {};
-      const got = await downloadFromUrl({ url: plan.url, model, destDir: this.o.modelsDir, onProgress, signal, ...peerRules });
-      if (!got.verified) this.o.log.warn("the source gave no hash to check the download against", { model, url: plan.url });
-      await recordCopy(this.o.modelsDir, model, [got.path], undefined);
-    }
+    // Said before the first byte: announced progress is the puller's claim, so a member joining now waits.
+    if (!this.progress || this.progress.model !== model) reporter(from)(0, m?.sizeBytes ?? 0);
+    if (plan.kind !== "peer") await this.download(model, plan, m, signal, reporter(from));
+    else await this.copies.get(model, plan.peer, downloadPlan(m, this.own(model)), m, signal, reporter);
     lines.done();
+  }
+
+  /** Downloads the model by `plan`; what a peer announced is fetched under the peer rules. */
+  private async download(model: string, plan: DownloadPlan, m: CatalogModel | undefined, signal: AbortSignal, report: Report): Promise<void> {
+    if (plan.kind === "pull") {
+      const got = await pullModel({
+        ref: plan.ref,
+        name: model,
+        modelsDir: this.o.modelsDir,
+        hub: this.o.hub,
+        onProgress: (p) => report(p.allBytes, p.allTotal),
+        signal,
+        log: this.o.log,
+        fromPeer: plan.fromPeer,
+      });
+      if (got.alreadyHad) this.o.log.info("the model was already pulled here", { model, path: got.path });
+      return;
+    }
+    const peerRules = plan.fromPeer ? { rule: PEER_SOURCE_RULE, limit: peerSizeLimit(m?.sizeBytes ?? 0, await freeBytes(this.o.modelsDir)) } : {};
+    const got = await downloadFromUrl({ url: plan.url, model, destDir: this.o.modelsDir, onProgress: (p) => report(p.bytes, p.total), signal, ...peerRules });
+    if (!got.verified) this.o.log.warn("the source gave no hash to check the download against", { model, url: plan.url });
+    await recordCopy(this.o.modelsDir, model, [got.path], undefined);
   }
 
   /** Resolves on the next change to the catalog (`changed`), on abort, or after RECHECK_MS. */

@@ -6,7 +6,8 @@
  * gated repos (401 without `Authorization: Bearer <token>`, 403 with a wrong one) and private ones
  * (401 RepoNotFound, as the Hub hides them). The CDN honours Range; a test can make it cut a file's
  * next transfer after N bytes (the connection closes, or stays open and silent until released),
- * serve a file's bytes wrong, and count each file's complete downloads.
+ * serve a file's bytes wrong, and count each file's complete downloads. Its CDN can be held to a
+ * rate (a hub slower than the link a test compares it with).
  */
 export type FakeFile = Uint8Array | { fromFile: string; claimSize?: number } | { bytes: Uint8Array; claimSize?: number };
 
@@ -37,6 +38,8 @@ export interface FakeHubOptions {
   pageSize?: number;
   /** Where both servers listen (127.0.0.1): a lab's bridge address, for nodes in their own namespaces. */
   hostname?: string;
+  /** The CDN sends each transfer at this many bytes per second at most (unthrottled when absent). */
+  cdnBytesPerSecond?: number;
 }
 
 export interface FakeHub {
@@ -240,12 +243,16 @@ export async function startFakeHub(opts: FakeHubOptions): Promise<FakeHub> {
     f.cut = undefined;
     let offset = start;
     const end = cut ? Math.min(body.length, start + cut.afterBytes) : body.length;
+    const rate = opts.cdnBytesPerSecond;
+    const began = performance.now();
     return new Response(
       new ReadableStream({
         type: "bytes",
         async pull(controller) {
           if (offset < end) {
-            const next = Math.min(end, offset + CHUNK);
+            // Held to the rate: each chunk leaves no sooner than the bytes before it allow.
+            if (rate !== undefined) await Bun.sleep(Math.max(0, began + ((offset - start) * 1000) / rate - performance.now()));
+            const next = Math.min(end, offset + (rate === undefined ? CHUNK : Math.min(CHUNK, Math.ceil(rate / 10))));
             controller.enqueue(body.slice(offset, next));
             offset = next;
             return;

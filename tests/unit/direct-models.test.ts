@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
-import { createServer, connect, type Socket } from "node:net";
+import { createServer, connect, Socket } from "node:net";
 import { join } from "node:path";
 import tls from "node:tls";
 import { createLog } from "../../log.ts";
@@ -223,17 +223,27 @@ describe("modelStreamOpener: which path a copy's streams take", () => {
     return { open, calls, advance: (ms: number) => void (now += ms) };
   }
 
-  test("no direct offer: the mesh connection", async () => {
+  test("no direct offer: the mesh connection, and the stream says so", async () => {
     const o = opener(() => undefined);
-    expect(await o.open("p")).toBe(meshStream);
+    expect(await o.open("p")).toEqual({ stream: meshStream, path: "mesh" });
     expect(o.calls).toEqual({ direct: 1, mesh: 1 });
+  });
+
+  test("a direct connection: the direct path, and the stream says so", async () => {
+    const socket = new Socket();
+    const o = opener(() => Promise.resolve(socket));
+    const opened = await o.open("p");
+    expect(opened?.path).toBe("direct");
+    expect(opened?.stream).not.toBe(meshStream);
+    expect(o.calls).toEqual({ direct: 1, mesh: 0 });
+    socket.destroy();
   });
 
   test("a failed direct connection: the mesh now, and for a while without trying again; then direct again", async () => {
     const o = opener(() => Promise.reject(new Error("refused")));
-    expect(await o.open("p")).toBe(meshStream);
+    expect(await o.open("p")).toEqual({ stream: meshStream, path: "mesh" });
     o.advance(DIRECT_MODEL_RETRY_MS - 1);
-    expect(await o.open("p")).toBe(meshStream);
+    expect(await o.open("p")).toEqual({ stream: meshStream, path: "mesh" });
     expect(o.calls).toEqual({ direct: 1, mesh: 2 });
     o.advance(1);
     await o.open("p");
