@@ -1,7 +1,7 @@
 #!/usr/bin/env bun
 /**
  * A model copy between two real nodes, over the direct TLS path and over the mesh's QUIC
- * connection (`--rpc-direct off` on the node with the file): throughput of the whole copy (manifest,
+ * connection of each iroh line (`--rpc-direct off` on the node with the file): throughput of the whole copy (manifest,
  * bytes, the receiver's hash check and install: the joiner's "model copied from a peer"), on loopback and with
  * `--lab` in the lab with each link capped at `--mbit`. The node with the file is started once per
  * path and a first copy warms its hash of the file, so the runs time the copy alone.
@@ -12,6 +12,7 @@
  */
 import { statSync } from "node:fs";
 import { parseArgs } from "node:util";
+import { DEFAULT_LINE, type TransportLine } from "../mesh/transport.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { PRESET_NAMES, WEIGHT_TYPES, type PresetName, type WeightType } from "../scripts/test-model/presets.ts";
 import { killAllChildren } from "../tests/helpers/children.ts";
@@ -45,9 +46,9 @@ const cleanup = async () => {
 };
 watchdog(Number(values["limit-minutes"]) * 60_000, cleanup);
 
-/** ms of each copy (the joiner's own figure), the first one a warm-up left out. */
-async function copies(places: Places, file: string, direct: boolean): Promise<number[]> {
-  const seeder = await places.start([...SMALL, "--model", MODEL, "--rpc-direct", direct ? "on" : "off"], { models: { [`${MODEL}.gguf`]: file } });
+/** ms of each copy (the joiner's own figure), the first one a warm-up left out. The joiner follows the seeder's line. */
+async function copies(places: Places, file: string, direct: boolean, line: TransportLine): Promise<number[]> {
+  const seeder = await places.start([...SMALL, "--model", MODEL, "--rpc-direct", direct ? "on" : "off", "--transport", line], { models: { [`${MODEL}.gguf`]: file } });
   const times: number[] = [];
   for (let i = 0; i <= RUNS; i++) {
     const joiner = await places.start([...SMALL, "--join", seeder.token, "--model", MODEL]);
@@ -65,11 +66,17 @@ async function measure(places: Places, linkMBps: number | undefined): Promise<st
   const file = await testModel(preset, type);
   const mb = statSync(file).size / 1e6;
   const rows: string[][] = [];
-  for (const direct of [true, false]) {
-    step(`${MODEL}: copies over the ${direct ? "direct path" : "mesh connection"} (${places.label})`);
-    const ms = pct(await copies(places, file, direct), 50);
+  // The direct path is the same on either line; the mesh connection is the line's own QUIC.
+  const paths: [string, boolean, TransportLine][] = [
+    ["direct TLS path", true, DEFAULT_LINE],
+    ["mesh QUIC connection, iroh1 (--rpc-direct off)", false, "iroh1"],
+    ["mesh QUIC connection, iroh035 (--rpc-direct off)", false, "iroh035"],
+  ];
+  for (const [label, direct, line] of paths) {
+    step(`${MODEL}: ${label} (${places.label})`);
+    const ms = pct(await copies(places, file, direct, line), 50);
     const mbps = mb / (ms / 1000);
-    rows.push([direct ? "direct TLS path" : "mesh QUIC connection (--rpc-direct off)", mb.toFixed(1), ms.toFixed(0), mbps.toFixed(1), linkMBps ? `${((mbps / linkMBps) * 100).toFixed(0)}%` : "-"]);
+    rows.push([label, mb.toFixed(1), ms.toFixed(0), mbps.toFixed(1), linkMBps ? `${((mbps / linkMBps) * 100).toFixed(0)}%` : "-"]);
   }
   return rows;
 }

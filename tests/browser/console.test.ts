@@ -13,7 +13,7 @@ import { chat } from "../helpers/api.ts";
 import { killAllChildren } from "../helpers/children.ts";
 import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
 import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
+import { SMALL_LLAMA, TEST_LINE } from "../helpers/node.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { attr, browserSuite, byTestId, consoleState, DESKTOP, goTab, MOBILE, screenshot, visible, waitForAttr, type ConsolePage } from "../helpers/browser.ts";
 
@@ -92,6 +92,9 @@ browserTest("the page lists the three nodes and the models with the hosts every 
     const shown = await rows.evaluateAll((els) => els.map((e) => [e.getAttribute("data-node-id"), e.getAttribute("data-state")]));
     expect(shown.map(([id]) => id).sort()).toEqual(ids);
     expect(shown.every(([, state]) => state === "up")).toBe(true);
+    // Each node's iroh line and relay: the suite's line, relays off.
+    const lines = await byTestId(page, "node-line").evaluateAll((els) => els.map((e) => e.textContent?.trim()));
+    expect(lines).toEqual(ids.map(() => `${TEST_LINE} · no relay`));
     await screenshot(page, "mesh-desktop");
 
     await goTab(page, "models");
