@@ -16,6 +16,7 @@ import { DEFAULT_LINE, type TransportLine } from "../mesh/transport.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { PRESET_NAMES, WEIGHT_TYPES, type PresetName, type WeightType } from "../scripts/test-model/presets.ts";
 import { killAllChildren } from "../tests/helpers/children.ts";
+import { startFakeHub } from "../tests/helpers/fake-hub.ts";
 import { testModel } from "../tests/helpers/models.ts";
 import { labUnavailable } from "../tests/lab/lab.ts";
 import { labPlaces, loopbackPlaces, type Places } from "./places.ts";
@@ -62,6 +63,36 @@ async function copies(places: Places, file: string, direct: boolean, line: Trans
   return times;
 }
 
+/**
+ * ms of each whole fetch (the joiner's "model fetched") of a model that is also on a Hub at the
+ * bench's address (the lab's gateway: across the joiner's capped link), copied over the iroh1
+ * mesh connection: the joiner measures the copy, tries the Hub and finishes from the faster; each
+ * run checks the Hub finished it. Both nodes name the model by its Hub reference; the seeder pulls it first.
+ */
+async function hubCopies(places: Places, file: string): Promise<number[]> {
+  const repo = "bench-org/wide-GGUF";
+  const ref = `${repo}:${type.toUpperCase()}`;
+  const hub = await startFakeHub({ repos: [{ repo, files: { [`${MODEL}.gguf`]: { fromFile: file } } }], hostname: places.benchAddress });
+  try {
+    const env = { HF_ENDPOINT: hub.endpoint };
+    const seeder = await places.start([...SMALL, "--model", ref, "--rpc-direct", "off", "--transport", "iroh1"], { env });
+    await seeder.child.waitForOutput(/model fetched/, 300_000);
+    const times: number[] = [];
+    const escaped = ref.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+    for (let i = 0; i <= RUNS; i++) {
+      const joiner = await places.start([...SMALL, "--join", seeder.token, "--model", ref], { env });
+      const fetched = await joiner.child.waitForOutput(new RegExp(`model fetched model=${escaped} ms=(\\d+)`), 300_000);
+      if (!joiner.child.output().includes(`copying ${ref} from the hub`)) throw new Error(`the joiner did not finish ${ref} from the hub:\n${joiner.child.output().slice(-2000)}`);
+      if (i > 0) times.push(Number(fetched[1]));
+      await joiner.stop();
+    }
+    await seeder.stop();
+    return times;
+  } finally {
+    await hub.stop();
+  }
+}
+
 async function measure(places: Places, linkMBps: number | undefined): Promise<string[][]> {
   const file = await testModel(preset, type);
   const mb = statSync(file).size / 1e6;
@@ -78,6 +109,10 @@ async function measure(places: Places, linkMBps: number | undefined): Promise<st
     const mbps = mb / (ms / 1000);
     rows.push([label, mb.toFixed(1), ms.toFixed(0), mbps.toFixed(1), linkMBps ? `${((mbps / linkMBps) * 100).toFixed(0)}%` : "-"]);
   }
+  step(`${MODEL}: iroh1 mesh connection, the model also on a Hub (${places.label})`);
+  const ms = pct(await hubCopies(places, file), 50);
+  const mbps = mb / (ms / 1000);
+  rows.push(["mesh QUIC connection, iroh1, the model also on a Hub: measured, finished from the Hub", mb.toFixed(1), ms.toFixed(0), mbps.toFixed(1), linkMBps ? `${((mbps / linkMBps) * 100).toFixed(0)}%` : "-"]);
   return rows;
 }
 
