@@ -16,6 +16,8 @@ type StatusBody = MeshStatus & {
 };
 
 const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(1)} GiB`;
+/** A peer's words on a terminal: what it announced, without the control characters that would drive the terminal. */
+const printable = (text: string) => text.replace(/[\x00-\x1f\x7f-\x9f]/g, "?");
 
 /** The human-readable form (pure, so it is tested as text). */
 export function formatStatus(url: string, s: StatusBody, token: string | undefined): string {
@@ -27,7 +29,7 @@ export function formatStatus(url: string, s: StatusBody, token: string | undefin
   ];
   for (const p of s.peers) {
     const serving = p.serving.length ? `serving ${p.serving.join(",")}` : "serving nothing";
-    lines.push(`  ${p.shortId}  ${p.line}  ${p.addresses.join(",")}  relay ${p.relayUrl ?? "none"}  rtt ${p.rttMs} ms  ${p.role}  ${serving}  vram ${gib(p.vramBytes)}`);
+    lines.push(`  ${p.shortId}  ${p.line}  ${printable(p.addresses.join(","))}  relay ${printable(p.relayUrl ?? "none")}  rtt ${p.rttMs} ms  ${p.role}  ${serving}  vram ${gib(p.vramBytes)}`);
   }
   if (s.models) {
     const f = s.models.fetching;

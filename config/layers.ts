@@ -33,6 +33,12 @@ function fileTexts(value: unknown): string[] | undefined {
 
 export class SettingError extends Error {}
 
+/** How a message names where setting `name` came from: the flag, its variable, or its key in the config file. */
+export function settingName(config: Pick<Config, "settingSources">, name: string): string {
+  const source = config.settingSources[name];
+  return source === "env" ? envName(name) : source === "file" ? `${name} in ${CONFIG_FILE}` : `--${name}`;
+}
+
 /** Whether the operator set `name` (a flag, the environment or the config file), not left it to its default. */
 export const given = (config: Pick<Config, "settingSources">, name: string): boolean => (config.settingSources[name] ?? "default") !== "default";
 

@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { SECRET_BYTES } from "./identity.ts";
-import { TRANSPORT_LINES, type TransportLine } from "./transport.ts";
+import { LEGACY_LINE, TRANSPORT_LINES, type TransportLine } from "./transport.ts";
 
 const PREFIX = "mesh1";
 
@@ -44,7 +44,7 @@ const Wire = z.object({
 export function encodeJoinToken(t: JoinToken): string {
   const wire: z.infer<typeof Wire> = { n: t.addr.nodeId, a: t.addr.addresses, s: Buffer.from(t.secret).toString("base64url") };
   if (t.addr.relayUrl) wire.r = t.addr.relayUrl;
-  if (t.line && t.line !== "iroh035") wire.t = t.line;
+  if (t.line && t.line !== LEGACY_LINE) wire.t = t.line;
   if (t.relays?.length) wire.rs = t.relays;
   return PREFIX + Buffer.from(JSON.stringify(wire)).toString("base64url");
 }
@@ -69,7 +69,7 @@ export function decodeJoinToken(text: string): JoinToken {
   return {
     addr: { nodeId: parsed.data.n, addresses: parsed.data.a, ...(parsed.data.r ? { relayUrl: parsed.data.r } : {}) },
     secret,
-    ...(parsed.data.t && parsed.data.t !== "iroh035" ? { line: parsed.data.t } : {}),
+    ...(parsed.data.t && parsed.data.t !== LEGACY_LINE ? { line: parsed.data.t } : {}),
     ...(parsed.data.rs ? { relays: parsed.data.rs } : {}),
   };
 }

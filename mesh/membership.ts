@@ -10,7 +10,7 @@ import type { MemberAddr } from "./join-token.ts";
 import { dueRedials, joinBackoffMs, keepWhich, membersToDial, silentPeers } from "./membership-rules.ts";
 import { ControlMessageSchema, PROTOCOL_VERSION, type Announcement, type ControlMessage } from "./messages.ts";
 import { shortId } from "./status.ts";
-import type { PeerConnection, Stream, Transport } from "./transport.ts";
+import { LEGACY_LINE, type PeerConnection, type Stream, type Transport } from "./transport.ts";
 import { readFrame, StreamKind, WireError, writeFrame } from "./wire.ts";
 
 /** QUIC application close codes we use. */
@@ -69,7 +69,7 @@ export class Membership {
    * are alone, since a node restarted on purpose (an upgrade, `systemctl restart`) comes back where
    * it was, and a founder has no token to find its members with.
    */
-  private readonly leftOnPurpose = new Set<string>();
+  private readonly leftOnPurpose = new Map<string, number>();
   private rejoining = false;
   private readonly heartbeat: Timer;
   private stopped = false;
@@ -108,6 +108,13 @@ export class Membership {
     try {
       for (let attempt = 0; !this.stopped && this.peers.size === 0 && this.remembered.size > 0; attempt++) {
         for (const addr of [...this.remembered.values()]) {
+          // One that left on purpose and has not come back in hours has gone for good.
+          const left = this.leftOnPurpose.get(addr.nodeId);
+          if (left !== undefined && Date.now() - left > FORGET_LOST_AFTER_MS) {
+            this.remembered.delete(addr.nodeId);
+            this.leftOnPurpose.delete(addr.nodeId);
+            continue;
+          }
           try {
             await this.dial(addr);
             return;
@@ -195,8 +202,8 @@ export class Membership {
    * given a token of a 1.x mesh would otherwise join it half-way.
    */
   private sameLine(raw: unknown): void {
-    const theirs = (raw as { announcement?: { transport?: unknown } } | null)?.announcement?.transport ?? "iroh035";
-    const ours = this.opts.announcement().transport ?? "iroh035";
+    const theirs = (raw as { announcement?: { transport?: unknown } } | null)?.announcement?.transport ?? LEGACY_LINE;
+    const ours = this.opts.announcement().transport ?? LEGACY_LINE;
     if (theirs !== ours) throw new AuthError(`the peer runs ${String(theirs).slice(0, 16)} and this node runs ${ours}: a mesh runs one iroh line (--transport)`);
   }
 
@@ -326,7 +333,7 @@ export class Membership {
     // A peer that sent junk is not one to find again; one that left on purpose only when we are alone.
     if (junk) this.remembered.delete(peer.id);
     if (junk || reason === "left") this.redials.delete(peer.id);
-    if (reason === "left" && this.remembered.has(peer.id)) this.leftOnPurpose.add(peer.id);
+    if (reason === "left" && this.remembered.has(peer.id)) this.leftOnPurpose.set(peer.id, Date.now());
     this.changed();
     if (this.peers.size === 0) void this.rejoin();
   }
@@ -360,7 +367,7 @@ export class Membership {
   /** Dials members we lost while keeping others (`dueRedials`), each on its own growing pause. */
   private redialLost(now: number): void {
     if (this.stopped) return;
-    const busy = new Set([...this.peers.keys(), ...this.dialing, this.selfId, ...this.leftOnPurpose]);
+    const busy = new Set([...this.peers.keys(), ...this.dialing, this.selfId, ...this.leftOnPurpose.keys()]);
     for (const id of dueRedials(this.remembered.keys(), busy, new Map([...this.redials].map(([k, v]) => [k, v.at])), now)) {
       const addr = this.remembered.get(id)!;
       const lost = this.redials.get(id);

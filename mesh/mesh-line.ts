@@ -7,7 +7,7 @@
  * What is remembered (`<state-dir>/mesh-line.json`): the line, the mesh's own relays (the ones its
  * token carried, `--relay URL`) and the member its token named, which a restart without `--join`
  * dials to find the mesh again. A state dir from before lines were remembered that holds a mesh
- * secret belongs to a mesh founded when iroh035 was every node's line.
+ * secret runs the line its last join token names (those named iroh1 only; 0.35 was the default).
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -16,11 +16,9 @@ import type { RelaySetting } from "../config/config.ts";
 import type { MemberAddr } from "./join-token.ts";
 import { MemberAddrSchema } from "./messages.ts";
 import { writePrivateFile } from "../private-file.ts";
-import { DEFAULT_LINE, TRANSPORT_LINES, type TransportLine } from "./transport.ts";
+import { DEFAULT_LINE, LEGACY_LINE, TRANSPORT_LINES, type TransportLine } from "./transport.ts";
 
 export const MESH_LINE_FILE = "mesh-line.json";
-/** The line of a token that names none, and of a mesh founded before lines were remembered. */
-export const LEGACY_LINE: TransportLine = "iroh035";
 
 export interface RememberedMesh {
   line: TransportLine;
@@ -33,6 +31,8 @@ export interface RememberedMesh {
 export interface LineInputs {
   /** `--transport`, when the operator gave it (flag, environment or config file). */
   asked: TransportLine | undefined;
+  /** Where `asked` came from, as an error names it (`--transport`, `MESH_TRANSPORT`, ...). */
+  askedFrom?: string;
   /** `--relay`, when the operator gave it. */
   askedRelay: RelaySetting | undefined;
   /** The join token given at this start, if any. */
@@ -41,6 +41,8 @@ export interface LineInputs {
   remembered: RememberedMesh | undefined;
   /** Whether the state dir holds a mesh secret (the node belongs to a mesh already). */
   member: boolean;
+  /** The line the join token this state dir's node last wrote names, when it wrote one. */
+  legacyLine?: TransportLine;
 }
 
 export interface LineDecision {
@@ -50,6 +52,8 @@ export interface LineDecision {
   by: "token" | "flag" | "remembered" | "legacy state" | "default";
   /** Where the relays came from, when they are the mesh's own and the operator did not give them now. */
   relaysFrom?: "token" | "state dir";
+  /** The mesh's own relays, whether this start uses them or not. */
+  meshRelays?: string[];
   /** The line the node's mesh ran before this start, when `--transport` moves it. */
   movedFrom?: TransportLine;
   /** The member to join through: the token's, else the remembered one (not across a move: it runs the old line). */
@@ -61,15 +65,19 @@ export class LineError extends Error {}
 
 /** The line and relays for this start (pure). */
 export function decideLine(i: LineInputs): LineDecision {
-  const relaysOf = (line: TransportLine, own: string[] | undefined, from: "token" | "state dir"): Pick<LineDecision, "relay" | "relaysFrom"> => {
-    if (i.askedRelay !== undefined) return { relay: i.askedRelay };
-    return own?.length && line === "iroh1" ? { relay: own, relaysFrom: from } : { relay: "default" };
+  const askedBy = i.askedFrom ?? "--transport";
+  // The mesh's own relays: given now as URLs, else the token's, else remembered for this line.
+  const relaysOf = (line: TransportLine, own: string[] | undefined, from: "token" | "state dir"): Pick<LineDecision, "relay" | "relaysFrom" | "meshRelays"> => {
+    const mesh = Array.isArray(i.askedRelay) ? i.askedRelay : line === "iroh1" && own?.length ? own : undefined;
+    const kept = mesh ? { meshRelays: mesh } : {};
+    if (i.askedRelay !== undefined) return { relay: i.askedRelay, ...kept };
+    return mesh ? { relay: mesh, relaysFrom: from, ...kept } : { relay: "default" };
   };
   let decision: LineDecision;
   if (i.token) {
     const line = i.token.line ?? LEGACY_LINE;
     if (i.asked !== undefined && i.asked !== line) {
-      throw new LineError(`this join token is for a mesh on ${line}, and --transport says ${i.asked}: leave --transport out (a joiner follows its token's line), or join with a token of a mesh on ${i.asked}`);
+      throw new LineError(`this join token is for a mesh on ${line}, and ${askedBy} says ${i.asked}: leave ${askedBy} out (a joiner follows its token's line), or join with a token of a mesh on ${i.asked}`);
     }
     decision = { line, by: "token", ...relaysOf(line, i.token.relays, "token"), via: i.token.addr };
   } else if (i.remembered) {
@@ -82,8 +90,10 @@ export function decideLine(i: LineInputs): LineDecision {
       ...(line === i.remembered.line && i.remembered.via ? { via: i.remembered.via } : {}),
     };
   } else if (i.member) {
-    const line = i.asked ?? LEGACY_LINE;
-    decision = { line, by: i.asked !== undefined ? "flag" : "legacy state", ...(line !== LEGACY_LINE ? { movedFrom: LEGACY_LINE } : {}), ...relaysOf(line, undefined, "state dir") };
+    // Before lines were remembered, the token a node wrote named its line when it was not 0.35.
+    const was = i.legacyLine ?? LEGACY_LINE;
+    const line = i.asked ?? was;
+    decision = { line, by: i.asked !== undefined ? "flag" : "legacy state", ...(line !== was ? { movedFrom: was } : {}), ...relaysOf(line, undefined, "state dir") };
   } else {
     const line = i.asked ?? DEFAULT_LINE;
     decision = { line, by: i.asked !== undefined ? "flag" : "default", ...relaysOf(line, undefined, "state dir") };
@@ -94,9 +104,12 @@ export function decideLine(i: LineInputs): LineDecision {
   return decision;
 }
 
-/** What the state dir should remember after this start (pure): the line, the relays when they are the mesh's own, the member to join through. */
+/**
+ * What the state dir should remember after this start (pure): the line, the mesh's own relays
+ * (kept through a start told `--relay disabled` for once), the member to join through.
+ */
 export function toRemember(d: LineDecision): RememberedMesh {
-  return { line: d.line, ...(Array.isArray(d.relay) ? { relays: d.relay } : {}), ...(d.via ? { via: d.via } : {}) };
+  return { line: d.line, ...(d.meshRelays ? { relays: d.meshRelays } : {}), ...(d.via ? { via: d.via } : {}) };
 }
 
 const Remembered = z.object({

@@ -8,13 +8,13 @@ import type { Config } from "../config/config.ts";
 import type { Log } from "../log.ts";
 import { AnnouncementSource, type AnnouncementContent } from "./announcement.ts";
 import { hasMeshSecret, loadOrCreateNodeKey, resolveMeshSecret } from "./identity.ts";
-import { encodeJoinToken, type MemberAddr } from "./join-token.ts";
-import { writeJoinToken } from "./join-token-file.ts";
+import { decodeJoinToken, encodeJoinToken, type MemberAddr } from "./join-token.ts";
+import { readJoinToken, writeJoinToken } from "./join-token-file.ts";
 import { Membership } from "./membership.ts";
 import { decideLine, readRememberedMesh, rememberMesh, toRemember } from "./mesh-line.ts";
 import { meshStatus, relayShown, type MeshStatus } from "./status.ts";
-import { Transport, type QuicPathKind, type Stream, type TransportLine } from "./transport.ts";
-import { given } from "../config/layers.ts";
+import { LEGACY_LINE, Transport, type QuicPathKind, type Stream, type TransportLine } from "./transport.ts";
+import { given, settingName } from "../config/layers.ts";
 
 /** Heartbeat and silence limit: a killed peer is gone from every view within about 7 s. */
 export const HEARTBEAT_MS = 2_000;
@@ -63,6 +63,17 @@ function readPorts(file: string): { v4?: number; v6?: number } {
   }
 }
 
+/** The line the join token in the state dir names (a token that names none is 0.35's), or undefined when there is none to read. */
+function lineOfTokenFile(stateDir: string): TransportLine | undefined {
+  const text = readJoinToken(stateDir);
+  if (!text) return undefined;
+  try {
+    return decodeJoinToken(text).line ?? LEGACY_LINE;
+  } catch {
+    return undefined;
+  }
+}
+
 export interface MeshNode {
   nodeId: string;
   /** The mesh secret (proofs on the direct RPC path are made with it). */
@@ -105,10 +116,12 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
   const remembered = readRememberedMesh(config.stateDir);
   const lineChoice = decideLine({
     asked: given(config, "transport") ? config.transport : undefined,
+    askedFrom: settingName(config, "transport"),
     askedRelay: given(config, "relay") ? config.relay : undefined,
     token: config.join,
     remembered,
     member: hasMeshSecret(config.stateDir),
+    ...(remembered ? {} : { legacyLine: lineOfTokenFile(config.stateDir) }),
   });
   const { line, relay } = lineChoice;
   const secretKey = loadOrCreateNodeKey(config.stateDir);

@@ -5,7 +5,7 @@
 import type { RelaySetting } from "../config/config.ts";
 import type { Membership } from "./membership.ts";
 import type { Role } from "./messages.ts";
-import type { TransportLine } from "./transport.ts";
+import { LEGACY_LINE, type TransportLine } from "./transport.ts";
 
 export interface PeerStatus {
   nodeId: string;
@@ -68,7 +68,7 @@ export function meshStatus(membership: Membership, now = Date.now()): MeshStatus
       llamaBuild: p.announcement.llamaBuild,
       lastSeenMsAgo: now - p.lastSeen,
       directPort: p.announcement.direct?.port,
-      line: p.announcement.transport ?? "iroh035",
+      line: p.announcement.transport ?? LEGACY_LINE,
       relayUrl: p.announcement.relayUrl,
     }))
     .sort((a, b) => a.nodeId.localeCompare(b.nodeId));

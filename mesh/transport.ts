@@ -18,6 +18,8 @@ export const TRANSPORT_LINES = ["iroh035", "iroh1"] as const;
 export type TransportLine = (typeof TRANSPORT_LINES)[number];
 /** The line a mesh is founded on when nothing says otherwise: the one whose relays stay. */
 export const DEFAULT_LINE: TransportLine = "iroh1";
+/** The line of a token or an announcement that names none: nodes from before iroh1 ran 0.35. */
+export const LEGACY_LINE: TransportLine = "iroh035";
 
 export interface SendSide {
   writeAll(bytes: Uint8Array): Promise<void>;

@@ -9,6 +9,7 @@ import { CONSOLE_LIMITS } from "../console/protocol.ts";
 import type { CatalogModel, NodeView } from "../mesh/catalog.ts";
 import type { Announcement } from "../mesh/messages.ts";
 import { shortId } from "../mesh/status.ts";
+import { LEGACY_LINE } from "../mesh/transport.ts";
 
 export interface ConsolePeer {
   announcement: Announcement;
@@ -137,7 +138,7 @@ function nodeOf(a: Announcement, self: boolean, peer: ConsolePeer | undefined, i
     directTls: peer?.tunnel.direct ?? false,
     offersDirect: a.direct !== undefined,
     rttMs: self ? null : (peer?.rttMs ?? null),
-    line: a.transport ?? "iroh035",
+    line: a.transport ?? LEGACY_LINE,
     relayUrl: a.relayUrl ?? null,
     memoryOfferedBytes: a.vramBytes,
     memoryUsedBytes: place?.usedBytes ?? 0,

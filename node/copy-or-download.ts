@@ -4,7 +4,8 @@
  * two nodes: its bytes go through the iroh binding, ~15 MB/s on 1.x) is measured, and the
  * download, from the same place and under the same rules as the fetcher's own (`model-fetcher.ts`),
  * is taken instead when it is faster (`copy-source.ts`): the peer copy stops (its part is resumed
- * should the download fail or turn out slower), and the choice holds for the rest of the fetch
+ * should a pull fail or turn out slower; a download by URL, which would write the same part, starts
+ * it afresh), and the choice holds for the rest of the fetch
  * unless its source fails. Rates measured stay for later fetches: by peer over the mesh
  * connection, by host for downloads.
  */
@@ -173,6 +174,12 @@ export class CopyOrDownload {
       return this.finishCopy(model, copy, m);
     }
     await copy.stop();
+    // A copy that finished as it was stopped is the model: nothing to download.
+    if (await copy.done.then(() => true, () => false)) return this.finishCopy(model, copy, m);
+    // A download by URL writes the part a copy left (`.partial/<name>.part`) and would go on from the
+    // peer's unchecked bytes where its server names no hash: it starts from nothing instead. A pull
+    // stages its files apart, so the copy's part stays for a resume.
+    if (hub.kind === "url") for (const f of copy.files()) await discardPart(this.o.modelsDir, f.name);
     this.hubTried.add(model);
     const download = this.startDownload(model, hub, m, signal, reporter(fetchedFrom(hub)));
     if (next === "hub") this.decide("hub", rates(this.hubRates.get(host)));

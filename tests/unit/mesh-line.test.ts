@@ -16,23 +16,27 @@ describe("which line a start runs, and with which relays", () => {
     ["--transport chooses the line of a new mesh", { asked: "iroh035" }, { line: "iroh035", relay: "default", by: "flag" }],
     ["a token that names no line is a 0.35 mesh's: the joiner follows it", { token: { addr: VIA } }, { line: "iroh035", relay: "default", by: "token", via: VIA }],
     ["a token of an iroh1 mesh", { token: { addr: VIA, line: "iroh1" } }, { line: "iroh1", relay: "default", by: "token", via: VIA }],
-    ["a token's relays are used when --relay says nothing", { token: { addr: VIA, line: "iroh1", relays: OWN } }, { line: "iroh1", relay: OWN, by: "token", relaysFrom: "token", via: VIA }],
-    ["--relay wins over the token's relays", { token: { addr: VIA, line: "iroh1", relays: OWN }, askedRelay: "disabled" }, { line: "iroh1", relay: "disabled", by: "token", via: VIA }],
+    ["a token's relays are used when --relay says nothing", { token: { addr: VIA, line: "iroh1", relays: OWN } }, { line: "iroh1", relay: OWN, by: "token", relaysFrom: "token", via: VIA, meshRelays: OWN }],
+    ["--relay wins over the token's relays (which stay the mesh's own)", { token: { addr: VIA, line: "iroh1", relays: OWN }, askedRelay: "disabled" }, { line: "iroh1", relay: "disabled", by: "token", via: VIA, meshRelays: OWN }],
     ["--transport that agrees with the token", { asked: "iroh035", token: { addr: VIA } }, { line: "iroh035", relay: "default", by: "token", via: VIA }],
     ["a token wins over what the state dir remembers (the mesh moved, or another mesh)", { token: { addr: VIA, line: "iroh1" }, remembered: { line: "iroh035", via: OLD_VIA }, member: true }, { line: "iroh1", relay: "default", by: "token", via: VIA }],
     ["a restart without a token comes back on the remembered line, through the remembered member", { remembered: { line: "iroh035", via: OLD_VIA }, member: true }, { line: "iroh035", relay: "default", by: "remembered", via: OLD_VIA }],
-    ["... with the relays its token carried", { remembered: { line: "iroh1", relays: OWN }, member: true }, { line: "iroh1", relay: OWN, by: "remembered", relaysFrom: "state dir" }],
-    ["... --relay given now wins over them", { remembered: { line: "iroh1", relays: OWN }, member: true, askedRelay: "disabled" }, { line: "iroh1", relay: "disabled", by: "remembered" }],
+    ["... with the relays its token carried", { remembered: { line: "iroh1", relays: OWN }, member: true }, { line: "iroh1", relay: OWN, by: "remembered", relaysFrom: "state dir", meshRelays: OWN }],
     ["--transport given to a member of the other line moves its mesh (the old line's member is not dialed)", { asked: "iroh1", remembered: { line: "iroh035", via: OLD_VIA }, member: true }, { line: "iroh1", relay: "default", by: "flag", movedFrom: "iroh035" }],
     ["a move leaves the old line's relays behind", { asked: "iroh035", remembered: { line: "iroh1", relays: OWN }, member: true }, { line: "iroh035", relay: "default", by: "flag", movedFrom: "iroh1" }],
     ["--transport that agrees with the remembered line moves nothing", { asked: "iroh1", remembered: { line: "iroh1", via: OLD_VIA }, member: true }, { line: "iroh1", relay: "default", by: "flag", via: OLD_VIA }],
-    ["a state dir from before lines were remembered belongs to a 0.35 mesh", { member: true }, { line: "iroh035", relay: "default", by: "legacy state" }],
+    ["a state dir from before lines were remembered, with no token to read, belongs to a 0.35 mesh", { member: true }, { line: "iroh035", relay: "default", by: "legacy state" }],
     ["... and --transport iroh1 moves it", { member: true, asked: "iroh1" }, { line: "iroh1", relay: "default", by: "flag", movedFrom: "iroh035" }],
+    ["... one whose last token names iroh1 stays there", { member: true, legacyLine: "iroh1" }, { line: "iroh1", relay: "default", by: "legacy state" }],
+    ["... and --transport iroh1 given again moves nothing", { member: true, legacyLine: "iroh1", asked: "iroh1" }, { line: "iroh1", relay: "default", by: "flag" }],
+    ["a start told --relay disabled for once still remembers the mesh's own relays", { remembered: { line: "iroh1", relays: OWN }, member: true, askedRelay: "disabled" }, { line: "iroh1", relay: "disabled", by: "remembered", meshRelays: OWN }],
+    ["relays given now as URLs are the mesh's own", { askedRelay: OWN }, { line: "iroh1", relay: OWN, by: "default", meshRelays: OWN }],
   ];
   test.each(cases)("%s", (_, inputs, expected) => expect(decideLine({ ...none, ...inputs })).toEqual(expected));
 
   const refused: [string, Partial<LineInputs>, RegExp][] = [
     ["--transport against the token's line names both", { asked: "iroh1", token: { addr: VIA } }, /this join token is for a mesh on iroh035, and --transport says iroh1: leave --transport out/],
+    ["... and names where the line was set", { asked: "iroh1", askedFrom: "MESH_TRANSPORT", token: { addr: VIA } }, /and MESH_TRANSPORT says iroh1: leave MESH_TRANSPORT out/],
     ["... either way", { asked: "iroh035", token: { addr: VIA, line: "iroh1" } }, /for a mesh on iroh1, and --transport says iroh035/],
     ["relays of one's own on a new 0.35 mesh", { asked: "iroh035", askedRelay: OWN }, /relays of your own \(--relay URL\) need --transport iroh1/],
     ["relays of one's own on a remembered 0.35 mesh", { remembered: { line: "iroh035" }, member: true, askedRelay: OWN }, /need --transport iroh1/],
@@ -44,7 +48,8 @@ describe("which line a start runs, and with which relays", () => {
   });
 
   test("what is remembered: the line, relays only when they are the mesh's own, the member to join through", () => {
-    expect(toRemember({ line: "iroh1", relay: OWN, by: "token", via: VIA })).toEqual({ line: "iroh1", relays: OWN, via: VIA });
+    expect(toRemember({ line: "iroh1", relay: OWN, by: "token", via: VIA, meshRelays: OWN })).toEqual({ line: "iroh1", relays: OWN, via: VIA });
+    expect(toRemember({ line: "iroh1", relay: "disabled", by: "remembered", meshRelays: OWN })).toEqual({ line: "iroh1", relays: OWN });
     expect(toRemember({ line: "iroh1", relay: "disabled", by: "flag" })).toEqual({ line: "iroh1" });
     expect(toRemember({ line: "iroh035", relay: "default", by: "legacy state" })).toEqual({ line: "iroh035" });
   });

@@ -173,6 +173,10 @@ test("mesh status prints this node's line and relay, and one line per peer with 
   expect(text).toContain("peers    2");
   expect(text).toContain("  p1  iroh1  127.0.0.1:1  relay https://relay.example.org/  rtt 2 ms  host  serving qwen  vram 8.0 GiB");
   expect(text).toContain("  p2  iroh1  127.0.0.1:1  relay none  rtt 2 ms");
+  // What a member announced reaches the terminal without the escapes that would drive it.
+  const rogue = formatStatus("http://127.0.0.1:9337", { version: "0.1.0", state: "running", nodeId: "x", peers: [{ ...peer, nodeId: "p3", line: "iroh1", addresses: ["1.2.3.4:1\x1b[2J"], relayUrl: "https://r/\x1b]0;owned\x07" }] }, undefined);
+  expect(rogue).not.toMatch(/[\x00-\x09\x0b-\x1f\x7f]/);
+  expect(rogue).toContain("1.2.3.4:1?[2J  relay https://r/?]0;owned?");
   expect(text).not.toContain("models");
 });
 
