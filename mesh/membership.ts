@@ -92,10 +92,15 @@ export class Membership {
     this.opts.onChange?.();
   }
 
-  /** Joins through one member, retrying with backoff while we have no peer at all. */
-  async join(addr: MemberAddr): Promise<void> {
-    this.remembered.set(addr.nodeId, addr);
+  /** Joins through these members (the first one first), retrying with backoff while we have no peer at all. */
+  async join(...addrs: MemberAddr[]): Promise<void> {
+    for (const addr of addrs.slice(0, REMEMBER_MAX)) if (addr.nodeId !== this.selfId) this.remembered.set(addr.nodeId, addr);
     await this.rejoin();
+  }
+
+  /** The members we know, the most recently seen first: what a restart dials to find the mesh again. */
+  knownMembers(max: number): MemberAddr[] {
+    return [...this.remembered.values()].reverse().slice(0, max);
   }
 
   /**

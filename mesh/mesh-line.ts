@@ -19,6 +19,8 @@ import { writePrivateFile } from "../private-file.ts";
 import { DEFAULT_LINE, LEGACY_LINE, TRANSPORT_LINES, type TransportLine } from "./transport.ts";
 
 export const MESH_LINE_FILE = "mesh-line.json";
+/** Members kept for a restart: enough to find a mesh whose nodes come and go. */
+export const MEMBERS_KEPT = 16;
 
 export interface RememberedMesh {
   line: TransportLine;
@@ -26,6 +28,8 @@ export interface RememberedMesh {
   relays?: string[];
   /** The member the node's join token named: dialed again by a restart given no token. */
   via?: MemberAddr;
+  /** The members it knew when it last stopped (most recent first): a founder has no token to find them by. */
+  members?: MemberAddr[];
 }
 
 export interface LineInputs {
@@ -58,6 +62,8 @@ export interface LineDecision {
   movedFrom?: TransportLine;
   /** The member to join through: the token's, else the remembered one (not across a move: it runs the old line). */
   via?: MemberAddr;
+  /** More members to dial when there is no token: those known at the last stop, on this same line. */
+  members?: MemberAddr[];
 }
 
 /** A combination that cannot start: the message names both sides and what to do. */
@@ -88,6 +94,7 @@ export function decideLine(i: LineInputs): LineDecision {
       ...(line !== i.remembered.line ? { movedFrom: i.remembered.line } : {}),
       ...relaysOf(line, line === i.remembered.line ? i.remembered.relays : undefined, "state dir"),
       ...(line === i.remembered.line && i.remembered.via ? { via: i.remembered.via } : {}),
+      ...(line === i.remembered.line && i.remembered.members?.length ? { members: i.remembered.members } : {}),
     };
   } else if (i.member) {
     // Before lines were remembered, the token a node wrote named its line when it was not 0.35.
@@ -105,11 +112,11 @@ export function decideLine(i: LineInputs): LineDecision {
 }
 
 /**
- * What the state dir should remember after this start (pure): the line, the mesh's own relays
- * (kept through a start told `--relay disabled` for once), the member to join through.
+ * What the state dir should remember (pure): the line, the mesh's own relays (kept through a start
+ * told `--relay disabled` for once), the member to join through, and the members known (at a stop).
  */
-export function toRemember(d: LineDecision): RememberedMesh {
-  return { line: d.line, ...(d.meshRelays ? { relays: d.meshRelays } : {}), ...(d.via ? { via: d.via } : {}) };
+export function toRemember(d: LineDecision, members: MemberAddr[] | undefined = d.members): RememberedMesh {
+  return { line: d.line, ...(d.meshRelays ? { relays: d.meshRelays } : {}), ...(d.via ? { via: d.via } : {}), ...(members?.length ? { members: members.slice(0, MEMBERS_KEPT) } : {}) };
 }
 
 const Remembered = z.object({
@@ -120,6 +127,7 @@ const Remembered = z.object({
     .max(8)
     .optional(),
   via: MemberAddrSchema.optional(),
+  members: z.array(MemberAddrSchema).max(MEMBERS_KEPT).optional(),
 });
 
 /** What `stateDir` remembers, or undefined when it remembers nothing; a file that is not ours is an error that says so. */

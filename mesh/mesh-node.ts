@@ -11,7 +11,7 @@ import { hasMeshSecret, loadOrCreateNodeKey, resolveMeshSecret } from "./identit
 import { decodeJoinToken, encodeJoinToken, type MemberAddr } from "./join-token.ts";
 import { readJoinToken, writeJoinToken } from "./join-token-file.ts";
 import { Membership } from "./membership.ts";
-import { decideLine, readRememberedMesh, rememberMesh, toRemember } from "./mesh-line.ts";
+import { decideLine, MEMBERS_KEPT, readRememberedMesh, rememberMesh, toRemember } from "./mesh-line.ts";
 import { meshStatus, relayShown, type MeshStatus } from "./status.ts";
 import { LEGACY_LINE, Transport, type QuicPathKind, type Stream, type TransportLine } from "./transport.ts";
 import { given, settingName } from "../config/layers.ts";
@@ -173,8 +173,8 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
   const ready = transport.ready.then(() => void (up = true));
   ready.catch(() => undefined);
   // Dials wait for the endpoint anyway; one that cannot start has no mesh to join.
-  const via = lineChoice.via;
-  if (via) void ready.then(() => m.join(via), () => undefined);
+  const via = [...(lineChoice.via ? [lineChoice.via] : []), ...(lineChoice.members ?? [])];
+  if (via.length) void ready.then(() => m.join(...via), () => undefined);
   return {
     nodeId: transport.nodeId,
     secret,
@@ -193,6 +193,12 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
       if (source.current().changed) m.announce();
     },
     stop: async () => {
+      // A founder has no token to find its mesh with after a restart, and the members it leaves forget it while they have each other.
+      try {
+        rememberMesh(config.stateDir, toRemember(lineChoice, m.knownMembers(MEMBERS_KEPT)));
+      } catch (err) {
+        log.warn("could not keep the members in the state dir", { error: (err as Error).message });
+      }
       await m.leave();
       await transport.close();
     },

@@ -176,6 +176,19 @@ test("members that lose every peer find the mesh again: a founder killed and res
   await waitForFullMesh([again, b], 60_000);
 });
 
+test("a founder stopped and restarted without a token finds its mesh of three again (members forget a node that said goodbye while they have each other)", async () => {
+  const a = await node();
+  const [b, c] = await Promise.all([node(["--join", a.token]), node(["--join", a.token])]);
+  await waitForFullMesh([a, b, c]);
+  expect(await a.child.stop()).toBe(0);
+  nodes.splice(nodes.indexOf(a), 1);
+  reused.push(a.stateDir);
+  await waitForFullMesh([b, c]);
+  const again = await node(["--state-dir", a.stateDir]);
+  expect(again.nodeId).toBe(a.nodeId);
+  await waitForFullMesh([again, b, c], 60_000);
+});
+
 test("the identity key and mesh secret are private files", async () => {
   const a = await node();
   const { statSync } = await import("node:fs");

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { decideLine, LineError, MESH_LINE_FILE, readRememberedMesh, rememberMesh, toRemember, type LineDecision, type LineInputs } from "../../mesh/mesh-line.ts";
+import { decideLine, LineError, MEMBERS_KEPT, MESH_LINE_FILE, readRememberedMesh, rememberMesh, toRemember, type LineDecision, type LineInputs } from "../../mesh/mesh-line.ts";
 import { relayShown } from "../../mesh/status.ts";
 
 const OWN = ["https://relay.example.org/"];
@@ -23,6 +23,9 @@ describe("which line a start runs, and with which relays", () => {
     ["a restart without a token comes back on the remembered line, through the remembered member", { remembered: { line: "iroh035", via: OLD_VIA }, member: true }, { line: "iroh035", relay: "default", by: "remembered", via: OLD_VIA }],
     ["... with the relays its token carried", { remembered: { line: "iroh1", relays: OWN }, member: true }, { line: "iroh1", relay: OWN, by: "remembered", relaysFrom: "state dir", meshRelays: OWN }],
     ["--transport given to a member of the other line moves its mesh (the old line's member is not dialed)", { asked: "iroh1", remembered: { line: "iroh035", via: OLD_VIA }, member: true }, { line: "iroh1", relay: "default", by: "flag", movedFrom: "iroh035" }],
+    ["a founder restarted without a token dials the members it knew at its last stop", { remembered: { line: "iroh1", members: [VIA, OLD_VIA] }, member: true }, { line: "iroh1", relay: "default", by: "remembered", members: [VIA, OLD_VIA] }],
+    ["... but not across a move (they run the old line)", { asked: "iroh035", remembered: { line: "iroh1", members: [VIA] }, member: true }, { line: "iroh035", relay: "default", by: "flag", movedFrom: "iroh1" }],
+    ["... nor beside a token, which names the mesh now", { token: { addr: VIA, line: "iroh1" }, remembered: { line: "iroh1", members: [OLD_VIA] }, member: true }, { line: "iroh1", relay: "default", by: "token", via: VIA }],
     ["a move leaves the old line's relays behind", { asked: "iroh035", remembered: { line: "iroh1", relays: OWN }, member: true }, { line: "iroh035", relay: "default", by: "flag", movedFrom: "iroh1" }],
     ["--transport that agrees with the remembered line moves nothing", { asked: "iroh1", remembered: { line: "iroh1", via: OLD_VIA }, member: true }, { line: "iroh1", relay: "default", by: "flag", via: OLD_VIA }],
     ["a state dir from before lines were remembered, with no token to read, belongs to a 0.35 mesh", { member: true }, { line: "iroh035", relay: "default", by: "legacy state" }],
@@ -50,6 +53,9 @@ describe("which line a start runs, and with which relays", () => {
   test("what is remembered: the line, relays only when they are the mesh's own, the member to join through", () => {
     expect(toRemember({ line: "iroh1", relay: OWN, by: "token", via: VIA, meshRelays: OWN })).toEqual({ line: "iroh1", relays: OWN, via: VIA });
     expect(toRemember({ line: "iroh1", relay: "disabled", by: "remembered", meshRelays: OWN })).toEqual({ line: "iroh1", relays: OWN });
+    // At a stop, the members known then, at most MEMBERS_KEPT of them.
+    const many = Array.from({ length: MEMBERS_KEPT + 5 }, (_, n) => ({ nodeId: n.toString(16).padStart(64, "0"), addresses: [] }));
+    expect(toRemember({ line: "iroh1", relay: "default", by: "default" }, many).members).toEqual(many.slice(0, MEMBERS_KEPT));
     expect(toRemember({ line: "iroh1", relay: "disabled", by: "flag" })).toEqual({ line: "iroh1" });
     expect(toRemember({ line: "iroh035", relay: "default", by: "legacy state" })).toEqual({ line: "iroh035" });
   });
@@ -70,7 +76,7 @@ describe("the state dir's memory of the mesh", () => {
     }
   });
 
-  test.each([["not JSON", "{"], ["an unknown line", '{"line":"iroh2"}'], ["a relay that is not http(s)", '{"line":"iroh1","relays":["file:///etc/passwd"]}'], ["a member address past its bounds", `{"line":"iroh1","via":{"nodeId":"${"a".repeat(200)}","addresses":[]}}`]])("a file that is not ours (%s) is an error that says what to do", (_, text) => {
+  test.each([["not JSON", "{"], ["an unknown line", '{"line":"iroh2"}'], ["a relay that is not http(s)", '{"line":"iroh1","relays":["file:///etc/passwd"]}'], ["a member address past its bounds", `{"line":"iroh1","via":{"nodeId":"${"a".repeat(200)}","addresses":[]}}`], ["more members than are kept", JSON.stringify({ line: "iroh1", members: Array.from({ length: MEMBERS_KEPT + 1 }, () => VIA) })]])("a file that is not ours (%s) is an error that says what to do", (_, text) => {
     const d = dir();
     try {
       writeFileSync(join(d, MESH_LINE_FILE), text);
