@@ -10,6 +10,7 @@ import type { MemberAddr } from "./join-token.ts";
 import { dueRedials, joinBackoffMs, keepWhich, membersToDial, silentPeers } from "./membership-rules.ts";
 import { ControlMessageSchema, PROTOCOL_VERSION, type Announcement, type ControlMessage } from "./messages.ts";
 import { shortId } from "./status.ts";
+import { memberAddr, RememberedMembers } from "./remembered-members.ts";
 import { LEGACY_LINE, type PeerConnection, type Stream, type Transport } from "./transport.ts";
 import { readFrame, StreamKind, WireError, writeFrame } from "./wire.ts";
 
@@ -60,16 +61,10 @@ function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 export class Membership {
   readonly peers = new Map<string, Peer>();
   private readonly dialing = new Set<string>();
-  /** Addresses of members we have known, to find the mesh (or the part of it we lost) again. */
-  private readonly remembered = new Map<string, MemberAddr>();
+  /** Members we have known, to find the mesh (or the part of it we lost) again. */
+  private readonly remembered = new RememberedMembers(REMEMBER_MAX, FORGET_LOST_AFTER_MS);
   /** Remembered members we lost: how often dialing them failed, and when to try next. */
   private readonly redials = new Map<string, { attempt: number; at: number; since: number }>();
-  /**
-   * Remembered members that said goodbye: not dialed while we have other peers, but dialed when we
-   * are alone, since a node restarted on purpose (an upgrade, `systemctl restart`) comes back where
-   * it was, and a founder has no token to find its members with.
-   */
-  private readonly leftOnPurpose = new Map<string, number>();
   private rejoining = false;
   private readonly heartbeat: Timer;
   private stopped = false;
@@ -94,13 +89,13 @@ export class Membership {
 
   /** Joins through these members (the first one first), retrying with backoff while we have no peer at all. */
   async join(...addrs: MemberAddr[]): Promise<void> {
-    for (const addr of addrs.slice(0, REMEMBER_MAX)) if (addr.nodeId !== this.selfId) this.remembered.set(addr.nodeId, addr);
+    for (const addr of addrs.slice(0, REMEMBER_MAX)) if (addr.nodeId !== this.selfId) this.remembered.seen(addr);
     await this.rejoin();
   }
 
   /** The members we know, the most recently seen first: what a restart dials to find the mesh again. */
   knownMembers(max: number): MemberAddr[] {
-    return [...this.remembered.values()].reverse().slice(0, max);
+    return this.remembered.recent(max);
   }
 
   /**
@@ -112,14 +107,8 @@ export class Membership {
     this.rejoining = true;
     try {
       for (let attempt = 0; !this.stopped && this.peers.size === 0 && this.remembered.size > 0; attempt++) {
-        for (const addr of [...this.remembered.values()]) {
-          // One that left on purpose and has not come back in hours has gone for good.
-          const left = this.leftOnPurpose.get(addr.nodeId);
-          if (left !== undefined && Date.now() - left > FORGET_LOST_AFTER_MS) {
-            this.remembered.delete(addr.nodeId);
-            this.leftOnPurpose.delete(addr.nodeId);
-            continue;
-          }
+        for (const addr of this.remembered.all()) {
+          if (this.remembered.goneForGood(addr.nodeId, Date.now())) continue;
           try {
             await this.dial(addr);
             return;
@@ -229,16 +218,8 @@ export class Membership {
     }
     const peer: Peer = { id: conn.remoteId, conn, control, dialer, announcement: hello.announcement, lastSeen: Date.now() };
     this.peers.set(peer.id, peer);
-    // Most recently seen last, so the oldest goes first when there are too many to keep.
-    this.remembered.delete(peer.id);
-    this.remembered.set(peer.id, memberAddr(hello.announcement));
-    if (this.remembered.size > REMEMBER_MAX) {
-      const oldest = this.remembered.keys().next().value!;
-      this.remembered.delete(oldest);
-      this.leftOnPurpose.delete(oldest);
-    }
+    this.remembered.seen(memberAddr(hello.announcement));
     this.redials.delete(peer.id);
-    this.leftOnPurpose.delete(peer.id);
     if (!existing) this.opts.log.info("peer joined", { peer: shortId(peer.id), addresses: hello.announcement.addresses.join(",") });
     void conn.closed.then((reason) => this.drop(peer, `connection closed: ${reason}`, false));
     void this.readLoop(peer);
@@ -336,9 +317,9 @@ export class Membership {
     peer.conn.close(junk ? CloseCode.PROTOCOL : CloseCode.SHUTDOWN, reason.slice(0, 100));
     (junk ? this.opts.log.warn : this.opts.log.info)("peer left", { peer: shortId(peer.id), reason });
     // A peer that sent junk is not one to find again; one that left on purpose only when we are alone.
-    if (junk) this.remembered.delete(peer.id);
+    if (junk) this.remembered.forget(peer.id);
     if (junk || reason === "left") this.redials.delete(peer.id);
-    if (reason === "left" && this.remembered.has(peer.id)) this.leftOnPurpose.set(peer.id, Date.now());
+    if (reason === "left") this.remembered.leftOnPurpose(peer.id, Date.now());
     this.changed();
     if (this.peers.size === 0) void this.rejoin();
   }
@@ -372,13 +353,13 @@ export class Membership {
   /** Dials members we lost while keeping others (`dueRedials`), each on its own growing pause. */
   private redialLost(now: number): void {
     if (this.stopped) return;
-    const busy = new Set([...this.peers.keys(), ...this.dialing, this.selfId, ...this.leftOnPurpose.keys()]);
-    for (const id of dueRedials(this.remembered.keys(), busy, new Map([...this.redials].map(([k, v]) => [k, v.at])), now)) {
+    const busy = new Set([...this.peers.keys(), ...this.dialing, this.selfId, ...this.remembered.left()]);
+    for (const id of dueRedials(this.remembered.ids(), busy, new Map([...this.redials].map(([k, v]) => [k, v.at])), now)) {
       const addr = this.remembered.get(id)!;
       const lost = this.redials.get(id);
       // A member gone this long has left for good (or moved): it is not dialed for ever.
       if (lost && now - lost.since > FORGET_LOST_AFTER_MS) {
-        this.remembered.delete(id);
+        this.remembered.forget(id);
         this.redials.delete(id);
         continue;
       }
@@ -407,10 +388,6 @@ export class Membership {
       }),
     );
   }
-}
-
-function memberAddr(a: Announcement): MemberAddr {
-  return { nodeId: a.nodeId, addresses: a.addresses, ...(a.relayUrl ? { relayUrl: a.relayUrl } : {}) };
 }
 
 function parseMessage(raw: unknown): ControlMessage {
