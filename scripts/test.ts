@@ -2,37 +2,156 @@
 /**
  * `npm test`: makes sure the real llama.cpp is there (building it into the cache on the first run,
  * about 5 minutes on 2 cores) and Chromium for the browser tests (Debian's, installed when it can
- * be), then runs `bun test` with MESH_LLAMA_DIR and MESH_CHROMIUM pointing at them, and then the
- * mesh suites a second time on the iroh 0.35 line (`--transport iroh035`: meshes founded on it
- * still run), the compatibility matrix. Arguments pass through to
- * `bun test` (e.g. `npm test -- tests/unit`), and then it runs once, on MESH_TEST_TRANSPORT's line.
+ * be), then runs every test file in its own `bun test` process, several side by side, longest
+ * first by their last measured times, and the mesh suites a second time on the iroh 0.35 line
+ * (the compatibility matrix). Each file's line is printed as it ends (a failed file's whole output
+ * with it), then the slowest files and the totals.
+ *
+ *   npm test                              everything, both lines
+ *   npm test -- tests/unit mesh.test.ts   files, folders or parts of a path: once, on
+ *                                         MESH_TEST_TRANSPORT's line
+ *   npm test -- --jobs 3                  side by side (default MESH_TEST_JOBS or 4)
+ *   npm test -- --save-durations          keep this run's times in tests/durations.json
+ *   npm test -- -t "a name" <files>       any bun test flag: one plain `bun test` with these args
+ *
+ * Most tests spend their time waiting on heartbeats, deadlines and settles, not on the CPU, so
+ * more files run at once than there are cores; every test owns its ports, dirs and namespaces.
  */
-import { readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { mkdirSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync, existsSync, statSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
+import { join, relative } from "node:path";
 import { provideChromium } from "./chromium-dev.ts";
 import { provideDevLlama } from "./llama-dev.ts";
+import { durationKey, nextJob, planJobs, type TestFile, type TestJob } from "./test-runner/plan.ts";
+import { fileFailed, fileLine, parseCounts, summary, type FileResult } from "./test-runner/report.ts";
+
+const ROOT = join(import.meta.dir, "..");
+const COMMITTED_DURATIONS = join(ROOT, "tests", "durations.json");
+const CACHED_DURATIONS = join(process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "mesh", "test-durations.json");
+/** The outer bound of one file: a file that hangs is stopped and failed instead of holding the run. */
+const FILE_LIMIT_S = Number(process.env.MESH_TEST_FILE_LIMIT_S ?? 900);
+
+const argv = process.argv.slice(2);
+const flag = (name: string) => {
+  const i = argv.indexOf(name);
+  if (i < 0) return undefined;
+  const [, value] = argv.splice(i, 2);
+  return value;
+};
+const saveDurations = argv.includes("--save-durations") ? (argv.splice(argv.indexOf("--save-durations"), 1), true) : false;
+const slots = Math.max(1, Number(flag("--jobs") ?? process.env.MESH_TEST_JOBS ?? 4));
 
 const llama = await provideDevLlama();
 console.error(`llama.cpp binaries: ${llama.dir}`);
 const chromium = await provideChromium();
 console.error("path" in chromium ? `chromium: ${chromium.path}` : `chromium: none (${chromium.missing}); the browser tests skip`);
-// End-to-end tests start real processes on a loaded 2-core machine; each waits on conditions with
-// its own deadlines, and this is only the outer bound per test.
 const env = { ...process.env, MESH_LLAMA_DIR: llama.dir, ...("path" in chromium ? { MESH_CHROMIUM: chromium.path } : {}) };
-const bunTest = async (args: string[], extra: Record<string, string> = {}) =>
-  Bun.spawn([process.execPath, "test", "--timeout", "120000", ...args], { stdio: ["inherit", "inherit", "inherit"], env: { ...env, ...extra } }).exited;
+// End-to-end tests start real processes on a loaded machine; each waits on conditions with its
+// own deadlines, and this is only the outer bound per test.
+const BUN_TEST = [process.execPath, "test", "--timeout", "120000"];
 
-const args = process.argv.slice(2);
-const first = await bunTest(args);
-// A whole run runs the mesh suites again on the other iroh line: every lab file, and every e2e and
-// browser file that forms a mesh or dials a node as a peer. A run of chosen files runs once, on
-// MESH_TEST_TRANSPORT's line.
-if (args.length > 0 || process.env.MESH_TEST_TRANSPORT) process.exit(first);
-const suites = (dir: string, all: boolean) =>
-  readdirSync(join(import.meta.dir, "..", "tests", dir))
-    .filter((f) => f.endsWith(".test.ts") && (all || /--join|RoguePeer/.test(readFileSync(join(import.meta.dir, "..", "tests", dir, f), "utf8"))))
-    .map((f) => join("tests", dir, f));
-const meshSuites = [...suites("e2e", false), ...suites("lab", true), ...suites("browser", false)];
-console.error(`\nthe mesh suites again on --transport iroh035: ${meshSuites.length} files`);
-const second = await bunTest(meshSuites, { MESH_TEST_TRANSPORT: "iroh035" });
-process.exit(first || second);
+// Any bun test flag: the plain `bun test` it was before, with those arguments.
+if (argv.some((a) => a.startsWith("-"))) {
+  process.exit(await Bun.spawn([...BUN_TEST, ...argv], { stdio: ["inherit", "inherit", "inherit"], env }).exited);
+}
+
+const allFiles = [...new Bun.Glob("tests/**/*.test.ts").scanSync({ cwd: ROOT })].map((p) => p.replaceAll("\\", "/")).sort();
+/** Like bun test's own arguments: a file, a folder, or a part of a path. */
+function chosen(args: string[]): string[] {
+  if (args.length === 0) return allFiles;
+  const picked = new Set<string>();
+  for (const arg of args) {
+    const asPath = relative(ROOT, join(process.cwd(), arg)).replaceAll("\\", "/");
+    const isDir = existsSync(arg) && statSync(arg).isDirectory();
+    const matches = allFiles.filter((f) => (isDir ? f.startsWith(`${asPath.replace(/\/$/, "")}/`) : f === asPath || f.includes(arg)));
+    if (matches.length === 0) {
+      console.error(`no test file matches ${JSON.stringify(arg)}`);
+      process.exit(1);
+    }
+    for (const f of matches) picked.add(f);
+  }
+  return [...picked];
+}
+
+function readDurations(path: string): Record<string, number> {
+  try {
+    const parsed: unknown = JSON.parse(readFileSync(path, "utf8"));
+    if (typeof parsed !== "object" || parsed === null) return {};
+    return Object.fromEntries(Object.entries(parsed).filter((e): e is [string, number] => typeof e[1] === "number" && e[1] >= 0));
+  } catch {
+    return {};
+  }
+}
+const durations = { ...readDurations(COMMITTED_DURATIONS), ...readDurations(CACHED_DURATIONS) };
+
+const files: TestFile[] = chosen(argv).map((path) => ({ path, source: readFileSync(join(ROOT, path), "utf8") }));
+const line = process.env.MESH_TEST_TRANSPORT || undefined;
+const queue = planJobs(files, durations, { matrix: argv.length === 0, line });
+const logs = mkdtempSync(join(tmpdir(), "mesh-test-run-"));
+console.error(`${queue.length} test files, ${slots} at a time; each file's output in ${logs} until it passes`);
+
+const running = new Map<TestJob, Bun.Subprocess>();
+const results: FileResult[] = [];
+
+async function runJob(job: TestJob, n: number): Promise<void> {
+  const logPath = join(logs, `${String(n).padStart(3, "0")}-${durationKey(job).replace(/[^\w.-]+/g, "_")}.log`);
+  const fd = openSync(logPath, "w");
+  const started = performance.now();
+  const proc = Bun.spawn([...BUN_TEST, job.file], { cwd: ROOT, stdio: ["ignore", fd, fd], env: { ...env, ...(job.line ? { MESH_TEST_TRANSPORT: job.line } : {}) } });
+  closeSync(fd);
+  running.set(job, proc);
+  let killed: string | undefined;
+  const limit = setTimeout(() => {
+    killed = `stopped after ${FILE_LIMIT_S} s`;
+    proc.kill("SIGKILL");
+  }, FILE_LIMIT_S * 1000);
+  const exitCode = await proc.exited;
+  clearTimeout(limit);
+  running.delete(job);
+  const output = readFileSync(logPath, "utf8");
+  const result: FileResult = { job, seconds: (performance.now() - started) / 1000, exitCode, counts: parseCounts(output), killed };
+  results.push(result);
+  if (fileFailed(result)) console.log(`\n${"─".repeat(20)} ${durationKey(job)}\n${output.trimEnd()}\n${"─".repeat(20)}`);
+  else rmSync(logPath, { force: true });
+  console.log(fileLine(result));
+}
+
+const stopAll = (signal: NodeJS.Signals) => {
+  for (const proc of running.values()) proc.kill("SIGKILL");
+  process.exit(signal === "SIGINT" ? 130 : 143);
+};
+process.on("SIGINT", () => stopAll("SIGINT"));
+process.on("SIGTERM", () => stopAll("SIGTERM"));
+
+const wallStarted = performance.now();
+await new Promise<void>((done) => {
+  let started = 0;
+  let aloneRunning = false;
+  const fill = () => {
+    if (queue.length === 0 && running.size === 0) return done();
+    for (;;) {
+      const i = nextJob(queue, running.size, slots, aloneRunning);
+      if (i < 0) return;
+      const [job] = queue.splice(i, 1);
+      if (job!.alone) aloneRunning = true;
+      void runJob(job!, ++started).finally(() => {
+        if (job!.alone) aloneRunning = false;
+        fill();
+      });
+    }
+  };
+  fill();
+});
+const wallS = (performance.now() - wallStarted) / 1000;
+
+const measured = Object.fromEntries(results.map((r) => [durationKey(r.job), Math.round(r.seconds * 10) / 10]));
+mkdirSync(join(CACHED_DURATIONS, ".."), { recursive: true });
+writeFileSync(CACHED_DURATIONS, `${JSON.stringify({ ...readDurations(CACHED_DURATIONS), ...measured }, null, 2)}\n`);
+if (saveDurations) {
+  const sorted = Object.fromEntries(Object.entries({ ...readDurations(COMMITTED_DURATIONS), ...measured }).sort(([a], [b]) => a.localeCompare(b)));
+  writeFileSync(COMMITTED_DURATIONS, `${JSON.stringify(sorted, null, 2)}\n`);
+}
+console.log(summary(results, wallS, slots));
+const failed = results.some(fileFailed);
+if (!failed) rmSync(logs, { recursive: true, force: true });
+process.exit(failed ? 1 : 0);

@@ -170,7 +170,12 @@ async function chatOnPage(page: Page, model: string, prompt: string): Promise<{ 
   await page.evaluate(RECORD_CHAT);
   await byTestId(page, "chat-send").click();
   await waitFor(async () => (await page.evaluate<boolean>("window.__chat.busySeen")) && (await byTestId(page, "chat-stop").isDisabled()), { what: "the chat to stream and end", timeoutMs: 60_000 });
-  const final = ((await byTestId(page, "chat-output").last().textContent()) ?? "").trim();
+  // An answer that ended before its first token (a random-weight model may say EOS at once) leaves
+  // no answer on the page; one that failed says why.
+  const failed = page.locator(".err-text[role=alert]");
+  if (await failed.count()) throw new Error(`the chat failed on the page: ${await failed.first().textContent()}`);
+  const output = byTestId(page, "chat-output");
+  const final = (await output.count()) ? ((await output.last().textContent()) ?? "").trim() : "";
   const timings = (await byTestId(page, "chat-timings").first().textContent()) ?? "";
   return { lens: await page.evaluate<number[]>("window.__chat.lens"), final, tokens: Number(/(\d+) tokens/.exec(timings)?.[1] ?? 0) };
 }
