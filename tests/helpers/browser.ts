@@ -8,7 +8,8 @@
  */
 import { afterAll, afterEach, beforeAll, test } from "bun:test";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
-import { chromiumPath, browserUnavailable, DESKTOP } from "./console-page.ts";
+import { rmSync } from "node:fs";
+import { chromiumPath, browserUnavailable, DESKTOP, REPO, SCREENSHOT_DIR } from "./console-page.ts";
 
 export * from "./console-page.ts";
 
@@ -56,6 +57,7 @@ export function browserSuite(title: string): BrowserSuite {
   afterAll(async () => {
     for (const c of contexts.splice(0)) await c.close().catch(() => undefined);
     await browser?.close();
+    if (!SCREENSHOT_DIR.startsWith(REPO)) rmSync(SCREENSHOT_DIR, { recursive: true, force: true });
   });
 
   const newContext = async (opts: OpenOptions = {}) => {

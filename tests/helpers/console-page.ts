@@ -4,13 +4,20 @@
  * moving between tabs, and what the page holds (DOM elements, JS heap after GC).
  */
 import { existsSync, mkdirSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { DEFAULT_LINE } from "../../mesh/transport.ts";
 import type { Locator, Page } from "playwright-core";
 import type { ConsoleState } from "../../console/protocol.ts";
+import { TEST_LINE } from "./node.ts";
 import { waitFor } from "./wait.ts";
 
-const REPO = join(import.meta.dir, "..", "..");
-export const SCREENSHOT_DIR = join(REPO, "docs", "console");
+export const REPO = join(import.meta.dir, "..", "..");
+/**
+ * docs/console shows the default line; the same pages taken on the matrix's line (at the same time,
+ * by another process) go to a dir of their own so the two never write one file.
+ */
+export const SCREENSHOT_DIR = TEST_LINE === DEFAULT_LINE ? join(REPO, "docs", "console") : join(tmpdir(), `mesh-console-screenshots-${TEST_LINE}-${process.pid}`);
 
 /** The Chromium the tests drive: MESH_CHROMIUM, else Debian's; undefined when it is not there. */
 export function chromiumPath(): string | undefined {
