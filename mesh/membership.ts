@@ -16,6 +16,9 @@ import { readFrame, StreamKind, WireError, writeFrame } from "./wire.ts";
 
 /** QUIC application close codes we use. */
 export const CloseCode = { SHUTDOWN: 0, AUTH_FAILED: 401, DUPLICATE: 409, PROTOCOL: 400, TIMEOUT: 408 } as const;
+/** The reason a connection closed as a duplicate carries, as either side's `closed` reports it. */
+const DUPLICATE_REASON = "duplicate connection";
+export const closedAsDuplicate = (reason: string): boolean => reason.includes(DUPLICATE_REASON);
 
 const AUTH_DEADLINE_MS = 5_000;
 /** Members remembered to find the mesh again (each one authenticated once): the most recent ones. */
@@ -68,6 +71,8 @@ export class Membership {
   private rejoining = false;
   private readonly heartbeat: Timer;
   private stopped = false;
+  /** Whoever waits for a peer's connection to be replaced (`replacedConnection`): told at each admission. */
+  private readonly admissionWaiters = new Set<() => void>();
   readonly selfId: string;
 
   constructor(private readonly opts: MembershipOptions) {
@@ -210,14 +215,15 @@ export class Membership {
     if (existing) {
       const keep = keepWhich(this.selfId, conn.remoteId, { dialer: existing.dialer, instance: existing.announcement.instance }, { dialer, instance: hello.announcement.instance });
       if (keep === "existing") {
-        conn.close(CloseCode.DUPLICATE, "duplicate connection");
+        conn.close(CloseCode.DUPLICATE, DUPLICATE_REASON);
         return;
       }
       this.peers.delete(conn.remoteId);
-      existing.conn.close(CloseCode.DUPLICATE, "duplicate connection");
+      existing.conn.close(CloseCode.DUPLICATE, DUPLICATE_REASON);
     }
     const peer: Peer = { id: conn.remoteId, conn, control, dialer, announcement: hello.announcement, lastSeen: Date.now() };
     this.peers.set(peer.id, peer);
+    for (const told of [...this.admissionWaiters]) told();
     this.remembered.seen(memberAddr(hello.announcement));
     this.redials.delete(peer.id);
     if (!existing) this.opts.log.info("peer joined", { peer: shortId(peer.id), addresses: hello.announcement.addresses.join(",") });
@@ -280,6 +286,29 @@ export class Membership {
     }
     if (kind[0] !== StreamKind.CONTROL && this.opts.onStream) return this.opts.onStream(peer.id, kind[0]!, stream);
     await refuse();
+  }
+
+  /**
+   * Waits up to `timeoutMs` for the peer to be connected by another connection than `old`. Two
+   * members that dial each other at once keep one connection and close the other, and the side that
+   * closes it may be ahead of this one: the connection kept is still in its handshake here.
+   */
+  async replacedConnection(peerId: string, old: PeerConnection, timeoutMs: number): Promise<boolean> {
+    const replaced = () => {
+      const conn = this.peers.get(peerId)?.conn;
+      return conn !== undefined && conn !== old;
+    };
+    if (replaced()) return true;
+    return new Promise((resolve) => {
+      const finish = (ok: boolean) => {
+        clearTimeout(timer);
+        this.admissionWaiters.delete(check);
+        resolve(ok);
+      };
+      const check = () => replaced() && finish(true);
+      const timer = setTimeout(() => finish(false), timeoutMs);
+      this.admissionWaiters.add(check);
+    });
   }
 
   /** A new stream to a peer, its kind already written; undefined when the peer is not connected. */

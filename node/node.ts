@@ -14,6 +14,7 @@ import { LLAMA_SOURCE } from "../llama/pin.ts";
 import type { Log } from "../log.ts";
 import { forwardHttp, RESPONSE_IDLE_MS, serveHttp } from "../mesh/http-stream.ts";
 import { MemberStreamCap } from "../mesh/member-stream-cap.ts";
+import { closedAsDuplicate } from "../mesh/membership.ts";
 import { memberMayRequest } from "../mesh/member-routes.ts";
 import { showJoinToken } from "../mesh/join-token-file.ts";
 import { announcedDemand } from "../mesh/announcement.ts";
@@ -86,6 +87,10 @@ const JOIN_GRACE_MS = 60_000;
  * and a non-streamed answer's whole generation (OpenAI clients wait 10 minutes by default).
  */
 const FORWARD_ANSWER_MS = 10 * 60_000;
+/** A request's stream failed: how long its connection may take to report why (it closes at the same moment). */
+const DUPLICATE_CLOSE_MS = 250;
+/** How long the connection kept in place of a duplicate may take to finish its handshake here. */
+const REPLACEMENT_MS = 5_000;
 
 export interface NodeParts {
   store: ModelStore;
@@ -249,9 +254,12 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           return await forwardHttp(stream, req, signal, { headMs: config.loadTimeoutMs + FORWARD_ANSWER_MS, idleMs: RESPONSE_IDLE_MS });
         } catch (err) {
           // Two members that dial each other at once keep one connection and close the other; a request
-          // that went out on the closed one before any answer goes once more on the one kept.
-          const replaced = mesh?.membership.peers.get(peerId)?.conn;
-          if (attempt > 0 || signal.aborted || replaced === undefined || replaced === carrier) throw err;
+          // that went out on the closed one before any answer goes once more on the one kept (which may
+          // still be in its handshake here when the other side closed the duplicate first).
+          if (attempt > 0 || signal.aborted || !carrier || !mesh) throw err;
+          const reason = await Promise.race([carrier.closed, Bun.sleep(DUPLICATE_CLOSE_MS).then(() => "")]);
+          const replaced = closedAsDuplicate(reason) ? await mesh.membership.replacedConnection(peerId, carrier, REPLACEMENT_MS) : mesh.membership.peers.get(peerId)?.conn !== carrier && mesh.membership.peers.has(peerId);
+          if (!replaced || signal.aborted) throw err;
         }
       }
     },

@@ -5,6 +5,7 @@
  * and floods the mesh with 4,096 announced models. A real node, a real llama-server, the rogue on
  * the same iroh transport as a node; loopback only.
  */
+// test-runner: alone, the flood's check times requests (a 404's p50 under 20 ms), which other files' CPU would decide.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
