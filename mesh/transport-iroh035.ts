@@ -18,7 +18,7 @@ export const IROH035_VERSION: string = irohPkg.version;
 export async function describeIroh035(): Promise<string> {
   const { Iroh } = await import("@number0/iroh");
   if (typeof Iroh.memory !== "function") throw new Error("the iroh 0.35 native addon loaded without Iroh.memory");
-  return `iroh ${IROH035_VERSION} (${process.platform}-${process.arch} addon)`;
+  return `iroh ${IROH035_VERSION} (${process.platform}-${process.arch} addon, --transport iroh035)`;
 }
 
 function wrapStream(bi: IrohBi): Stream {

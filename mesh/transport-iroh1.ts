@@ -23,7 +23,7 @@ const hex = (bytes: number[]) => Buffer.from(bytes).toString("hex");
 export async function describeIroh1(): Promise<string> {
   const { Endpoint } = await load();
   if (typeof Endpoint.builder !== "function") throw new Error("the iroh 1.x native addon loaded without Endpoint.builder");
-  return `iroh ${irohPkg.version} (${process.platform}-${process.arch} addon, --transport iroh1)`;
+  return `iroh ${irohPkg.version} (${process.platform}-${process.arch} addon, the default line)`;
 }
 
 function wrapStream(bi: BiStream): Stream {

@@ -100,9 +100,10 @@ export const Transport = {
 
 /** Loads each line's native addon and says which bindings the executable carries (`mesh --version`). */
 export async function describeTransport(): Promise<string> {
-  const lines = await Promise.allSettled([import("./transport-iroh035.ts").then((m) => m.describeIroh035()), import("./transport-iroh1.ts").then((m) => m.describeIroh1())]);
-  // A platform without one line's addon still runs the other.
-  return lines.map((l, i) => (l.status === "fulfilled" ? l.value : `${TRANSPORT_LINES[i]} unavailable (${String((l.reason as Error)?.message ?? l.reason).split("\n")[0]})`)).join("; ");
+  // The default line first; a platform without one line's addon still runs the other.
+  const lines = await Promise.allSettled([import("./transport-iroh1.ts").then((m) => m.describeIroh1()), import("./transport-iroh035.ts").then((m) => m.describeIroh035())]);
+  const names = [DEFAULT_LINE, LEGACY_LINE];
+  return lines.map((l, i) => (l.status === "fulfilled" ? l.value : `${names[i]} unavailable (${String((l.reason as Error)?.message ?? l.reason).split("\n")[0]})`)).join("; ");
 }
 
 // An Ed25519 private key in PKCS#8 DER is this prefix and then the 32-byte seed (RFC 8410).

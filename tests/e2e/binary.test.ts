@@ -25,7 +25,8 @@ test("the executable prints its version from another directory, iroh addon inclu
   expect(await child.proc.exited).toBe(0);
   const out = (await child.waitForOutput(/iroh .*\n/)).input!;
   expect(out).toMatch(/^mesh \d+\.\d+\.\d+\nllama\.cpp /);
-  expect(out).toContain("iroh 0.35.0");
+  // Both lines' addons, the default one first.
+  expect(out).toMatch(/iroh 1\.\d+\.\d+ \([^)]*the default line\); iroh 0\.35\.0 \([^)]*--transport iroh035\)/);
 });
 
 test("the executable starts a node that answers /health and stops on SIGTERM", async () => {

@@ -3,6 +3,7 @@ import { AnnouncementSource } from "../../mesh/announcement.ts";
 import { authMac, newNonce, verifyMac, type AuthContext } from "../../mesh/auth.ts";
 import { decodeJoinToken, encodeJoinToken, type JoinToken } from "../../mesh/join-token.ts";
 import { bindAddresses, boundPorts } from "../../mesh/mesh-node.ts";
+import { closedAsDuplicate } from "../../mesh/membership.ts";
 import { dueRedials, joinBackoffMs, keepWhich, membersToDial, silentPeers } from "../../mesh/membership-rules.ts";
 import { ControlMessageSchema } from "../../mesh/messages.ts";
 import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, WireError } from "../../mesh/wire.ts";
@@ -256,4 +257,14 @@ describe("direct RPC path", () => {
     ["a peer with no address", { addresses: [], direct: { port: 7000, certSha256: cert, models: true } }, "model", undefined],
     ["no such peer", undefined, "model", undefined],
   ] as const)("directTarget: %s", (_label, peer, purpose, expected) => expect(directTarget(peer, purpose)).toEqual(expected));
+});
+
+describe("closedAsDuplicate: a request on a connection closed for another one goes again", () => {
+  test.each([
+    ['ConnectionLost(ApplicationClosed(ApplicationClose { error_code: 409, reason: b"duplicate connection" }))', true],
+    ['ApplicationClosed(ApplicationClose { error_code: 409, reason: b"duplicate connection" })', true],
+    ['ApplicationClosed(ApplicationClose { error_code: 0, reason: b"leaving" })', false],
+    ["TimedOut", false],
+    ["", false],
+  ])("%s", (reason, expected) => expect(closedAsDuplicate(reason)).toBe(expected));
 });
