@@ -256,9 +256,10 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           // Two members that dial each other at once keep one connection and close the other; a request
           // that went out on the closed one before any answer goes once more on the one kept (which may
           // still be in its handshake here when the other side closed the duplicate first).
-          if (attempt > 0 || signal.aborted || !carrier || !mesh) throw err;
-          const reason = await Promise.race([carrier.closed, Bun.sleep(DUPLICATE_CLOSE_MS).then(() => "")]);
-          const replaced = closedAsDuplicate(reason) ? await mesh.membership.replacedConnection(peerId, carrier, REPLACEMENT_MS) : mesh.membership.peers.get(peerId)?.conn !== carrier && mesh.membership.peers.has(peerId);
+          if (attempt > 0 || signal.aborted || !mesh) throw err;
+          const reason = carrier ? await Promise.race([carrier.closed, Bun.sleep(DUPLICATE_CLOSE_MS).then(() => "")]) : "";
+          const now = mesh.membership.peers.get(peerId)?.conn;
+          const replaced = carrier && closedAsDuplicate(reason) ? await mesh.membership.replacedConnection(peerId, carrier, REPLACEMENT_MS) : now !== undefined && now !== carrier;
           if (!replaced || signal.aborted) throw err;
         }
       }
