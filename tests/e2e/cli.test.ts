@@ -43,7 +43,7 @@ test("--help lists commands and flags and exits 0", async () => {
 test("--version names mesh, the llama.cpp build and the iroh binding", async () => {
   const { code, out } = await runMesh(["--version"]);
   expect(code).toBe(0);
-  expect(out).toMatch(/^mesh \d+\.\d+\.\d+\nllama\.cpp \S+ .*RPC protocol \d+\.\d+\.\d+\)\niroh 0\.35\.0 /);
+  expect(out).toMatch(/^mesh \d+\.\d+\.\d+\nllama\.cpp \S+ .*RPC protocol \d+\.\d+\.\d+\)\niroh 1\.\d+\.\d+ \([^)]*the default line\); iroh 0\.35\.0 /);
 });
 
 describe("a node", () => {
