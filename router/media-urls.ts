@@ -3,23 +3,42 @@
  * URL (the pinned build carries `common_remote_get_content`; without SSL it fetches plain http:
  * loopback, link-local metadata, the LAN), and the Anthropic and Responses shapes become that same
  * part inside it. A request is data, never a URL for the node to fetch: every media reference must
- * be inline. This finds the first one that is not, in any of the APIs' shapes:
- * - OpenAI chat: `{type: "image_url", image_url: "..." | {url: "..."}}`;
- * - Responses: `{type: "input_image", image_url: "..."}`, `{type: "input_file", file_url: "..."}`;
- * - Anthropic: `{type: "image" | "document", source: {type: "url", url: "..."}}`.
+ * be inline, whatever its kind, so one rule covers the kinds a later llama.cpp or API may add:
+ * - any `…_url` field (`image_url`, `video_url`, `audio_url`, `file_url`, …), a string or `{url}`;
+ * - a media object (`input_audio`, `input_video`, `audio`, `video`, `file`) whose `url`, or whose
+ *   `data` when that names a scheme (base64 never holds a colon), is not a `data:` URL;
+ * - Anthropic's `{type: "image" | "document" | …, source: {type: "url", url}}`.
  * The walk is iterative (a deeply nested body must not exhaust the stack) and bounded in nodes.
  */
 
 const MAX_NODES = 1_000_000;
 
 const isInline = (url: unknown) => typeof url === "string" && /^data:/i.test(url.trim());
+/** A field that names media by URL in one API's shape or another's. */
+const URL_FIELD = /_url$/i;
+/** The objects that carry media inline (`data`) or by reference (`url`). */
+const MEDIA_OBJECT = new Set(["input_audio", "input_video", "audio", "video", "file"]);
+const NAMES_SCHEME = /^\s*[a-z][a-z0-9+.-]*:/i;
+
+/** The URL this media reference names when it is not inline. */
+function remoteRef(value: unknown): string | undefined {
+  if (typeof value === "string") return isInline(value) ? undefined : value;
+  if (value && typeof value === "object" && "url" in value && !isInline((value as { url: unknown }).url)) return String((value as { url: unknown }).url);
+  return undefined;
+}
 
 /** The URL a media reference names, if this object is one that is not inline. */
 function remoteOf(node: Record<string, unknown>): string | undefined {
-  const image = node.image_url;
-  if (typeof image === "string" && !isInline(image)) return image;
-  if (image && typeof image === "object" && "url" in image && !isInline((image as { url: unknown }).url)) return String((image as { url: unknown }).url);
-  if (typeof node.file_url === "string" && !isInline(node.file_url)) return node.file_url;
+  for (const [key, value] of Object.entries(node)) {
+    if (URL_FIELD.test(key)) {
+      const remote = remoteRef(value);
+      if (remote !== undefined) return remote;
+    } else if (MEDIA_OBJECT.has(key) && value && typeof value === "object") {
+      const media = value as { url?: unknown; data?: unknown };
+      if ("url" in media && !isInline(media.url)) return String(media.url);
+      if (typeof media.data === "string" && NAMES_SCHEME.test(media.data) && !isInline(media.data)) return media.data;
+    }
+  }
   const source = node.source;
   if (source && typeof source === "object" && (source as { type?: unknown }).type === "url") return String((source as { url?: unknown }).url ?? "");
   return undefined;

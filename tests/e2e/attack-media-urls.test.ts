@@ -36,6 +36,9 @@ const bodies: [string, string, Record<string, unknown>][] = [
   ["chat image_url", "/v1/chat/completions", { messages: [{ role: "user", content: [{ type: "text", text: "what is this" }, { type: "image_url", image_url: { url } }] }] }],
   ["responses input_image", "/v1/responses", { input: [{ role: "user", content: [{ type: "input_image", image_url: url }] }] }],
   ["anthropic image by url", "/v1/messages", { max_tokens: 4, messages: [{ role: "user", content: [{ type: "image", source: { type: "url", url } }] }] }],
+  ["chat video_url", "/v1/chat/completions", { messages: [{ role: "user", content: [{ type: "video_url", video_url: { url } }] }] }],
+  ["chat input_video by url", "/v1/chat/completions", { messages: [{ role: "user", content: [{ type: "input_video", input_video: { url } }] }] }],
+  ["chat input_audio whose data is a URL", "/v1/chat/completions", { messages: [{ role: "user", content: [{ type: "input_audio", input_audio: { data: url, format: "wav" } }] }] }],
   ["apply-template", "/apply-template", { messages: [{ role: "user", content: [{ type: "image_url", image_url: url }] }] }],
   ["count_tokens", "/v1/messages/count_tokens", { messages: [{ role: "user", content: [{ type: "image", source: { type: "url", url } }] }] }],
 ];

@@ -19,6 +19,16 @@ test.each([
   ["anthropic image by url", { model: "m", messages: [{ role: "user", content: [{ type: "image", source: { type: "url", url: "http://x/y.png" } }] }] }, "http://x/y.png"],
   ["anthropic document by url", { model: "m", messages: [{ role: "user", content: [{ type: "document", source: { type: "url", url: "http://x/d.pdf" } }] }] }, "http://x/d.pdf"],
   ["anthropic image, base64", { model: "m", messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "AA==" } }] }] }, undefined],
+  ["chat input_audio, base64", chat({ type: "input_audio", input_audio: { data: "UklGRiQAAABXQVZF", format: "wav" } }), undefined],
+  ["chat input_audio, data a URL", chat({ type: "input_audio", input_audio: { data: "http://127.0.0.1:9/a.wav", format: "wav" } }), "http://127.0.0.1:9/a.wav"],
+  ["chat input_audio, by url", chat({ type: "input_audio", input_audio: { url: "http://lan/a.wav" } }), "http://lan/a.wav"],
+  ["chat input_audio, file: data", chat({ type: "input_audio", input_audio: { data: "file:///etc/passwd", format: "wav" } }), "file:///etc/passwd"],
+  ["chat input_video, by url", chat({ type: "input_video", input_video: { url: "http://10.0.0.2/v.mp4" } }), "http://10.0.0.2/v.mp4"],
+  ["chat video_url", chat({ type: "video_url", video_url: { url: "http://169.254.169.254/v" } }), "http://169.254.169.254/v"],
+  ["chat video_url, inline", chat({ type: "video_url", video_url: { url: "data:video/mp4;base64,AAAA" } }), undefined],
+  ["chat audio_url as a string", chat({ type: "audio_url", audio_url: "https://example.com/a.mp3" }), "https://example.com/a.mp3"],
+  ["chat file, inline", chat({ type: "file", file: { file_data: "data:application/pdf;base64,JVBERi0=", filename: "a.pdf" } }), undefined],
+  ["a tool's schema with a url property is not media", { model: "m", messages: [{ role: "user", content: "hi" }], tools: [{ type: "function", function: { name: "open", parameters: { type: "object", properties: { page_url: { type: "string" } } } } }] }, undefined],
   ["deep inside a tool result", { model: "m", messages: [{ role: "tool", content: [{ content: [[{ image_url: "http://deep/x" }]] }] }] }, "http://deep/x"],
 ] as const)("%s", (_, body, remote) => expect(remoteMediaUrl(body)).toBe(remote));
 
