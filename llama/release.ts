@@ -6,6 +6,7 @@
 import { z } from "zod";
 import { sleep } from "../models/model-transfer.ts";
 import type { ReleaseAsset } from "./assets.ts";
+import { fetchWeb } from "../web-fetch.ts";
 
 export const LLAMA_REPO = "ggml-org/llama.cpp";
 export const GITHUB_API = "https://api.github.com";
@@ -48,7 +49,7 @@ export async function fetchRelease(apiBase: string, tag: string, fetchImpl: type
   for (let attempt = 1; ; attempt++) {
     let res: Response;
     try {
-      res = await fetchImpl(url, { headers: { accept: "application/vnd.github+json", "user-agent": "mesh" }, signal: AbortSignal.timeout(30_000) });
+      res = await fetchWeb(url, { headers: { accept: "application/vnd.github+json", "user-agent": "mesh" }, signal: AbortSignal.timeout(30_000) }, fetchImpl);
     } catch (err) {
       if (attempt >= TRIES) throw new Error(`cannot reach ${url} (${(err as Error).message})`);
       await sleep(1000 * 2 ** (attempt - 1));

@@ -15,6 +15,7 @@ import { existsSync } from "node:fs";
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { join } from "node:path";
+import { notWeb } from "../web-fetch.ts";
 import { addressesProblem, agreesWithGgufMagic, bareHost, pinnedAddress, sizeProblem, urlProblem, type SizeLimit, type SourceRule } from "./download-rules.ts";
 import {
   arrivalName,
@@ -218,6 +219,8 @@ async function get(opts: UrlDownloadOptions, url: URL, range: string | undefined
   let linkedSha256: string | undefined;
   let current = url;
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+    // Whoever chose the URL, every hop is http(s): fetch would read a file: URL off this disk.
+    if (notWeb(current)) throw new TransferRefused(`${url.href} redirects to ${current.href}: only http and https URLs can be downloaded`);
     const pin = opts.rule ? await pinned(current, opts.rule, opts.resolve ?? resolveHost) : undefined;
     const response = await fetchImpl(pin?.url ?? current, { headers: { ...headers, ...pin?.headers }, redirect: "manual", signal: opts.signal, ...(pin?.tls ? { tls: pin.tls } : {}) });
     const linked = strongEtag(response.headers.get("x-linked-etag"));

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { PEER_SOURCE_RULE, type SourceRule } from "../../models/download-rules.ts";
 import { TransferRefused, type TransferProgress } from "../../models/model-transfer.ts";
@@ -313,6 +313,21 @@ describe("downloadFromUrl against a hostile source", () => {
     // The first hop only: the redirect's target was never asked.
     expect(src.state.hosts).toEqual([`public.test:${src.port}`]);
     expect(src.state.sent).toBe(0);
+    expect(partsIn(dest)).toEqual([]);
+  });
+
+  test.each([
+    ["file:", (dir: string) => `file://${join(dir, "secret")}`],
+    ["data:", () => "data:application/octet-stream;base64,R0dVRgAAAAA="],
+  ])("a redirect to %s is refused whoever chose the URL (an operator's own pull too)", async (_, target) => {
+    reset();
+    const dest = freshDir("redirect-scheme");
+    const secrets = freshDir("secrets");
+    writeFileSync(join(secrets, "secret"), "GGUF a 0600 secret", { mode: 0o600 });
+    const err = await downloadFromUrl({ url: `${src.base}/to/${encodeURIComponent(target(secrets))}`, model: "m", destDir: dest, retryDelayMs: 5 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TransferRefused);
+    expect((err as Error).message).toContain("only http and https URLs can be downloaded");
+    expect(readdirSync(dest).filter((f) => !f.startsWith("."))).toEqual([]);
     expect(partsIn(dest)).toEqual([]);
   });
 
