@@ -5,6 +5,7 @@
  */
 import { Hono, type Context, type Handler } from "hono";
 import { statSync } from "node:fs";
+import { basename } from "node:path";
 import type { CatalogModel } from "../mesh/catalog.ts";
 import { FORWARDED_HEADER } from "../mesh/http-stream.ts";
 import { ANSWERED_BY_HEADER } from "../mesh/routing.ts";
@@ -62,7 +63,8 @@ function meshFields(entry: CatalogModel | undefined) {
   };
 }
 
-function modelEntry(serving: Serving, name: string, entry: CatalogModel | undefined) {
+/** `forMember`: asked by another node of the mesh, which learns the file's name but not where this node keeps it. */
+function modelEntry(serving: Serving, name: string, entry: CatalogModel | undefined, forMember: boolean) {
   const m = serving.store.list().find((x) => x.name === name)!;
   let created = 0;
   try {
@@ -78,7 +80,7 @@ function modelEntry(serving: Serving, name: string, entry: CatalogModel | undefi
     owned_by: "mesh",
     type: m.type,
     size: m.sizeBytes,
-    checkpoint: m.path,
+    checkpoint: forMember ? basename(m.path) : m.path,
     recipe: m.recipe,
     labels: m.labels,
     // Where its files came from (mesh's own models dir, a --model path, another tool's store) and their quant.
@@ -122,7 +124,8 @@ export function openAiRoutes(serving: Serving, observer?: InferenceObserver, kee
     const remote = meshModels
       .filter((m) => !local.has(m.name))
       .map(remoteEntry);
-    return c.json({ object: "list", data: [...models.map((m) => modelEntry(serving, m.name, byName.get(m.name))), ...remote] });
+    const forMember = c.req.header(FORWARDED_HEADER) !== undefined;
+    return c.json({ object: "list", data: [...models.map((m) => modelEntry(serving, m.name, byName.get(m.name), forMember)), ...remote] });
   });
 
   v1.get("/models/:id{.+}", async (c) => {
@@ -132,7 +135,7 @@ export function openAiRoutes(serving: Serving, observer?: InferenceObserver, kee
       return c.json(remoteEntry(entry));
     }
     const m = await findModel(serving, id);
-    return c.json(modelEntry(serving, m.name, entry));
+    return c.json(modelEntry(serving, m.name, entry, c.req.header(FORWARDED_HEADER) !== undefined));
   });
 
   for (const [route, upstreamPath] of Object.entries(INFERENCE_ROUTES)) v1.post(route, inference(serving, upstreamPath, observer, keepAliveMs));

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
 import { encodeFrame, StreamKind } from "../../mesh/wire.ts";
@@ -98,6 +98,13 @@ describe("a mesh member reaches inference and the model list only", () => {
     expect("body" in models && (JSON.parse(models.body) as { data: { id: string }[] }).data.map((m) => m.id)).toContain(MODEL);
     const one = await rogueHttp(member, { method: "GET", path: `/v1/models/${MODEL}` });
     expect(statusOf(one)).toBe(200);
+    // Where the node keeps its files is its own: a member sees the file's name, not its path.
+    const dirs = dirname(await testModel("tiny", "q8_0"));
+    for (const answer of [models, one]) {
+      const text = "body" in answer ? answer.body : "";
+      expect(text).toContain(`"checkpoint":"${MODEL}.gguf"`);
+      expect(text).not.toContain(dirs);
+    }
     const chat = await rogueHttp(member, {
       method: "POST",
       path: "/v1/chat/completions",
