@@ -22,6 +22,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { freePort } from "../pool/free-port.ts";
+import { CHILD_KEY_FILE } from "../pool/child-key.ts";
 import { pct, printTable } from "./report.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { killAllChildren, spawnChild } from "../tests/helpers/children.ts";
@@ -73,9 +74,13 @@ const small = JSON.stringify({ model: "tiny-q8_0", prompt: "hello", max_tokens: 
 const generate32 = JSON.stringify({ model: "tiny-q8_0", prompt: "hello", max_tokens: 32, temperature: 0, ignore_eos: true });
 const streamed = JSON.stringify({ model: "tiny-q8_0", prompt: "hello", max_tokens: 4, temperature: 0, stream: true, ignore_eos: true });
 
+/** The node's child answers to the node's key only (pool/child-key.ts): the bench reads it as the node's user. */
+const childAuth = new Map<string, Record<string, string>>();
+const headersFor = (url: string) => ({ ...childAuth.get(url), "content-type": "application/json" });
+
 async function timed(url: string, body: string): Promise<number> {
   const t = performance.now();
-  const res = await fetch(`${url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body });
+  const res = await fetch(`${url}/v1/completions`, { method: "POST", headers: headersFor(url), body });
   await res.arrayBuffer();
   if (res.status !== 200) throw new Error(`${url}: ${res.status}`);
   return performance.now() - t;
@@ -83,7 +88,7 @@ async function timed(url: string, body: string): Promise<number> {
 
 async function firstByte(url: string): Promise<number> {
   const t = performance.now();
-  const res = await fetch(`${url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: streamed });
+  const res = await fetch(`${url}/v1/completions`, { method: "POST", headers: headersFor(url), body: streamed });
   const reader = res.body!.getReader();
   await reader.read();
   const ms = performance.now() - t;
@@ -173,6 +178,7 @@ try {
 
   const health = (await (await fetch(`${routed}/api/v1/health`)).json()) as { all_models_loaded: { backend_url: string; pid: number }[] };
   const direct = health.all_models_loaded[0]!.backend_url;
+  childAuth.set(direct, { authorization: `Bearer ${readFileSync(join(node.stateDir, CHILD_KEY_FILE), "utf8").trim()}` });
   if (PIN) {
     pin(process.pid, routerCores);
     pin(node.child.proc.pid, routerCores);

@@ -58,6 +58,7 @@ export interface LaunchInput {
   draft: ModelInfo | undefined;
   localDevices: readonly string[];
   port: number;
+  apiKeyFile: string;
   defaultCtxSize: number;
 }
 
@@ -72,6 +73,7 @@ export function launchArgv(i: LaunchInput): { argv: string[]; ctxSize: number } 
     type: i.model.type,
     poolingType: i.model.facts?.poolingType,
     port: i.port,
+    apiKeyFile: i.apiKeyFile,
     ctxSize,
     extraArgs: i.extraArgs,
     rpcWorkers: i.split.endpoints,

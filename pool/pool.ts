@@ -19,6 +19,7 @@ import { loadArgs, ServerArgsError } from "./server-args.ts";
 import { takeLease } from "./lease.ts";
 import { DEFAULT_MAX_QUEUE, QueueObservers, type QueueFigures, type QueueObserver } from "./slot-queue.ts";
 import { WrappedServer } from "./wrapped-server.ts";
+import { newChildKey, type ChildKey } from "./child-key.ts";
 
 export type { EvictionCause, Lease, LoadOptions, PoolOptions } from "./pool-types.ts";
 
@@ -34,6 +35,7 @@ export class Pool {
   private changeWaiters: (() => void)[] = [];
   private readonly idle: IdleUnload;
   private readonly logDir: string;
+  private readonly childKey: ChildKey;
   private readonly queueObservers = new QueueObservers();
   /** The most recently loaded model, for `/api/v1/health`'s `model_loaded`. */
   lastLoaded: string | undefined;
@@ -42,6 +44,7 @@ export class Pool {
   constructor(private readonly opts: PoolOptions) {
     this.logDir = join(opts.stateDir, "logs");
     mkdirSync(this.logDir, { recursive: true });
+    this.childKey = newChildKey(opts.stateDir);
     this.idle = new IdleUnload(opts.idleUnloadMs, () => this.sweepIdle());
   }
 
@@ -285,7 +288,7 @@ export class Pool {
     if (this.closed) throw new Error("the pool is closed");
     const rpcWorkers = split.endpoints;
     const port = freePort();
-    const { argv, ctxSize } = launchArgv({ binary: this.opts.llama.llamaServer, model, options, extraArgs, split, draft, localDevices: this.opts.localDevices ?? [], port, defaultCtxSize: this.opts.defaultCtxSize });
+    const { argv, ctxSize } = launchArgv({ binary: this.opts.llama.llamaServer, model, options, extraArgs, split, draft, localDevices: this.opts.localDevices ?? [], port, apiKeyFile: this.childKey.file, defaultCtxSize: this.opts.defaultCtxSize });
     const server = new WrappedServer({
       model: model.name,
       checkpoint: model.path,
@@ -295,6 +298,7 @@ export class Pool {
       pinned: options.pinned ?? false,
       argv,
       port,
+      headers: this.childKey.headers,
       logPath: join(this.logDir, `llama-server-${model.name.replace(/[^\w.-]+/g, "_")}.log`),
       maxQueue: this.opts.maxQueue ?? DEFAULT_MAX_QUEUE,
       queueObserver: this.queueObservers,

@@ -87,6 +87,8 @@ export interface ServerArgsInput {
   type: ModelType;
   poolingType: number | undefined;
   port: number;
+  /** The file of the key the server answers to (pool/child-key.ts). */
+  apiKeyFile: string;
   /** 0 = the model's own context length. */
   ctxSize: number;
   /** Node-wide extra args first, then the load's: llama.cpp takes the last value of a flag. */
@@ -97,7 +99,7 @@ export interface ServerArgsInput {
 }
 
 export function serverArgv(i: ServerArgsInput): string[] {
-  const argv = [i.binary, "--model", i.modelPath, "--host", "127.0.0.1", "--port", String(i.port), "--alias", i.alias];
+  const argv = [i.binary, "--model", i.modelPath, "--host", "127.0.0.1", "--port", String(i.port), "--api-key-file", i.apiKeyFile, "--alias", i.alias];
   argv.push("--ctx-size", String(i.ctxSize));
   if (i.mmproj) argv.push("--mmproj", i.mmproj);
   if (i.type === "embedding") {

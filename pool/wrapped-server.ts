@@ -38,6 +38,8 @@ export interface WrappedServerSpec {
   pinned: boolean;
   argv: string[];
   port: number;
+  /** Sent with every request to it: the key it answers to. */
+  headers: Readonly<Record<string, string>>;
   logPath: string;
   env?: Record<string, string>;
   /** Requests that may wait for a slot (`--max-queue`); beyond them 429. */
@@ -52,6 +54,8 @@ export class WrappedServer {
   readonly devices: DeviceMask;
   readonly recipe: string;
   readonly url: string;
+  /** What every request to it carries (its key); never shown or sent anywhere else. */
+  readonly headers: Readonly<Record<string, string>>;
   readonly logPath: string;
   pinned: boolean;
   state: ServerState = "starting";
@@ -80,6 +84,7 @@ export class WrappedServer {
     this.recipe = spec.recipe;
     this.pinned = spec.pinned;
     this.url = `http://127.0.0.1:${spec.port}`;
+    this.headers = spec.headers;
     this.logPath = spec.logPath;
     this.gone = this.goneController.signal;
     this.queue = new SlotQueue({ model: spec.model, slots: slotsFromArgv(spec.argv) ?? DEFAULT_SLOTS, maxQueue: spec.maxQueue, observer: spec.queueObserver });
@@ -150,7 +155,7 @@ export class WrappedServer {
     const deadline = Date.now() + deadlineMs;
     while (this.state === "starting") {
       try {
-        const res = await fetch(`${this.url}/health`, { signal: AbortSignal.any([AbortSignal.timeout(2000), this.gone]) });
+        const res = await fetch(`${this.url}/health`, { headers: this.headers, signal: AbortSignal.any([AbortSignal.timeout(2000), this.gone]) });
         await res.body?.cancel();
         if (res.status === 200) {
           await this.readSlots();
@@ -177,7 +182,7 @@ export class WrappedServer {
   /** The slots the server really has (`/props` `total_slots`); its argv's guess stays when it does not say. */
   private async readSlots(): Promise<void> {
     try {
-      const res = await fetch(`${this.url}/props`, { signal: AbortSignal.any([AbortSignal.timeout(2000), this.gone]) });
+      const res = await fetch(`${this.url}/props`, { headers: this.headers, signal: AbortSignal.any([AbortSignal.timeout(2000), this.gone]) });
       const slots = res.ok ? slotsFromProps(await res.json()) : (await res.body?.cancel(), undefined);
       if (slots !== undefined) this.queue.setSlots(slots);
     } catch {

@@ -53,7 +53,7 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
   const started = performance.now();
   const upstreamAbort = new AbortController();
   const signal = AbortSignal.any([input.clientSignal, lease.server.gone, upstreamAbort.signal]);
-  const send = (keepalive: boolean) => fetch(`${lease.server.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: input.body, signal, keepalive });
+  const send = (keepalive: boolean) => fetch(`${lease.server.url}${path}`, { method: "POST", headers: { ...lease.server.headers, "content-type": "application/json" }, body: input.body, signal, keepalive });
   let upstream: Response;
   try {
     // llama-server (cpp-httplib) closes kept-alive connections on its own schedule, and a request

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { post, server } from "../helpers/api.ts";
+import { childProps, post, server } from "../helpers/api.ts";
 import { killAllChildren } from "../helpers/children.ts";
 import { testModel } from "../helpers/models.ts";
 import { SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
@@ -92,7 +92,7 @@ test("load with ctx_size -1 gets the model's own context (2048, not the node's 5
   const res = await post(n, "/api/v1/load", { model_name: "chat", ctx_size: -1 });
   expect(res.status).toBe(200);
   expect(await res.json()).toMatchObject({ status: "success", model_name: "chat" });
-  const props = (await (await fetch(`${(await server(n, "chat")).backend_url}/props`)).json()) as { default_generation_settings: { n_ctx: number } };
+  const props = await childProps(n, await server(n, "chat"));
   expect(props.default_generation_settings.n_ctx).toBe(2048);
   const health = (await (await fetch(`${n.url}/api/v1/health`)).json()) as {
     pinned_models: Record<string, number>;

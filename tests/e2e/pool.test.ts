@@ -7,7 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chat, embed, loaded, loadedNames, openStream, post, server, startStream } from "../helpers/api.ts";
+import { chat, childProps, embed, loaded, loadedNames, openStream, post, server, startStream } from "../helpers/api.ts";
 import { killAllChildren } from "../helpers/children.ts";
 import { frozen } from "../helpers/freeze.ts";
 import { testModel } from "../helpers/models.ts";
@@ -213,7 +213,7 @@ describe("explicit load and unload", () => {
     await ok(post(n, "/api/v1/load", { model_name: "a", ctx_size: 256, llamacpp_args: "--batch-size 64" }));
     await ok(embed(n, "e"));
     const a = await server(n, "a");
-    const props = (await (await fetch(`${a.backend_url}/props`)).json()) as { default_generation_settings: { n_ctx: number } };
+    const props = await childProps(n, a);
     expect(props.default_generation_settings.n_ctx).toBe(256);
     await ok(post(n, "/api/v1/unload", { model_name: "a" }));
     expect(await loadedNames(n)).toEqual(["e"]);

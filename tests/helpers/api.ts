@@ -1,4 +1,7 @@
 /** Small clients of a test node's API, so e2e tests read as what they check. */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { CHILD_KEY_FILE } from "../../pool/child-key.ts";
 import type { TestNode } from "./node.ts";
 import { waitFor } from "./wait.ts";
 
@@ -19,6 +22,17 @@ export async function loaded(node: TestNode): Promise<LoadedServer[]> {
 }
 
 export const loadedNames = async (node: TestNode) => (await loaded(node)).map((s) => s.model_name).sort();
+
+/**
+ * A loaded model's own llama-server `/props`, asked with the node's key from its state dir (the
+ * test is the node's user): nothing else reaches a child.
+ */
+export async function childProps(node: TestNode, s: LoadedServer): Promise<{ default_generation_settings: { n_ctx: number } }> {
+  const key = readFileSync(join(node.stateDir, CHILD_KEY_FILE), "utf8").trim();
+  const res = await fetch(`${s.backend_url}/props`, { headers: { authorization: `Bearer ${key}` } });
+  if (res.status !== 200) throw new Error(`${s.backend_url}/props: ${res.status}`);
+  return (await res.json()) as { default_generation_settings: { n_ctx: number } };
+}
 
 export async function server(node: TestNode, model: string): Promise<LoadedServer> {
   return waitFor(async () => (await loaded(node)).find((s) => s.model_name === model), { what: `${model} to be loaded` });

@@ -37,6 +37,7 @@ describe("serverArgv", () => {
     type: "llm",
     poolingType: undefined,
     port: 5000,
+    apiKeyFile: "/state/llama-server.key",
     ctxSize: 4096,
     extraArgs: [],
   };
@@ -58,8 +59,9 @@ describe("serverArgv", () => {
   ];
   test.each(cases)("%s", (_, over, tail) => {
     const argv = serverArgv({ ...base, ...over });
-    expect(argv.slice(0, 11)).toEqual(["/bin/llama-server", "--model", "/m/a.gguf", "--host", "127.0.0.1", "--port", "5000", "--alias", "a", "--ctx-size", "4096"]);
-    expect(argv.slice(11)).toEqual(tail);
+    // Loopback only, and the node's key (from a file: arguments are every user's to read).
+    expect(argv.slice(0, 13)).toEqual(["/bin/llama-server", "--model", "/m/a.gguf", "--host", "127.0.0.1", "--port", "5000", "--api-key-file", "/state/llama-server.key", "--alias", "a", "--ctx-size", "4096"]);
+    expect(argv.slice(13)).toEqual(tail);
   });
 });
 

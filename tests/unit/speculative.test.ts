@@ -111,6 +111,7 @@ describe("draft flags", () => {
       draft: model("small"),
       localDevices: [],
       port: 5000,
+      apiKeyFile: "/state/llama-server.key",
       defaultCtxSize: 512,
     });
     expect(ctxSize).toBe(512);
