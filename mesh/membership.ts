@@ -4,7 +4,8 @@
  * heartbeat. A peer that fails authentication, sends junk, goes quiet or says it is leaving is
  * dropped; nothing it said is passed on.
  */
-import type { Log } from "../log.ts";
+import type { Log, LogFields } from "../log.ts";
+import { throttledWarning } from "../throttled-log.ts";
 import { authMac, MAC_BYTES, NONCE_BYTES, newNonce, verifyMac, type AuthContext } from "./auth.ts";
 import type { MemberAddr } from "./join-token.ts";
 import { dueRedials, joinBackoffMs, keepWhich, membersToDial, silentPeers } from "./membership-rules.ts";
@@ -71,12 +72,16 @@ export class Membership {
   private rejoining = false;
   private readonly heartbeat: Timer;
   private stopped = false;
+  private readonly warnRefused: (fields: LogFields) => void;
+  private readonly warnDropped: (fields: LogFields) => void;
   /** Whoever waits for a peer's connection to be replaced (`replacedConnection`): told at each admission. */
   private readonly admissionWaiters = new Set<() => void>();
   readonly selfId: string;
 
   constructor(private readonly opts: MembershipOptions) {
     this.selfId = opts.transport.nodeId;
+    this.warnRefused = throttledWarning(opts.log, "refused a peer that failed authentication");
+    this.warnDropped = throttledWarning(opts.log, "dropped a peer during its handshake");
     this.heartbeat = setInterval(() => this.tick(), opts.heartbeatMs);
   }
 
@@ -183,10 +188,7 @@ export class Membership {
       this.admit(conn, control, conn.remoteId, hello);
     } catch (err) {
       const refused = err instanceof AuthError;
-      this.opts.log.warn(refused ? "refused a peer that failed authentication" : "dropped a peer during its handshake", {
-        peer: shortId(conn.remoteId),
-        error: (err as Error).message,
-      });
+      (refused ? this.warnRefused : this.warnDropped)({ peer: shortId(conn.remoteId), error: (err as Error).message });
       conn.close(refused ? CloseCode.AUTH_FAILED : err instanceof TimeoutError ? CloseCode.TIMEOUT : CloseCode.PROTOCOL, refused ? "authentication failed" : "handshake failed");
     }
   }

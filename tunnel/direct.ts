@@ -15,7 +15,8 @@
 import ipaddr from "ipaddr.js";
 import { createConnection, type Socket } from "node:net";
 import tls from "node:tls";
-import type { Log, LogFields } from "../log.ts";
+import type { Log } from "../log.ts";
+import { throttledWarning } from "../throttled-log.ts";
 import type { Stream } from "../mesh/transport.ts";
 import { decodeDirectHello, directMac, encodeDirectHello, verifyDirectMac, type DirectPurpose } from "./direct-auth.ts";
 import { normalizeFingerprint, type DirectIdentity } from "./direct-identity.ts";
@@ -35,8 +36,6 @@ export const MAX_UNPROVED_PER_SOURCE = 8;
 export const MAX_MODEL_CONNECTIONS_PER_PEER = 4;
 /** The byte that tells a peer its model connection was taken (RPC connections have none: rpc-server speaks first). */
 const MODEL_ACCEPTED = Uint8Array.of(1);
-/** At most one log line per this long about each kind of refusal: a stranger must not be able to fill the log. */
-const WARNING_EVERY_MS = 10_000;
 
 /**
  * What the per-source cap counts by: an IPv4 address (also when mapped into IPv6), or the /64 of an
@@ -53,19 +52,6 @@ export function sourceKey(address: string | undefined): string {
   }
   if (ip.kind() === "ipv4") return ip.toString();
   return `${ip.toNormalizedString().split(":").slice(0, 4).join(":")}::/64`;
-}
-
-/** `warn` at most once per WARNING_EVERY_MS, with how many times it happened since the last line. */
-function throttledWarning(log: Log, msg: string): (fields: LogFields) => void {
-  let last = -Infinity;
-  let count = 0;
-  return (fields) => {
-    count++;
-    if (Date.now() - last < WARNING_EVERY_MS) return;
-    last = Date.now();
-    log.warn(msg, { ...fields, count });
-    count = 0;
-  };
 }
 
 export interface DirectServerOptions {
