@@ -10,6 +10,7 @@ import irohPkg from "@number0/iroh/package.json" with { type: "json" };
 import type { BiStream as IrohBi, Connection as IrohConnection, Iroh as IrohNode } from "@number0/iroh";
 import { reachableAddresses, sameAddresses } from "./bound-addresses.ts";
 import type { MemberAddr } from "./join-token.ts";
+import { dialableRelay } from "./member-relay.ts";
 import { ALPN, ALPN_TEXT, chooseSockets, irohReason, nodeIdOf, type PeerConnection, type QuicPathKind, type Stream, type Transport, type TransportOptions } from "./transport.ts";
 
 export const IROH035_VERSION: string = irohPkg.version;
@@ -165,7 +166,8 @@ export class Iroh035Transport implements Transport {
   async dial(addr: MemberAddr): Promise<PeerConnection> {
     await this.ready;
     const node = this.node!;
-    const target = { nodeId: addr.nodeId, addresses: addr.addresses, ...(this.relay === "default" && addr.relayUrl ? { relayUrl: addr.relayUrl } : {}) };
+    const relayUrl = dialableRelay(addr.relayUrl, this.relay, "iroh035");
+    const target = { nodeId: addr.nodeId, addresses: addr.addresses, ...(relayUrl ? { relayUrl } : {}) };
     return this.track(await node.node.endpoint().connect(target, ALPN));
   }
 

@@ -11,6 +11,7 @@ import irohPkg from "iroh1/package.json" with { type: "json" };
 import type { BiStream, Connection, Endpoint as IrohEndpoint, EndpointAddr } from "iroh1/index.js";
 import { reachableAddresses, sameAddresses } from "./bound-addresses.ts";
 import type { MemberAddr } from "./join-token.ts";
+import { dialableRelay } from "./member-relay.ts";
 import { ALPN, chooseSockets, irohReason, nodeIdOf, type PeerConnection, type QuicPathKind, type Stream, type Transport, type TransportOptions } from "./transport.ts";
 
 type Iroh1 = typeof import("iroh1/index.js");
@@ -189,7 +190,7 @@ export class Iroh1Transport implements Transport {
     await this.ready;
     const { EndpointAddr, EndpointId } = await load();
     const id = EndpointId.fromBytes([...Buffer.from(addr.nodeId, "hex")]);
-    const relayUrl = this.opts.relay !== "disabled" ? addr.relayUrl : undefined;
+    const relayUrl = dialableRelay(addr.relayUrl, this.opts.relay, "iroh1");
     return this.track(await this.endpoint!.connect(new EndpointAddr(id, relayUrl, addr.addresses), ALPN_BYTES));
   }
 

@@ -5,7 +5,7 @@
 import { TEST_LINE } from "./node.ts";
 import { randomBytes } from "node:crypto";
 import { authMac, MAC_BYTES, NONCE_BYTES, newNonce } from "../../mesh/auth.ts";
-import type { JoinToken } from "../../mesh/join-token.ts";
+import type { JoinToken, MemberAddr } from "../../mesh/join-token.ts";
 import { HEARTBEAT_MS } from "../../mesh/mesh-node.ts";
 import { PROTOCOL_VERSION, type Announcement } from "../../mesh/messages.ts";
 import { Transport, type PeerConnection, type Stream, type TransportLine } from "../../mesh/transport.ts";
@@ -163,6 +163,11 @@ export class RogueMembership {
     } catch {
       // the node hung up
     }
+  }
+
+  /** Tells the node of members, as a node passes on the members it knows. */
+  async sendMembers(members: MemberAddr[]): Promise<void> {
+    await this.control.send.writeAll(encodeFrame({ v: PROTOCOL_VERSION, type: "members", members }));
   }
 
   /** A stream of `kind` to the node, its kind byte written. */
