@@ -4,7 +4,10 @@
  * Waiters are served round-robin between their sources (the member that forwarded the request,
  * the API key, or "local"), first come first served within a source, so one busy client cannot
  * starve the others. The queue is bounded: beyond `maxQueue` waiters a request is refused with
- * `ModelQueueFull` (429 and a Retry-After worked out from recent service times). A waiter whose
+ * `ModelQueueFull` (429 and a Retry-After worked out from recent service times), and the bound is
+ * shared fairly: a full queue takes a request from a source with fewer waiters than the source
+ * with the most, whose newest waiter is refused in its place (one key's long requests cannot
+ * keep every other key out, while a lone client still has the whole queue). A waiter whose
  * client goes away leaves at once. Its figures (slots, in flight, queued, the longest recent wait)
  * are what `/metrics` and the node's announcements carry: the demand signal for replicas.
  */
@@ -152,10 +155,10 @@ export class SlotQueue {
     }
     if (this.waiting >= this.maxQueue) {
       this.observer?.rejected(this.model);
-      const retryAfter = retryAfterSeconds(this.waiting, this.slotCount, this.meanServiceMs ?? 1000);
-      return Promise.reject(
-        new ModelQueueFull(`model "${this.model}" is busy: its ${this.slotCount} slots are in use and ${this.waiting} requests wait (--max-queue ${this.maxQueue}); retry after ${retryAfter} s`, retryAfter),
-      );
+      const displaced = this.displacedFor(source);
+      if (!displaced) return Promise.reject(this.full());
+      this.remove(displaced);
+      displaced.fail(this.full("; requests from a client with fewer waiting took its place"));
     }
     return new Promise((resolve, reject) => {
       const onAbort = () => {
@@ -179,6 +182,19 @@ export class SlotQueue {
       else this.bySource.set(source, [waiter]);
       this.waiting++;
     });
+  }
+
+  private full(why = ""): ModelQueueFull {
+    const retryAfter = retryAfterSeconds(this.waiting, this.slotCount, this.meanServiceMs ?? 1000);
+    return new ModelQueueFull(`model "${this.model}" is busy: its ${this.slotCount} slots are in use and ${this.waiting} requests wait (--max-queue ${this.maxQueue})${why}; retry after ${retryAfter} s`, retryAfter);
+  }
+
+  /** The newest waiter of the source with the most, when that is at least two more than `source` has. */
+  private displacedFor(source: string): Waiter | undefined {
+    let biggest: Waiter[] | undefined;
+    for (const line of this.bySource.values()) if (!biggest || line.length > biggest.length) biggest = line;
+    const mine = this.bySource.get(source)?.length ?? 0;
+    return biggest && biggest.length > mine + 1 ? biggest[biggest.length - 1] : undefined;
   }
 
   figures(): QueueFigures {

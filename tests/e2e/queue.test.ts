@@ -28,10 +28,10 @@ const MAX_QUEUE = 2;
 const LONG = 16_000;
 const ANSWER_MS = 60_000;
 
-async function queueNode(): Promise<TestNode> {
+async function queueNode(extra: string[] = []): Promise<TestNode> {
   const n = await startNode(
     // Each of the two slots gets half the context: room for the long generations.
-    ["--ctx-size", String(2 * (LONG + 384)), "--llamacpp-args", `--threads 1 --threads-batch 1 --parallel ${SLOTS}`, "--rpc-threads", "1", "--max-queue", String(MAX_QUEUE)],
+    ["--ctx-size", String(2 * (LONG + 384)), "--llamacpp-args", `--threads 1 --threads-batch 1 --parallel ${SLOTS}`, "--rpc-threads", "1", "--max-queue", String(MAX_QUEUE), ...extra],
     { models: { "chat.gguf": await testModel("tiny", "q8_0") } },
   );
   nodes.push(n);
@@ -104,6 +104,34 @@ test("a burst of three times the slots: every request answered or refused with R
   expect(f.rejected).toBe(2);
   // The first chat, the two holders, the two that waited.
   expect(f.waits).toBe(1 + SLOTS + MAX_QUEUE);
+});
+
+test("one API key's requests fill the queue; another key's request still waits its turn and is answered", async () => {
+  const keys = { a: "queue-key-a", b: "queue-key-b" };
+  const n = await queueNode(["--api-key", keys.a, "--api-key", keys.b]);
+  const as = (key: string, signal?: AbortSignal) =>
+    post(n, "/v1/chat/completions", { model: "chat", messages: [{ role: "user", content: "hello" }], max_tokens: 4, ignore_eos: true, stream: true }, { signal, headers: { "content-type": "application/json", authorization: `Bearer ${key}` } }).then(
+      async (res) => ({ status: res.status, retryAfter: res.headers.get("retry-after"), text: await res.text() }),
+    );
+  expect((await as(keys.a)).status).toBe(200);
+  const abort = new AbortController();
+  const holders = await Promise.all(Array.from({ length: SLOTS }, () => openStream(n, "chat", LONG, abort.signal, { authorization: `Bearer ${keys.a}` })));
+  await until(n, "both slots held by key a", (f) => f.inFlight === SLOTS);
+  const fromA = Array.from({ length: MAX_QUEUE }, () => as(keys.a));
+  await until(n, "key a's requests filling the queue", (f) => f.queued === MAX_QUEUE);
+  // Key b gets a place: key a's newest waiter gives it up (429), key a keeps the rest.
+  const fromB = as(keys.b);
+  await until(n, "key a's newest refused in its place", (f) => f.rejected === 1 && f.queued === MAX_QUEUE);
+  abort.abort();
+  await Promise.all(holders.map((h) => h.reader.cancel().catch(() => undefined)));
+  const b = await withDeadline(fromB, ANSWER_MS, "key b's request to be answered");
+  expect(b.status).toBe(200);
+  const a = await withDeadline(Promise.all(fromA), ANSWER_MS, "key a's waiters to be answered");
+  expect(a.filter((r) => r.status === 200)).toHaveLength(MAX_QUEUE - 1);
+  for (const r of a.filter((x) => x.status !== 200)) {
+    expectRefused(r);
+    expect(r.text).toContain("took its place");
+  }
 });
 
 test("a waiting request whose client gives up leaves at once, and its place goes to the next", async () => {

@@ -49,14 +49,14 @@ export const chat = (node: TestNode, model: string, maxTokens = 2) =>
 export const embed = (node: TestNode, model: string) => post(node, "/v1/embeddings", { model, input: "hello world" });
 
 /** A streaming chat of exactly `maxTokens` tokens (end-of-text ignored). */
-export function startStream(node: TestNode, model: string, maxTokens: number, signal?: AbortSignal): Promise<Response> {
+export function startStream(node: TestNode, model: string, maxTokens: number, signal?: AbortSignal, headers: Record<string, string> = {}): Promise<Response> {
   const body = { model, messages: [{ role: "user", content: "hello" }], max_tokens: maxTokens, ignore_eos: true, stream: true };
-  return post(node, "/v1/chat/completions", body, { signal });
+  return post(node, "/v1/chat/completions", body, { signal, headers: { "content-type": "application/json", ...headers } });
 }
 
 /** A streaming chat whose first chunk has arrived. */
-export async function openStream(node: TestNode, model: string, maxTokens: number, signal?: AbortSignal) {
-  const res = await startStream(node, model, maxTokens, signal);
+export async function openStream(node: TestNode, model: string, maxTokens: number, signal?: AbortSignal, headers: Record<string, string> = {}) {
+  const res = await startStream(node, model, maxTokens, signal, headers);
   if (res.status !== 200) throw new Error(`stream for ${model}: ${res.status} ${await res.text()}`);
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();

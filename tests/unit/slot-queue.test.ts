@@ -132,6 +132,42 @@ describe("bound", () => {
   });
 });
 
+describe("the bound is shared fairly between sources", () => {
+  test("one key's waiters fill the queue; another key's request takes the place of its newest, which gets 429", async () => {
+    const h = harness(1, 4);
+    const greedy = ["a0", "a1", "a2", "a3", "a4"].map((id) => h.take("key:a", id));
+    await settle();
+    const other = h.take("key:b", "b0");
+    await settle();
+    await greedy[4];
+    expect(h.failures.get("a4")).toBeInstanceOf(ModelQueueFull);
+    expect((h.failures.get("a4") as Error).message).toContain("took its place");
+    expect(h.failures.has("b0")).toBe(false);
+    // Round-robin from there: b0 is served before a1's followers.
+    for (const id of ["a0", "a1", "b0", "a2", "a3"]) {
+      await settle();
+      h.releases.get(id)?.();
+    }
+    await other;
+    expect(h.granted).toEqual(["a0", "a1", "b0", "a2", "a3"]);
+  });
+
+  test.each([
+    { name: "a lone client has the whole queue; only its own next request is refused", waiting: { a: 4 }, comer: "a", refused: "comer" },
+    { name: "an even split: the newcomer of a third source still gets in", waiting: { a: 2, b: 2 }, comer: "c", refused: "a" },
+    { name: "one more than the newcomer's own is not enough to give way", waiting: { a: 2, b: 2 }, comer: "b", refused: "comer" },
+    { name: "the biggest line gives way", waiting: { a: 1, b: 3 }, comer: "a", refused: "b" },
+  ])("$name", async ({ waiting, comer, refused }) => {
+    const h = harness(1, 4);
+    void h.take("hold", "hold");
+    for (const [src, n] of Object.entries(waiting)) for (let i = 0; i < n; i++) void h.take(src, `${src}${i}`);
+    await settle();
+    void h.take(comer, "comer");
+    await settle();
+    expect([...h.failures.keys()].map((id) => (id === "comer" ? "comer" : id[0]))).toEqual([refused]);
+  });
+});
+
 test.each([
   [0, 2, 100, 1],
   [64, 2, 1000, 32],
