@@ -39,6 +39,8 @@ async function startNode(config: Config): Promise<void> {
   // Read into the config already: children (llama-server, rpc-server) inherit the environment, and
   // the mesh secret or an API key has no business there.
   for (const f of NODE_FLAGS) if (f.secret) delete process.env[envName(f.name)];
+  // llama-server takes LLAMA_API_KEY as one more key beside the node's own (pool/child-key.ts).
+  delete process.env.LLAMA_API_KEY;
   if (!isLoopback(config.listen) && config.apiKeys.length === 0 && !config.insecure) {
     throw new CommandError(`refusing to serve the API on ${config.listen} without an --api-key: anyone who reaches it could use this node and its mesh; add --api-key KEY, or --insecure if something else guards it`);
   }

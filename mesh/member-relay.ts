@@ -22,7 +22,8 @@ export function dialableRelay(relayUrl: string | undefined, own: "default" | "di
   if (relayUrl === undefined || own === "disabled") return undefined;
   const url = parsed(relayUrl);
   if (!url || url.username || url.password) return undefined;
-  if (Array.isArray(own)) return own.some((o) => parsed(o)?.href === url.href) ? relayUrl : undefined;
+  // What is dialed is what was checked: our own entry, or the URL as parsed here.
+  if (Array.isArray(own)) return own.find((o) => parsed(o)?.href === url.href);
   const host = url.hostname.replace(/\.$/, "");
-  return url.protocol === "https:" && url.port === "" && host.endsWith(PUBLIC_RELAY_DOMAIN[line]) ? relayUrl : undefined;
+  return url.protocol === "https:" && url.port === "" && host.endsWith(PUBLIC_RELAY_DOMAIN[line]) ? url.href : undefined;
 }

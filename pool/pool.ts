@@ -5,7 +5,7 @@
  * ("nuclear"; never for a load carrying request arguments, nor with nothing idle to evict), and hands the new server to the
  * requests that asked for it before anything else can evict it.
  */
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { ModelInfo } from "../models/model-store.ts";
 import { badLoadRequest, loadFailed, loadTimedOut, modelNotFound, slotHeldForMesh, slotsPinned } from "./errors.ts";
@@ -398,6 +398,8 @@ export class Pool {
     // A load that was starting a server when we closed stops it on its own; wait for that.
     await Promise.race([this.queue, Bun.sleep(10_000)]);
     await Promise.all(this.loaded().map((s) => s.stop()));
+    // No child is left to read it; a crash leaves it, and the next start writes a new key over it.
+    rmSync(this.childKey.file, { force: true });
   }
 }
 

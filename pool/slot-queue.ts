@@ -157,8 +157,9 @@ export class SlotQueue {
       this.observer?.rejected(this.model);
       const displaced = this.displacedFor(source);
       if (!displaced) return Promise.reject(this.full());
+      const refusal = this.full("; requests from a client with fewer waiting took its place");
       this.remove(displaced);
-      displaced.fail(this.full("; requests from a client with fewer waiting took its place"));
+      displaced.fail(refusal);
     }
     return new Promise((resolve, reject) => {
       const onAbort = () => {

@@ -44,9 +44,16 @@ function remoteOf(node: Record<string, unknown>): string | undefined {
   return undefined;
 }
 
+/**
+ * Top-level fields that describe tools, output formats or the caller, never media llama.cpp
+ * fetches: a JSON schema's `default` or a `callback_url` there is not a request to download.
+ */
+const NOT_MEDIA: ReadonlySet<string> = new Set(["tools", "functions", "tool_choice", "response_format", "text", "json_schema", "grammar", "metadata"]);
+
 /** The first media URL in `body` that is not a `data:` URL; undefined when every one is inline. */
 export function remoteMediaUrl(body: unknown): string | undefined {
-  const stack: unknown[] = [body];
+  const top = body !== null && typeof body === "object" && !Array.isArray(body) ? Object.fromEntries(Object.entries(body).filter(([k]) => !NOT_MEDIA.has(k))) : body;
+  const stack: unknown[] = [top];
   for (let seen = 0; stack.length > 0 && seen < MAX_NODES; seen++) {
     const node = stack.pop();
     if (typeof node !== "object" || node === null) continue;

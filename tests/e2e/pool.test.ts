@@ -169,9 +169,11 @@ test("kill -9 of a child mid-stream ends the stream with an error at once; the n
 });
 
 test("a client that disconnects aborts the upstream request and frees the server", async () => {
-  const n = await node([]);
+  // A generation far longer than the test, so only the cancel can end it (400 tokens could finish
+  // before the abort reached llama-server on a loaded machine, and then nothing is cancelled).
+  const n = await node(["--ctx-size", "16384"]);
   const abort = new AbortController();
-  const stream = await openStream(n, "a", 400, abort.signal);
+  const stream = await openStream(n, "a", 16_000, abort.signal);
   const a = await server(n, "a");
   abort.abort();
   await stream.reader.cancel().catch(() => undefined);

@@ -29,6 +29,10 @@ test.each([
   ["chat audio_url as a string", chat({ type: "audio_url", audio_url: "https://example.com/a.mp3" }), "https://example.com/a.mp3"],
   ["chat file, inline", chat({ type: "file", file: { file_data: "data:application/pdf;base64,JVBERi0=", filename: "a.pdf" } }), undefined],
   ["a tool's schema with a url property is not media", { model: "m", messages: [{ role: "user", content: "hi" }], tools: [{ type: "function", function: { name: "open", parameters: { type: "object", properties: { page_url: { type: "string" } } } } }] }, undefined],
+  ["a schema's default naming a URL, in tools", { model: "m", messages: [{ role: "user", content: "hi" }], tools: [{ type: "function", function: { name: "f", parameters: { type: "object", default: { avatar_url: "https://x/a.png" } } } }] }, undefined],
+  ["a response format's schema naming a URL", { model: "m", messages: [], response_format: { type: "json_schema", json_schema: { schema: { examples: [{ image_url: "https://x/b.png" }] } } } }, undefined],
+  ["a callback URL in metadata", { model: "m", messages: [], metadata: { callback_url: "https://example.com/cb" } }, undefined],
+  ["a media URL at the top of the body", { model: "m", image_url: "http://10.0.0.9/x" }, "http://10.0.0.9/x"],
   ["deep inside a tool result", { model: "m", messages: [{ role: "tool", content: [{ content: [[{ image_url: "http://deep/x" }]] }] }] }, "http://deep/x"],
 ] as const)("%s", (_, body, remote) => expect(remoteMediaUrl(body)).toBe(remote));
 

@@ -14,8 +14,9 @@ test.each([
   ["plain http to a public relay's name", "http://use1-1.relay.n0.iroh.link/", "default", "iroh1", undefined],
   ["with credentials", "https://user:pw@use1-1.relay.n0.iroh.link/", "default", "iroh1", undefined],
   ["any host a member chose", "http://169.254.169.254/", "default", "iroh1", undefined],
-  ["one of this node's own relays", "https://relay.example.org", OWN, "iroh1", "https://relay.example.org"],
-  ["this node's own loopback relay", "http://127.0.0.1:3340/", OWN, "iroh1", "http://127.0.0.1:3340/"],
+  // What is dialed is this node's own entry, not the member's spelling of it.
+  ["one of this node's own relays", "https://relay.example.org", OWN, "iroh1", "https://relay.example.org/"],
+  ["this node's own loopback relay", "http://127.0.0.1:3340/", OWN, "iroh1", "http://127.0.0.1:3340"],
   ["a relay not among this node's own", "https://other.example.org/", OWN, "iroh1", undefined],
   ["not a URL", "::::", "default", "iroh1", undefined],
 ] as const)("%s", (_, url, own, line, expected) => expect(dialableRelay(url, own, line)).toBe(expected));
