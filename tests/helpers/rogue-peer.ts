@@ -99,7 +99,7 @@ export class RoguePeer {
 
   /** Joins as a proper member (handshake and hello), then sends `junk`; resolves when the node hangs up. */
   async misbehave(token: JoinToken, junk: Junk): Promise<string> {
-    const { conn, control } = await this.handshake(token, fakeAnnouncement(this.transport.nodeId));
+    const { conn, control } = await this.handshake(token, fakeAnnouncement(this.transport.nodeId, this.transport.line));
     await control.send.writeAll(junkBytes(junk));
     return conn.closed;
   }
@@ -117,7 +117,7 @@ export class RoguePeer {
    * so a test can then misuse what members may use: RPC streams, the direct path.
    */
   async member(token: JoinToken): Promise<RogueMembership> {
-    const mine = fakeAnnouncement(this.transport.nodeId);
+    const mine = fakeAnnouncement(this.transport.nodeId, this.transport.line);
     const { conn, control, hello } = await this.handshake(token, mine);
     return new RogueMembership(conn, control, mine, hello);
   }
