@@ -22,6 +22,10 @@ const DUPLICATE_REASON = "duplicate connection";
 export const closedAsDuplicate = (reason: string): boolean => reason.includes(DUPLICATE_REASON);
 
 const AUTH_DEADLINE_MS = 5_000;
+/** How long a connection on which a stream just failed takes to report why it closed. */
+const CLOSE_REASON_MS = 250;
+/** How long a member whose connection closed as a duplicate waits for the one kept to finish its handshake here. */
+const REPLACEMENT_MS = 5_000;
 /** Members remembered to find the mesh again (each one authenticated once): the most recent ones. */
 const REMEMBER_MAX = 1_024;
 /** A lost member is dialed again, on a growing pause, for this long. */
@@ -34,6 +38,8 @@ export interface Peer {
   dialer: string;
   announcement: Announcement;
   lastSeen: number;
+  /** The connection has closed (it may still be the peer's while its replacement is in its handshake). */
+  ended?: boolean;
 }
 
 export interface MembershipOptions {
@@ -215,7 +221,8 @@ export class Membership {
     if (hello.announcement.nodeId !== conn.remoteId) throw new WireError("hello names another node than the connection's");
     const existing = this.peers.get(conn.remoteId);
     if (existing) {
-      const keep = keepWhich(this.selfId, conn.remoteId, { dialer: existing.dialer, instance: existing.announcement.instance }, { dialer, instance: hello.announcement.instance });
+      // A closed connection never stays over a live one; between two live ones both ends keep the same.
+      const keep = existing.ended ? "incoming" : keepWhich(this.selfId, conn.remoteId, { dialer: existing.dialer, instance: existing.announcement.instance }, { dialer, instance: hello.announcement.instance });
       if (keep === "existing") {
         conn.close(CloseCode.DUPLICATE, DUPLICATE_REASON);
         return;
@@ -229,7 +236,10 @@ export class Membership {
     this.remembered.seen(memberAddr(hello.announcement));
     this.redials.delete(peer.id);
     if (!existing) this.opts.log.info("peer joined", { peer: shortId(peer.id), addresses: hello.announcement.addresses.join(",") });
-    void conn.closed.then((reason) => this.drop(peer, `connection closed: ${reason}`, false));
+    void conn.closed.then((reason) => {
+      peer.ended = true;
+      return this.ended(peer, `connection closed: ${reason}`);
+    });
     void this.readLoop(peer);
     void this.acceptStreams(peer);
     // Tell everyone else about the newcomer, and dial whoever the newcomer knows that we do not.
@@ -250,14 +260,14 @@ export class Membership {
     try {
       for (;;) {
         const raw = await readFrame(peer.control.recv);
-        if (raw === null) return this.drop(peer, "control stream ended", false);
+        if (raw === null) return this.ended(peer, "control stream ended");
         if (this.peers.get(peer.id) !== peer) return;
         this.handle(peer, parseMessage(raw));
       }
     } catch (err) {
       if (this.peers.get(peer.id) !== peer) return;
-      const junk = err instanceof WireError;
-      this.drop(peer, junk ? `sent junk: ${(err as Error).message}` : `control stream failed: ${(err as Error).message}`, junk);
+      if (err instanceof WireError) return this.drop(peer, `sent junk: ${err.message}`, true);
+      return this.ended(peer, `control stream failed: ${(err as Error).message}`);
     }
   }
 
@@ -295,7 +305,7 @@ export class Membership {
    * members that dial each other at once keep one connection and close the other, and the side that
    * closes it may be ahead of this one: the connection kept is still in its handshake here.
    */
-  async replacedConnection(peerId: string, old: PeerConnection, timeoutMs: number): Promise<boolean> {
+  private async replacedConnection(peerId: string, old: PeerConnection, timeoutMs: number): Promise<boolean> {
     const replaced = () => {
       const conn = this.peers.get(peerId)?.conn;
       return conn !== undefined && conn !== old;
@@ -311,6 +321,27 @@ export class Membership {
       const timer = setTimeout(() => finish(false), timeoutMs);
       this.admissionWaiters.add(check);
     });
+  }
+
+  /**
+   * Whether the peer's connection `old`, on which something just failed, has been replaced: closed
+   * as a duplicate (then waiting up to REPLACEMENT_MS for the one kept), or already by another.
+   */
+  async replacedAfterFailure(peerId: string, old: PeerConnection): Promise<boolean> {
+    const reason = await Promise.race([old.closed, Bun.sleep(CLOSE_REASON_MS).then(() => "")]);
+    if (closedAsDuplicate(reason)) return this.replacedConnection(peerId, old, REPLACEMENT_MS);
+    const now = this.peers.get(peerId)?.conn;
+    return now !== undefined && now !== old;
+  }
+
+  /**
+   * The peer's connection or control stream ended. A duplicate's end is not the member's: it stays
+   * (views, routes and groups unchanged) while the connection kept finishes its handshake here.
+   */
+  private async ended(peer: Peer, reason: string): Promise<void> {
+    if (this.peers.get(peer.id) !== peer) return;
+    if (await this.replacedAfterFailure(peer.id, peer.conn)) return;
+    this.drop(peer, reason, false);
   }
 
   /** A new stream to a peer, its kind already written; undefined when the peer is not connected. */
@@ -359,7 +390,7 @@ export class Membership {
     try {
       await writeFrame(peer.control.send, msg);
     } catch (err) {
-      this.drop(peer, `send failed: ${(err as Error).message}`, false);
+      await this.ended(peer, `send failed: ${(err as Error).message}`);
     }
   }
 

@@ -14,7 +14,6 @@ import { LLAMA_SOURCE } from "../llama/pin.ts";
 import type { Log } from "../log.ts";
 import { forwardHttp, RESPONSE_IDLE_MS, serveHttp } from "../mesh/http-stream.ts";
 import { MemberStreamCap } from "../mesh/member-stream-cap.ts";
-import { closedAsDuplicate } from "../mesh/membership.ts";
 import { memberMayRequest } from "../mesh/member-routes.ts";
 import { showJoinToken } from "../mesh/join-token-file.ts";
 import { announcedDemand } from "../mesh/announcement.ts";
@@ -87,10 +86,6 @@ const JOIN_GRACE_MS = 60_000;
  * and a non-streamed answer's whole generation (OpenAI clients wait 10 minutes by default).
  */
 const FORWARD_ANSWER_MS = 10 * 60_000;
-/** A request's stream failed: how long its connection may take to report why (it closes at the same moment). */
-const DUPLICATE_CLOSE_MS = 250;
-/** How long the connection kept in place of a duplicate may take to finish its handshake here. */
-const REPLACEMENT_MS = 5_000;
 
 export interface NodeParts {
   store: ModelStore;
@@ -256,11 +251,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           // Two members that dial each other at once keep one connection and close the other; a request
           // that went out on the closed one before any answer goes once more on the one kept (which may
           // still be in its handshake here when the other side closed the duplicate first).
-          if (attempt > 0 || signal.aborted || !mesh) throw err;
-          const reason = carrier ? await Promise.race([carrier.closed, Bun.sleep(DUPLICATE_CLOSE_MS).then(() => "")]) : "";
-          const now = mesh.membership.peers.get(peerId)?.conn;
-          const replaced = carrier && closedAsDuplicate(reason) ? await mesh.membership.replacedConnection(peerId, carrier, REPLACEMENT_MS) : now !== undefined && now !== carrier;
-          if (!replaced || signal.aborted) throw err;
+          if (attempt > 0 || signal.aborted || !mesh || !carrier) throw err;
+          if (!(await mesh.membership.replacedAfterFailure(peerId, carrier)) || signal.aborted) throw err;
         }
       }
     },

@@ -85,6 +85,13 @@ export class RoguePeer {
 
   /** The dialer's side of the handshake and hello, as a node does it; resolves with the node's hello. */
   private async handshake(token: JoinToken, mine: Announcement) {
+    const { conn, control } = await this.prove(token);
+    await control.send.writeAll(encodeFrame({ v: PROTOCOL_VERSION, type: "hello", announcement: mine, members: [] }));
+    return { conn, control, hello: await readFrame(control.recv) };
+  }
+
+  /** The dialer's side of the handshake up to its hello (the node waits for it). */
+  private async prove(token: JoinToken) {
     const conn = await this.transport.dial(token.addr);
     const control = await conn.openStream();
     const dialerNonce = newNonce();
@@ -93,8 +100,22 @@ export class RoguePeer {
     await control.recv.readExact(reply);
     const ctx = { secret: token.secret, dialerId: this.transport.nodeId, acceptorId: conn.remoteId, dialerNonce, acceptorNonce: reply.slice(0, NONCE_BYTES) };
     await control.send.writeAll(authMac("dialer", ctx));
-    await control.send.writeAll(encodeFrame({ v: PROTOCOL_VERSION, type: "hello", announcement: mine, members: [] }));
-    return { conn, control, hello: await readFrame(control.recv) };
+    return { conn, control };
+  }
+
+  /**
+   * A second connection of a member (as a node dialing one that dials it at once makes), proved but
+   * its hello held: `hello()` sends it and resolves with the membership it carries.
+   */
+  async heldConnection(token: JoinToken, member: RogueMembership): Promise<{ conn: PeerConnection; hello(): Promise<RogueMembership> }> {
+    const { conn, control } = await this.prove(token);
+    return {
+      conn,
+      hello: async () => {
+        await control.send.writeAll(encodeFrame({ v: PROTOCOL_VERSION, type: "hello", announcement: member.mine, members: [] }));
+        return new RogueMembership(conn, control, member.mine, await readFrame(control.recv));
+      },
+    };
   }
 
   /** Joins as a proper member (handshake and hello), then sends `junk`; resolves when the node hangs up. */
@@ -148,7 +169,11 @@ export class RogueMembership {
     void this.readLoop();
   }
 
+  /** Control messages the node has sent on this connection (its hello included). */
+  heard = 0;
+
   private take(raw: unknown): void {
+    this.heard++;
     const m = raw as { announcement?: Announcement } | null;
     if (m?.announcement) this.announcement = m.announcement;
   }
@@ -177,8 +202,9 @@ export class RogueMembership {
     return stream;
   }
 
-  close(): void {
+  /** Hangs up (by default as a member leaving; a node closing a duplicate says so). */
+  close(code = 0, reason = "rogue leaves"): void {
     clearInterval(this.heartbeat);
-    this.conn.close(0, "rogue leaves");
+    this.conn.close(code, reason);
   }
 }
