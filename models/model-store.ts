@@ -62,7 +62,8 @@ export interface ModelStoreOptions {
 
 const MAX_DEPTH = 4;
 
-function listGguf(root: string): string[] {
+/** Every `.gguf` under `root` (hidden folders and files skipped), relative to it. */
+export function listGguf(root: string): string[] {
   if (!existsSync(root)) return [];
   const out: string[] = [];
   const walk = (dir: string, depth: number) => {

@@ -15,6 +15,8 @@ import { FREE_SPACE_MARGIN, PEER_SOURCE_RULE, peerSizeLimit, type SizeLimit, typ
 import { selectRepoFiles } from "./hf-files.ts";
 import { checkFileAccess, listRepoFiles, authHeaders, resolveUrl, type HubConfig } from "./hf-hub.ts";
 import { defaultModelName, exactRef, fileNameOf, pullableRef, refSatisfies, type ModelRef } from "./model-ref.ts";
+import { groupModelFiles } from "./model-files.ts";
+import { listGguf } from "./model-store.ts";
 import { DiskFull, FileHasher, hashFileInto, HashMismatch, isSafeModelName, moveUnlessTaken, PARTIAL_DIR, SizeRefused, TransferError, TransferRefused } from "./model-transfer.ts";
 import { PullError } from "./pull-error.ts";
 import { PULLS_DIR, readRegistry, REGISTRY_FILE, writeRegistryEntry, type RegistryEntry } from "./registry.ts";
@@ -113,6 +115,12 @@ export async function pullModel(opts: PullOptions): Promise<PulledModel> {
   }
 }
 
+/** The model file the models dir names `name` by itself (in a subfolder too) that models.json gives no other name. */
+function unregisteredNamed(modelsDir: string, name: string, registry: Record<string, RegistryEntry>): string | undefined {
+  const registered = new Set(Object.values(registry).map((e) => resolve(modelsDir, e.file)));
+  return groupModelFiles(listGguf(modelsDir)).find((g) => g.name === name && !registered.has(resolve(modelsDir, g.path)))?.path;
+}
+
 async function pull(opts: PullOptions, ref: ModelRef, name: string): Promise<PulledModel> {
   const { modelsDir, log } = opts;
   if (opts.fromPeer && ref.kind === "url" && !ref.url.startsWith("https:")) throw new PullError("bad_reference", `${ref.url} is refused: a source a peer announced must be https`);
@@ -126,8 +134,9 @@ async function pull(opts: PullOptions, ref: ModelRef, name: string): Promise<Pul
     }
     const had = describeInstalled(modelsDir, name, existing);
     if (had) return had;
-  } else if (existsSync(join(modelsDir, `${name}.gguf`))) {
-    throw new PullError("name_taken", `"${name}" is already the name of ${name}.gguf in ${modelsDir}; pull under another name`);
+  } else {
+    const named = unregisteredNamed(modelsDir, name, registry);
+    if (named) throw new PullError("name_taken", `"${name}" is already the name of ${named} in ${modelsDir}; pull under another name`);
   }
 
   const plan = ref.kind === "hf" ? await planHub(opts, ref) : planUrl(ref, opts.fromPeer === true);

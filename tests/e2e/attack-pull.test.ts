@@ -6,7 +6,8 @@
  * deleted. Then what a request names: a name with `..` or a leading `/`, a `file://` checkpoint;
  * and what a delete may touch: never another tool's store, never a file outside the models dir
  * (a models.json entry naming one), never a file put in the models dir by hand, and a link in the
- * models dir goes but not what it points to.
+ * models dir goes but not what it points to. And what a pull may take: never the name of a model
+ * the node has (one in a subfolder of the models dir too).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync, copyFileSync } from "node:fs";
@@ -186,5 +187,27 @@ describe("what a delete may touch", () => {
     const ollama = await fetch(`${node.url}/api/delete`, { method: "DELETE", headers: { ...json, ...key }, body: JSON.stringify({ model: "nowhere" }) });
     expect(ollama.status).toBe(404);
     expect(((await ollama.json()) as { error: unknown }).error).toContain("nowhere");
+  });
+});
+
+describe("what a pull may take", () => {
+  test("the name of a model in a subfolder of the models dir: 409 before anything is fetched, and that model keeps its name and file", async () => {
+    const tiny = await testModel("tiny", "q8_0");
+    let fetched = 0;
+    const source = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => (fetched++, new Response(Bun.file(tiny))) });
+    mkdirSync(join(node.modelsDir, "sub"), { recursive: true });
+    copyFileSync(tiny, join(node.modelsDir, "sub", "deep.gguf"));
+    try {
+      const res = await fetch(`${node.url}/api/v1/pull`, { method: "POST", headers: { ...json, ...key }, body: JSON.stringify({ model_name: "deep", checkpoint: `http://127.0.0.1:${source.port}/other.gguf` }) });
+      expect(res.status).toBe(409);
+      expect(await errorMessage(res)).toContain(`"deep" is already the name of ${join("sub", "deep.gguf")}`);
+      expect(fetched).toBe(0);
+      const listed = (await (await fetch(`${node.url}/v1/models`, { headers: key })).json()) as { data: { id: string }[] };
+      expect(listed.data.filter((m) => m.id === "deep")).toHaveLength(1);
+      expect(existsSync(join(node.modelsDir, "sub", "deep.gguf"))).toBe(true);
+      expect(existsSync(join(node.modelsDir, "other.gguf"))).toBe(false);
+    } finally {
+      source.stop(true);
+    }
   });
 });
