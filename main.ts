@@ -24,6 +24,7 @@ import { LogRing } from "./log-ring.ts";
 import { consoleSource } from "./node/console-source.ts";
 import { describeTransport } from "./mesh/transport.ts";
 import { createNode, NodeSetupError, type NodeParts } from "./node/node.ts";
+import { LocalProofKey } from "./node/local-proof.ts";
 import { createApp, viaListener } from "./router/app.ts";
 import type { Serving } from "./router/serving.ts";
 import { crashed, frontDoor, keepAliveMsFor } from "./router/front-door.ts";
@@ -82,6 +83,9 @@ async function startNode(config: Config): Promise<void> {
     admin: node.admin,
     memory: () => node.models.views().map((v) => v.vramBytes),
   };
+  // Made once the API listens: a start that fails to bind must not replace a running node's key.
+  let proofKey: LocalProofKey | undefined;
+  let apiPort = config.port;
   const app = createApp(serving, {
     maxBodyBytes: config.maxBodyBytes,
     backends: availableBackends(devices),
@@ -91,6 +95,7 @@ async function startNode(config: Config): Promise<void> {
     browser: { listen: config.listen, corsOrigins: config.corsOrigins },
     keepAliveMs: keepAliveMsFor(config.idleTimeoutS),
     console: consoleSource({ version: pkg.version, mesh: node.mesh, models: node.models, pool: node.pool, tunnels: node.tunnels, logs, log }),
+    localProof: (challenge) => proofKey?.prove(challenge, apiPort),
   });
   node.setHttpHandler(async (req) => app.fetch(req));
   let server: ReturnType<typeof Bun.serve>;
@@ -112,7 +117,7 @@ async function startNode(config: Config): Promise<void> {
     const why = code === "EADDRINUSE" ? "the port is in use (another mesh node? pick one with --port)" : (err as Error).message;
     throw new CommandError(`cannot listen on ${config.listen}:${config.port}: ${why}`);
   }
-  const apiPort = server.port ?? config.port;
+  apiPort = server.port ?? config.port;
   if (ollamaListen) {
     try {
       ollamaServer = Bun.serve({
@@ -132,6 +137,8 @@ async function startNode(config: Config): Promise<void> {
     }
   }
 
+  proofKey = new LocalProofKey(config.stateDir);
+
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -139,6 +146,7 @@ async function startNode(config: Config): Promise<void> {
     log.info("shutting down", { signal });
     // Stop accepting; requests in flight get a short while to finish, then every child stops.
     await Promise.race([Promise.all([server.stop(), ollamaServer?.stop()]), Bun.sleep(10_000)]);
+    proofKey?.remove();
     await node.stop();
     log.info("stopped");
     process.exit(0);

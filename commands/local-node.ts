@@ -1,27 +1,53 @@
 /**
  * What the model commands share: whether a node answers at --listen:--port (then they go through
- * it, so its pool and its announcements see the change), the key to send it, and the model store
+ * it, so its pool and its announcements see the change), the key to send it (only to our own node), and the model store
  * as a node with these settings would scan it (for when none answers).
  */
 import type { Config } from "../config/config.ts";
 import { ModelStore } from "../models/model-store.ts";
 import { storeRoots } from "../node/node.ts";
-import { localUrl } from "./common.ts";
+import { LOCAL_PROOF_FILE, LOCAL_PROOF_PATH, newChallenge, proofHolds, readProofKey } from "../node/local-proof.ts";
+import { CommandError, localUrl } from "./common.ts";
 
-/** The node's URL when one answers there, else undefined. */
-export async function localNode(config: Pick<Config, "listen" | "port">): Promise<string | undefined> {
+export interface LocalNode {
+  url: string;
+  /** The API key, for a node that proved it is the one of our state dir; none is needed otherwise. */
+  headers: Record<string, string>;
+}
+
+/**
+ * The node answering at --listen:--port, if one does. With an API key to send, it must first prove
+ * it is the node of our state dir (`node/local-proof.ts`): another local user may hold the port.
+ */
+export async function localNode(config: Pick<Config, "listen" | "port" | "apiKeys" | "stateDir">): Promise<LocalNode | undefined> {
   const url = localUrl(config);
   try {
     const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) });
     await res.body?.cancel();
-    return res.ok ? url : undefined;
+    if (!res.ok) return undefined;
   } catch {
     return undefined;
   }
+  const key = config.apiKeys[0];
+  if (!key) return { url, headers: {} };
+  await proveOwnNode(url, config);
+  return { url, headers: { authorization: `Bearer ${key}` } };
 }
 
-export function authHeaders(config: Pick<Config, "apiKeys">): Record<string, string> {
-  return config.apiKeys[0] ? { authorization: `Bearer ${config.apiKeys[0]}` } : {};
+async function proveOwnNode(url: string, config: Pick<Config, "port" | "stateDir">): Promise<void> {
+  const notOurs = (why: string) =>
+    new CommandError(`the process answering at ${url} ${why}, so it is not known to be the node of the state dir ${config.stateDir}: the API key is not sent to it (is the node run with another --state-dir?)`);
+  const proofKey = readProofKey(config.stateDir);
+  if (!proofKey) throw notOurs(`has no ${LOCAL_PROOF_FILE} in the state dir`);
+  const challenge = newChallenge();
+  let proof: unknown;
+  try {
+    const res = await fetch(`${url}${LOCAL_PROOF_PATH}?challenge=${challenge}`, { signal: AbortSignal.timeout(5_000) });
+    proof = res.ok ? ((await res.json()) as { proof?: unknown }).proof : undefined;
+  } catch {
+    proof = undefined;
+  }
+  if (typeof proof !== "string" || !proofHolds(proofKey, challenge, config.port, proof)) throw notOurs("could not prove it holds the key in the state dir");
 }
 
 /** The models dir and the other tools' stores, as the node would scan them. */

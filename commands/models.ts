@@ -5,7 +5,7 @@
  */
 import type { Config } from "../config/config.ts";
 import { CommandError } from "./common.ts";
-import { authHeaders, errorText, localNode, localStore } from "./local-node.ts";
+import { errorText, localNode, localStore } from "./local-node.ts";
 
 export interface ModelRow {
   name: string;
@@ -43,9 +43,10 @@ export function rowsOfListing(data: readonly ListedModel[]): ModelRow[] {
 }
 
 async function modelRows(config: Config): Promise<{ from: string; rows: ModelRow[] }> {
-  const url = await localNode(config);
-  if (url) {
-    const res = await fetch(`${url}/v1/models`, { headers: authHeaders(config), signal: AbortSignal.timeout(30_000) });
+  const node = await localNode(config);
+  if (node) {
+    const { url, headers } = node;
+    const res = await fetch(`${url}/v1/models`, { headers, signal: AbortSignal.timeout(30_000) });
     if (!res.ok) throw new CommandError(`the node at ${url} answered ${res.status}: ${await errorText(res)}`);
     const body = (await res.json()) as { data?: ListedModel[] };
     return { from: url, rows: rowsOfListing(body.data ?? []) };

@@ -13,7 +13,7 @@ import { PullError } from "../models/pull-error.ts";
 import { pullModel } from "../models/pull.ts";
 import { progressReporter } from "../progress.ts";
 import { CommandError } from "./common.ts";
-import { authHeaders, errorText, localNode } from "./local-node.ts";
+import { errorText, localNode, type LocalNode } from "./local-node.ts";
 
 export interface SseMessage {
   event: string;
@@ -53,11 +53,11 @@ interface Done {
   bytes: number;
 }
 
-async function pullThroughNode(url: string, config: Config, ref: string, name: string | undefined, signal: AbortSignal): Promise<Done> {
+async function pullThroughNode({ url, headers }: LocalNode, config: Config, ref: string, name: string | undefined, signal: AbortSignal): Promise<Done> {
   const log = createLog(config.logFormat);
   const res = await fetch(`${url}/api/v1/pull`, {
     method: "POST",
-    headers: { "content-type": "application/json", ...authHeaders(config) },
+    headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify(name ? { model_name: name, checkpoint: ref, stream: true } : { model_name: ref, stream: true }),
     signal,
   });
@@ -109,13 +109,13 @@ async function pullHere(config: Config, ref: string, name: string | undefined, s
 }
 
 export async function pullCommand(config: Config, ref: string, name: string | undefined): Promise<void> {
-  const url = await localNode(config);
+  const node = await localNode(config);
   const stop = new AbortController();
   const interrupt = () => stop.abort();
   process.once("SIGINT", interrupt);
   try {
-    const done = url ? await pullThroughNode(url, config, ref, name, stop.signal) : await pullHere(config, ref, name, stop.signal);
-    const where = url ? `through the node at ${url}` : `into ${config.modelsDir}`;
+    const done = node ? await pullThroughNode(node, config, ref, name, stop.signal) : await pullHere(config, ref, name, stop.signal);
+    const where = node ? `through the node at ${node.url}` : `into ${config.modelsDir}`;
     console.log(`pulled ${done.name} (${done.files} file${done.files === 1 ? "" : "s"}, ${mib(done.bytes)}) ${where}`);
   } catch (err) {
     if (stop.signal.aborted) throw new CommandError("pull interrupted; what was downloaded is kept, and the same `mesh pull` resumes it");

@@ -6,14 +6,15 @@
 import type { Config } from "../config/config.ts";
 import { AdminError, deleteModelFiles, planDelete } from "../node/model-admin.ts";
 import { CommandError } from "./common.ts";
-import { authHeaders, errorText, localNode, localStore } from "./local-node.ts";
+import { errorText, localNode, localStore } from "./local-node.ts";
 
 export async function removeModel(config: Config, name: string): Promise<void> {
-  const url = await localNode(config);
-  if (url) {
+  const node = await localNode(config);
+  if (node) {
+    const { url, headers } = node;
     const res = await fetch(`${url}/api/v1/delete`, {
       method: "POST",
-      headers: { "content-type": "application/json", ...authHeaders(config) },
+      headers: { "content-type": "application/json", ...headers },
       body: JSON.stringify({ model_name: name }),
       signal: AbortSignal.timeout(60_000),
     });

@@ -9,6 +9,7 @@ import { readJoinToken } from "../mesh/join-token-file.ts";
 import type { MeshStatus } from "../mesh/status.ts";
 import type { FetchProgress } from "../node/model-fetcher.ts";
 import { CommandError, localUrl } from "./common.ts";
+import { localNode } from "./local-node.ts";
 
 type StatusBody = MeshStatus & {
   version: string;
@@ -45,10 +46,11 @@ export function formatStatus(url: string, s: StatusBody, token: string | undefin
 
 export async function showStatus(config: Config, json: boolean): Promise<void> {
   const url = localUrl(config);
+  const node = await localNode(config);
+  if (!node) throw new CommandError(`no node answering at ${url} (start one with \`mesh\`, or point --listen/--port at it)`);
   let body: StatusBody;
   try {
-    const headers: Record<string, string> = config.apiKeys[0] ? { authorization: `Bearer ${config.apiKeys[0]}` } : {};
-    const res = await fetch(`${url}/api/status`, { signal: AbortSignal.timeout(5000), headers });
+    const res = await fetch(`${url}/api/status`, { signal: AbortSignal.timeout(5000), headers: node.headers });
     if (!res.ok) throw new CommandError(`the node at ${url} answered ${res.status}: ${await res.text()}`);
     body = (await res.json()) as StatusBody;
   } catch (err) {

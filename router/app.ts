@@ -11,8 +11,9 @@ import { requireApiKey } from "./api-keys.ts";
 import { browserGuard, type BrowserPolicy } from "./browser-guard.ts";
 import type { ConsoleSources } from "../node/console-source.ts";
 import { ConsoleFeed } from "./console-feed.ts";
+import { LOCAL_PROOF_PATH } from "../node/local-proof.ts";
 import { consoleRoutes } from "./console.ts";
-import { errorResponse, respondToError } from "./errors.ts";
+import { badRequest, errorResponse, respondToError } from "./errors.ts";
 import { KEEP_ALIVE_MS } from "./proxy.ts";
 import { managementRoutes } from "./management.ts";
 import { requestMetrics, scrapeMetrics } from "./metrics.ts";
@@ -38,6 +39,8 @@ export interface AppOptions {
   keepAliveMs?: number;
   /** What the console shows (a node's state, its log); without it the page is served and its state answers 503. */
   console?: ConsoleSources;
+  /** This node's answer to the CLI's challenge (`node/local-proof.ts`); undefined for a challenge it does not make. */
+  localProof?: (challenge: string) => string | undefined;
 }
 
 /** What the front door tells the app about a request from a socket; forwarded requests have none. */
@@ -89,6 +92,11 @@ export function createApp(serving: Serving, opts: AppOptions): Hono<AppEnv> {
   app.get("/live", (c) => c.json({ status: "ok" }));
   // Open like /health: scrapers carry no API key; it tells counts and timings, never content.
   app.get("/metrics", scrapeMetrics(metrics));
+  // Before any key: the CLI sends its key only once this has shown the node is its own.
+  app.get(LOCAL_PROOF_PATH, (c) => {
+    const proof = opts.localProof?.(c.req.query("challenge") ?? "");
+    return proof ? c.json({ proof }) : badRequest(c, "challenge must be 64 hex digits", "invalid_challenge");
+  });
   const limit = bodyLimit({
     maxSize: opts.maxBodyBytes,
     onError: (c) => errorResponse(c, 413, `request body is larger than the limit of ${opts.maxBodyBytes} bytes (--max-body-size)`, "invalid_request_error", "body_too_large"),

@@ -4,6 +4,7 @@
  * clients call them), and the rest, so a wrong method on a known path answers 405 with `Allow`
  * while an unknown path stays 404.
  */
+import { LOCAL_PROOF_PATH } from "../node/local-proof.ts";
 
 /** `/v1` inference routes and the llama-server path each goes to. */
 export const INFERENCE_ROUTES: Record<string, string> = {
@@ -28,7 +29,7 @@ export const LLAMA_ROUTES: Record<string, string> = {
 export const INFERENCE_PATHS: readonly string[] = [...Object.keys(INFERENCE_ROUTES).map((r) => `/v1${r}`), ...Object.keys(LLAMA_ROUTES)];
 
 /** GET routes outside the inference table: ours, Ollama's (`router/ollama.ts`), the management API's (`router/management.ts`). */
-const GET_PATHS = new Set(["/health", "/live", "/metrics", "/api/status", "/v1/models", "/api/version", "/api/tags", "/api/ps", "/api/v1/models", "/api/v1/health", "/api/v1/stats", "/api/v1/system-info"]);
+const GET_PATHS = new Set(["/health", "/live", "/metrics", LOCAL_PROOF_PATH, "/api/status", "/v1/models", "/api/version", "/api/tags", "/api/ps", "/api/v1/models", "/api/v1/health", "/api/v1/stats", "/api/v1/system-info"]);
 
 /** Ollama's inference routes (served through `/v1` in-process, counted in the metrics under their own path). */
 export const OLLAMA_INFERENCE_PATHS: readonly string[] = ["/api/chat", "/api/generate", "/api/embed", "/api/embeddings"];

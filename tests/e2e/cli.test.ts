@@ -118,7 +118,7 @@ describe("a node", () => {
       env: { MESH_MAX_LOADED_MODELS: "5", MESH_IDLE_UNLOAD: "7m" },
       stateFiles: { "config.toml": 'idle-unload = "9m"\nctx-size = 256\napi-key = ["from-file"]\n' },
     });
-    const status = await runMesh(["status", "--json", "--port", String(node.port), "--api-key", "from-file"]);
+    const status = await runMesh(["status", "--json", "--port", String(node.port), "--state-dir", node.stateDir, "--api-key", "from-file"]);
     expect(status.code).toBe(0);
     const { settings } = JSON.parse(status.out) as { settings: { values: Record<string, unknown>; sources: Record<string, string> } };
     expect(settings.values).toMatchObject({ maxLoadedModels: 2, idleUnloadMs: 7 * 60_000, ctxSize: 256, port: 0, apiKeys: ["(hidden)"] });
