@@ -16,6 +16,8 @@ interface TensorLocation {
   path: string;
   offset: number;
   bytes: number;
+  /** Its FNV-1a hash once worked out (undefined: unreadable), for as long as this version of the file is indexed. */
+  hash?: Promise<bigint | undefined>;
 }
 
 export interface ZeroTransferStats {
@@ -25,6 +27,8 @@ export interface ZeroTransferStats {
   bytesSaved: number;
   /** Hash requests for which no local copy matched. */
   misses: number;
+  /** Bytes of local tensors read and hashed to answer them: each tensor once per version of its file. */
+  bytesHashed: number;
 }
 
 export interface ZeroTransferOptions {
@@ -49,8 +53,9 @@ export function cacheVictims(files: readonly { name: string; size: number; mtime
 }
 
 export class ZeroTransfer {
-  readonly stats: ZeroTransferStats = { hits: 0, bytesSaved: 0, misses: 0 };
-  private readonly indexed = new Map<string, { key: string; tensors: Map<string, TensorLocation> }>();
+  readonly stats: ZeroTransferStats = { hits: 0, bytesSaved: 0, misses: 0, bytesHashed: 0 };
+  /** Each file's tensors, indexed once per version of the file (requests at once share one index). */
+  private readonly indexed = new Map<string, { key: string; tensors: Promise<Map<string, TensorLocation>> }>();
 
   constructor(private readonly opts: ZeroTransferOptions) {
     mkdirSync(opts.cacheDir, { recursive: true });
@@ -59,26 +64,28 @@ export class ZeroTransfer {
     setInterval(() => this.prune(), 60_000).unref();
   }
 
-  private async tensorsOf(path: string): Promise<Map<string, TensorLocation>> {
+  private tensorsOf(path: string): Promise<Map<string, TensorLocation>> {
     let key: string;
     try {
       const st = statSync(path);
       key = `${st.size}:${st.mtimeMs}`;
     } catch {
-      return new Map();
+      return Promise.resolve(new Map());
     }
     const hit = this.indexed.get(path);
     if (hit?.key === key) return hit.tensors;
-    const tensors = new Map<string, TensorLocation>();
-    try {
-      const { tensorInfos, tensorDataOffset } = await gguf(path, { allowLocalFile: true });
-      for (const t of tensorInfos) {
-        const bytes = tensorByteSize(t.dtype, t.shape);
-        if (bytes !== undefined) tensors.set(t.name, { path, offset: Number(tensorDataOffset + t.offset), bytes });
-      }
-    } catch {
+    const tensors = gguf(path, { allowLocalFile: true }).then(
+      ({ tensorInfos, tensorDataOffset }) => {
+        const out = new Map<string, TensorLocation>();
+        for (const t of tensorInfos) {
+          const bytes = tensorByteSize(t.dtype, t.shape);
+          if (bytes !== undefined) out.set(t.name, { path, offset: Number(tensorDataOffset + t.offset), bytes });
+        }
+        return out;
+      },
       // not a readable GGUF: nothing to offer from it
-    }
+      () => new Map<string, TensorLocation>(),
+    );
     this.indexed.set(path, { key, tensors });
     return tensors;
   }
@@ -99,13 +106,38 @@ export class ZeroTransfer {
     return placing;
   };
 
+  /**
+   * The tensor's hash, read and worked out once: a peer that names the same large tensor again and
+   * again (with hashes that never match) costs a lookup each time, not a read and a hash. The call
+   * that read it gets the bytes too.
+   */
+  private async check(loc: TensorLocation): Promise<{ hash: bigint | undefined; data?: Uint8Array }> {
+    if (loc.hash) return { hash: await loc.hash };
+    const reading = this.read(loc);
+    loc.hash = reading.then(
+      (data) => {
+        this.stats.bytesHashed += data.length;
+        return data.length === loc.bytes ? fnv1a64(data) : undefined;
+      },
+      () => undefined,
+    );
+    return { hash: await loc.hash, data: await reading.catch(() => undefined) };
+  }
+
+  private async read(loc: TensorLocation): Promise<Uint8Array> {
+    return new Uint8Array(await Bun.file(loc.path).slice(loc.offset, loc.offset + loc.bytes).arrayBuffer());
+  }
+
   private async place(name: string, hash: bigint, target: string): Promise<void> {
     try {
       for (const path of this.opts.files()) {
         const loc = (await this.tensorsOf(path)).get(name);
         if (!loc) continue;
-        const data = new Uint8Array(await Bun.file(loc.path).slice(loc.offset, loc.offset + loc.bytes).arrayBuffer());
-        if (data.length !== loc.bytes || fnv1a64(data) !== hash) continue;
+        const checked = await this.check(loc);
+        if (checked.hash !== hash) continue;
+        // Hashed by an earlier request: read it again, and check it again (the file may have changed).
+        const data = checked.data ?? (await this.read(loc));
+        if (!checked.data && (data.length !== loc.bytes || fnv1a64(data) !== hash)) continue;
         const partial = `${target}.partial-${process.pid}-${this.tempCounter++}`;
         await Bun.write(partial, data);
         renameSync(partial, target);
