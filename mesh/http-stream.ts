@@ -57,7 +57,11 @@ interface Head {
   headers?: Record<string, string>;
 }
 
-async function readAll(recv: RecvSide, limit: number): Promise<Uint8Array> {
+/** The member's streams hold as many request bytes as this node lets one member (or all) hold. */
+class OverBudget extends Error {}
+
+/** The whole body, each piece counted by `hold` (the member's budget across its streams) as it comes. */
+async function readAll(recv: RecvSide, limit: number, hold: (bytes: number) => boolean): Promise<Uint8Array> {
   const parts: Uint8Array[] = [];
   let total = 0;
   const buf = new Uint8Array(READ_BUFFER);
@@ -66,6 +70,7 @@ async function readAll(recv: RecvSide, limit: number): Promise<Uint8Array> {
     if (n === null) break;
     total += n;
     if (total > limit) throw new Error(`forwarded body over ${limit} bytes`);
+    if (!hold(n)) throw new OverBudget("this node holds as many request bytes from mesh members as it takes at once; retry shortly");
     parts.push(buf.slice(0, n));
   }
   return Buffer.concat(parts);
@@ -214,7 +219,7 @@ async function answerAndStop(send: SendSide, recv: RecvSide, answer: Uint8Array)
   await recv.stop(0).catch(() => undefined);
 }
 
-type ReadRequest = { refused: string } | { method: (typeof METHODS)[number]; path: string; headers: Record<string, string>; body: Uint8Array };
+type ReadRequest = { refused: string } | { busy: string } | { method: (typeof METHODS)[number]; path: string; headers: Record<string, string>; body: Uint8Array };
 
 /**
  * Answers a request a peer sent over `stream` with `handler` (the node's own API), if `allow`
@@ -223,7 +228,7 @@ type ReadRequest = { refused: string } | { method: (typeof METHODS)[number]; pat
  */
 export async function serveHttp(stream: Stream, handler: (req: Request) => Promise<Response>, opts: ServeOptions): Promise<void> {
   // Taken before any read, so streams still sending their heads count too.
-  const admission: Admission = opts.admit?.() ?? { ok: true, release: () => undefined };
+  const admission: Admission = opts.admit?.() ?? { ok: true, hold: () => true, release: () => undefined };
   const send = new TimedSend(stream.send, opts.writeStallMs ?? RESPONSE_WRITE_STALL_MS, "the peer");
   const recv = new TimedRecv(stream.recv, opts.idleMs ?? REQUEST_IDLE_MS, "the peer's request");
   if (!admission.ok) return answerAndStop(send, recv, busy(admission.reason));
@@ -239,11 +244,17 @@ export async function serveHttp(stream: Stream, handler: (req: Request) => Promi
         const { method, path, headers } = parsed.data;
         const verdict = opts.allow(method, path);
         if (!verdict.ok) return { refused: `${method} ${path.slice(0, 200)} is not open to mesh members: ${verdict.reason}` };
-        return { method, path, headers, body: await readAll(recv, opts.maxBodyBytes) };
+        try {
+          return { method, path, headers, body: await readAll(recv, opts.maxBodyBytes, admission.hold) };
+        } catch (err) {
+          if (err instanceof OverBudget) return { busy: err.message };
+          throw err;
+        }
       },
       { idle: true },
     );
     if ("refused" in read) return await answerAndStop(send, recv, forbidden(read.refused));
+    if ("busy" in read) return await answerAndStop(send, recv, busy(read.busy));
     const { method, path, body } = read;
     const headers = new Headers();
     for (const [k, v] of Object.entries(read.headers)) if (!NOT_FORWARDED.has(k.toLowerCase())) headers.set(k, v);

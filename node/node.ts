@@ -233,8 +233,9 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   };
 
   let httpHandler: ((req: Request) => Promise<Response>) | undefined;
-  // Members' requests get as many places as the outside door's, and no member all of them.
-  const memberStreams = new MemberStreamCap(config.maxConnections);
+  // Members' requests get as many places as the outside door's, and no member all of them; the
+  // bodies they hold at once come to two of the largest a request may have per member, four in all.
+  const memberStreams = new MemberStreamCap(config.maxConnections, 0.5, { perPeerBytes: 2 * config.maxBodyBytes, totalBytes: 4 * config.maxBodyBytes });
   const routing: MeshRouting = {
     nodeId: () => mesh?.nodeId,
     catalog: () => models.catalog(),

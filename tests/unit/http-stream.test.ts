@@ -83,6 +83,29 @@ describe("MemberStreamCap", () => {
     expect(cap.take("a").ok).toBe(false);
   });
 
+  test("request bytes: one member's streams together up to its budget, every member's up to the total; all of a stream's come back when it ends", () => {
+    const cap = new MemberStreamCap(8, 0.5, { perPeerBytes: 100, totalBytes: 150 });
+    const a1 = cap.take("a");
+    const a2 = cap.take("a");
+    const b1 = cap.take("b");
+    if (!a1.ok || !a2.ok || !b1.ok) throw new Error("unreachable");
+    const steps: [string, () => boolean, boolean, number][] = [
+      ["a's first stream holds 60", () => a1.hold(60), true, 60],
+      ["a's second stream, 40 more: a at its budget", () => a2.hold(40), true, 100],
+      ["a's second stream, 1 more: over a's budget, nothing counted", () => a2.hold(1), false, 100],
+      ["b holds 50: the total at its bound", () => b1.hold(50), true, 150],
+      ["b, 1 more: over the total though under its own", () => b1.hold(1), false, 150],
+      ["a's first stream ends: its 60 come back", () => (a1.release(), true), true, 90],
+      ["ended twice: counted once", () => (a1.release(), true), true, 90],
+      ["a stream that ended holds nothing more", () => a1.hold(1), false, 90],
+      ["a's second stream: 60 more fits a's budget and the total again", () => a2.hold(60), true, 150],
+      ["1 more: over both", () => a2.hold(1), false, 150],
+    ];
+    for (const [what, step, ok, held] of steps) {
+      expect([what, step(), cap.bytesHeld]).toEqual([what, ok, held]);
+    }
+  });
+
   test("a cap of one still admits one member", () => {
     const cap = new MemberStreamCap(1);
     expect(cap.perPeer).toBe(1);
