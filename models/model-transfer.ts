@@ -5,7 +5,7 @@
  * from and that is renamed into place only once its hash is right, and throttled progress.
  */
 import { existsSync } from "node:fs";
-import { link, mkdir, open, readFile, rename, rm, stat, writeFile, type FileHandle } from "node:fs/promises";
+import { link, mkdir, open, readFile, rename, rm, stat, statfs, writeFile, type FileHandle } from "node:fs/promises";
 import { basename, dirname, join, relative, resolve, sep } from "node:path";
 import { z } from "zod";
 
@@ -318,4 +318,10 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     }, ms);
     signal?.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+/** Bytes free to this user on the file system of `dir`. */
+export async function freeBytes(dir: string): Promise<number> {
+  const fs = await statfs(dir);
+  return fs.bavail * fs.bsize;
 }

@@ -12,12 +12,14 @@ import { basename, resolve } from "node:path";
 import { existsSync } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { z } from "zod";
+import { peerSizeLimit } from "./download-rules.ts";
 import { TimedRecv, TimedSend } from "../mesh/read-deadline.ts";
 import type { Stream } from "../mesh/transport.ts";
 import { encodeFrame, readFrame, writeFrame } from "../mesh/wire.ts";
 import {
   arrivalName,
   FileHasher,
+  freeBytes,
   isArrivalNameOf,
   isSafeModelName,
   PartFile,
@@ -212,6 +214,11 @@ export async function fetchModelFromPeer(opts: PeerFetchOptions): Promise<string
   if (!isSafeModelName(opts.model)) throw new TransferError(`model name "${opts.model}" cannot be used as a file name`);
   opts.signal?.throwIfAborted();
   const manifest = await requestManifest(opts);
+  // The peer's list is its claim: it has us write no more than the mesh announced for the model,
+  // nor past the free space less a margin, before a byte is written.
+  const limit = peerSizeLimit(opts.expectedBytes ?? 0, await freeBytes(opts.destDir));
+  const listed = manifest.reduce((sum, f) => sum + f.size, 0);
+  if (listed > limit.maxBytes) throw new TransferError(`the peer lists ${listed} bytes of files for "${opts.model}", more than ${limit.why}; nothing was written`);
   opts.onManifest?.(manifest);
   const hasher = opts.hasher ?? new FileHasher();
   const progress = throttledProgress(opts.model, opts.onProgress);
@@ -225,7 +232,7 @@ export async function fetchModelFromPeer(opts: PeerFetchOptions): Promise<string
       // A file of that name that is not this one belongs to a model of ours (a registry name, say).
       if (existsSync(here)) throw new TransferError(`${entry.name} in ${opts.destDir} is another file; it is not replaced (rename it, or remove it if it is stale)`);
       const before = done;
-      await fetchFile(opts, entry, (bytes) => progress.set({ bytes: before + bytes }));
+      await fetchFile(opts, entry, limit.maxBytes - (listed - entry.size), (bytes) => progress.set({ bytes: before + bytes }));
     }
     done += entry.size;
     progress.set({ bytes: done });
@@ -289,7 +296,8 @@ async function requestManifest(opts: PeerFetchOptions): Promise<ManifestEntry[]>
   return manifest.data.files;
 }
 
-async function fetchFile(opts: PeerFetchOptions, expected: ManifestEntry, report: (bytes: number) => void): Promise<void> {
+/** One file, no larger than `maxBytes` whatever the peer's head says once the manifest is read. */
+async function fetchFile(opts: PeerFetchOptions, expected: ManifestEntry, maxBytes: number, report: (bytes: number) => void): Promise<void> {
   const part = await PartFile.open(opts.destDir, expected.name);
   try {
     let want = expected;
@@ -305,6 +313,7 @@ async function fetchFile(opts: PeerFetchOptions, expected: ManifestEntry, report
           // The file changed on the sender since its manifest: the bytes here belong to the old one.
           await stream.recv.stop(0).catch(() => undefined);
           if (attempt > 0) throw new TransferError(`${want.name} of "${opts.model}" keeps changing on the sending node; try again later`);
+          if (got.data.size > maxBytes) throw new TransferError(`${want.name} of "${opts.model}" is now ${got.data.size} bytes on the sending node, more than the model's files may take here`);
           want = { ...want, ...got.data };
           await part.restart({ size: want.size, sha256: want.sha256 });
           continue;

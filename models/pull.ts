@@ -8,7 +8,7 @@
  * written into models.json with its exact reference. Progress goes to the caller, who draws it.
  */
 import { existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
-import { rename, rm, statfs } from "node:fs/promises";
+import { rename, rm } from "node:fs/promises";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import type { Log } from "../log.ts";
 import { FREE_SPACE_MARGIN, PEER_SOURCE_RULE, peerSizeLimit, type SizeLimit, type SourceRule } from "./download-rules.ts";
@@ -17,7 +17,7 @@ import { checkFileAccess, listRepoFiles, authHeaders, resolveUrl, type HubConfig
 import { defaultModelName, exactRef, fileNameOf, pullableRef, refSatisfies, type ModelRef } from "./model-ref.ts";
 import { groupModelFiles } from "./model-files.ts";
 import { listGguf } from "./model-store.ts";
-import { DiskFull, FileHasher, hashFileInto, HashMismatch, isSafeModelName, moveUnlessTaken, PARTIAL_DIR, SizeRefused, TransferError, TransferRefused } from "./model-transfer.ts";
+import { DiskFull, FileHasher, freeBytes, hashFileInto, HashMismatch, isSafeModelName, moveUnlessTaken, PARTIAL_DIR, SizeRefused, TransferError, TransferRefused } from "./model-transfer.ts";
 import { PullError } from "./pull-error.ts";
 import { PULLS_DIR, readRegistry, REGISTRY_FILE, writeRegistryEntry, type RegistryEntry } from "./registry.ts";
 import { downloadFromUrl } from "./url-download.ts";
@@ -393,8 +393,3 @@ function describeInstalled(modelsDir: string, name: string, e: RegistryEntry): P
 
 const diskBytes = (files: readonly string[]) => files.reduce((sum, f) => sum + statSync(f).size, 0);
 
-/** Bytes free to this user on the file system of `dir`. */
-export async function freeBytes(dir: string): Promise<number> {
-  const fs = await statfs(dir);
-  return fs.bavail * fs.bsize;
-}

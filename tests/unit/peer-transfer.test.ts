@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { SendSide, Stream } from "../../mesh/transport.ts";
 import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, readFrame } from "../../mesh/wire.ts";
@@ -246,6 +246,46 @@ describe("fetchModelFromPeer / serveModelStream", () => {
     const dest = freshDir("rogue");
     await expect(fetchModelFromPeer({ model: "tiny", open: async () => client, destDir: dest })).rejects.toThrow('names "../../evil.gguf", which is not a file of that model');
     await rogue;
+  });
+});
+
+// ---------- sizes: a peer's list is a claim (issue 27) ----------
+
+describe("what a peer's list of files may have this node write", () => {
+  /** A peer that answers each request with the next of `answers` (a manifest, then file heads). */
+  function lyingPeer(answers: unknown[]) {
+    let i = 0;
+    return async (): Promise<Stream> => {
+      const [client, server] = streamPair();
+      const answer = answers[Math.min(i++, answers.length - 1)];
+      void (async () => {
+        await readFrame(server.recv);
+        await server.send.writeAll(encodeFrame(answer));
+        await server.send.finish().catch(() => undefined);
+      })();
+      return client;
+    };
+  }
+  const sha = "ab".repeat(32);
+  const nothingWritten = (dir: string) => expect(readdirSync(dir, { recursive: true }).filter((f) => !String(f).endsWith("/") && statSync(join(dir, String(f))).isFile())).toEqual([]);
+
+  test.each([
+    ["500 GB for a model the mesh announced at 2.6 MB", 2_600_000, 500e9, "more than the 2600000 bytes the mesh announced for it"],
+    ["more than the disk has free, the model's size not announced", undefined, 2 ** 50, "more than the free space of the models dir less 1 GiB"],
+  ])("a manifest listing %s: refused before a byte is written", async (_, announced, size, says) => {
+    const dest = freshDir("sizes");
+    mkdirSync(dest, { recursive: true });
+    const open = lyingPeer([{ files: [{ name: "tiny.gguf", size, sha256: sha }] }]);
+    await expect(fetchModelFromPeer({ model: "tiny", open, destDir: dest, ...(announced ? { expectedBytes: announced } : {}) })).rejects.toThrow(says);
+    nothingWritten(dest);
+  });
+
+  test("a file's head that grows past the bound after an honest manifest: refused, nothing kept", async () => {
+    const dest = freshDir("sizes");
+    mkdirSync(dest, { recursive: true });
+    const open = lyingPeer([{ files: [{ name: "tiny.gguf", size: 1000, sha256: sha }] }, { size: 500e9, sha256: "cd".repeat(32) }]);
+    await expect(fetchModelFromPeer({ model: "tiny", open, destDir: dest, expectedBytes: 1000 })).rejects.toThrow("is now 500000000000 bytes on the sending node");
+    expect(readdirSync(dest, { recursive: true }).map(String).filter((f) => f.endsWith(".gguf"))).toEqual([]);
   });
 });
 
