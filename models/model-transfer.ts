@@ -223,7 +223,21 @@ export class PartFile {
    * says this file owns the name (a download folder of its own).
    */
   async install(expectedSha256: string | undefined, opts: { replace?: boolean } = {}): Promise<{ path: string; sha256: string }> {
-    if (!this.handle) throw new Error("PartFile.install before resume or restart");
+    const sha256 = await this.verify(expectedSha256);
+    await mkdir(dirname(this.finalPath), { recursive: true });
+    if (opts.replace) await rename(this.partPath, this.finalPath);
+    else await moveUnlessTaken(this.partPath, this.finalPath);
+    await rm(this.originPath, { force: true });
+    return { path: this.finalPath, sha256 };
+  }
+
+  /**
+   * The part whole on disk and its hash checked, without installing it yet (a model's files are
+   * checked one by one, then installed together); a wrong hash removes it. Once only: the hash is kept.
+   */
+  async verify(expectedSha256: string | undefined): Promise<string> {
+    if (this.verified !== undefined) return this.verified;
+    if (!this.handle) throw new Error("PartFile.verify before resume or restart");
     // The rename must not land before the bytes do, or a crash leaves a short file under the final name.
     await this.flushing;
     await this.handle.datasync();
@@ -237,12 +251,11 @@ export class PartFile {
         `${basename(this.finalPath)} arrived with SHA-256 ${sha256}, expected ${expectedSha256}; the partial file was removed, so the next attempt starts over`,
       );
     }
-    await mkdir(dirname(this.finalPath), { recursive: true });
-    if (opts.replace) await rename(this.partPath, this.finalPath);
-    else await moveUnlessTaken(this.partPath, this.finalPath);
-    await rm(this.originPath, { force: true });
-    return { path: this.finalPath, sha256 };
+    this.verified = sha256;
+    return sha256;
   }
+
+  private verified: string | undefined;
 
   async discard(): Promise<void> {
     await this.flushing;

@@ -8,11 +8,12 @@
  * whole file's SHA-256 matches. Each side waits for the other only so long (`TransferDeadlines`):
  * a peer that never answers, or stops sending mid-file, is given up on and another one tried.
  */
-import { basename, resolve } from "node:path";
+import { basename, join, resolve } from "node:path";
 import { existsSync } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { z } from "zod";
 import { peerSizeLimit } from "./download-rules.ts";
+import { readRegistry, REGISTRY_FILE } from "./registry.ts";
 import { TimedRecv, TimedSend } from "../mesh/read-deadline.ts";
 import type { Stream } from "../mesh/transport.ts";
 import { encodeFrame, readFrame, writeFrame } from "../mesh/wire.ts";
@@ -20,6 +21,7 @@ import {
   arrivalName,
   FileHasher,
   freeBytes,
+  TransferRefused,
   isArrivalNameOf,
   isSafeModelName,
   PartFile,
@@ -224,19 +226,33 @@ export async function fetchModelFromPeer(opts: PeerFetchOptions): Promise<string
   const progress = throttledProgress(opts.model, opts.onProgress);
   let done = 0;
   progress.set({ bytes: 0, total: manifest.reduce((sum, f) => sum + f.size, 0) });
+  // Only files mesh copied for this very model count as here already: a file put in the models dir
+  // by hand (or another model's) is never taken over, so it can never be deleted as a copy later.
+  const ours = readRegistry(join(opts.destDir, REGISTRY_FILE))[opts.model]?.pulled === true;
   const paths: string[] = [];
-  for (const entry of manifest) {
-    opts.signal?.throwIfAborted();
-    const here = resolve(opts.destDir, entry.name);
-    if (!(await isInPlace(here, entry, hasher))) {
-      // A file of that name that is not this one belongs to a model of ours (a registry name, say).
-      if (existsSync(here)) throw new TransferError(`${entry.name} in ${opts.destDir} is another file; it is not replaced (rename it, or remove it if it is stale)`);
-      const before = done;
-      await fetchFile(opts, entry, limit.maxBytes - (listed - entry.size), (bytes) => progress.set({ bytes: before + bytes }));
+  const arrived: { part: PartFile; sha256: string }[] = [];
+  try {
+    for (const entry of manifest) {
+      opts.signal?.throwIfAborted();
+      const here = resolve(opts.destDir, entry.name);
+      if (existsSync(here)) {
+        if (!ours || !(await isInPlace(here, entry, hasher))) {
+          throw new TransferRefused(`${entry.name} in ${opts.destDir} is a file mesh did not copy as "${opts.model}"; it is neither replaced nor taken for a copy (rename it, or remove it if it is stale)`);
+        }
+      } else {
+        const before = done;
+        arrived.push(await fetchFile(opts, entry, limit.maxBytes - (listed - entry.size), (bytes) => progress.set({ bytes: before + bytes })));
+      }
+      done += entry.size;
+      progress.set({ bytes: done });
+      paths.push(here);
     }
-    done += entry.size;
-    progress.set({ bytes: done });
-    paths.push(here);
+    // All of them or none: a copy cut short leaves parts to resume, never files in place that no
+    // entry in models.json says mesh copied. The first file goes last, so a scan never sees a model
+    // without its other shards.
+    for (const { part, sha256 } of arrived.reverse()) await part.install(sha256);
+  } finally {
+    for (const { part } of arrived) await part.close();
   }
   progress.done();
   return paths;
@@ -296,8 +312,11 @@ async function requestManifest(opts: PeerFetchOptions): Promise<ManifestEntry[]>
   return manifest.data.files;
 }
 
-/** One file, no larger than `maxBytes` whatever the peer's head says once the manifest is read. */
-async function fetchFile(opts: PeerFetchOptions, expected: ManifestEntry, maxBytes: number, report: (bytes: number) => void): Promise<void> {
+/**
+ * One file into its part, whole and no larger than `maxBytes` whatever the peer's head says once the
+ * manifest is read; the caller installs it (with the SHA-256 it arrived with) and closes it.
+ */
+async function fetchFile(opts: PeerFetchOptions, expected: ManifestEntry, maxBytes: number, report: (bytes: number) => void): Promise<{ part: PartFile; sha256: string }> {
   const part = await PartFile.open(opts.destDir, expected.name);
   try {
     let want = expected;
@@ -328,11 +347,12 @@ async function fetchFile(opts: PeerFetchOptions, expected: ManifestEntry, maxByt
       } finally {
         release();
       }
-      await part.install(want.sha256);
-      return;
+      await part.verify(want.sha256);
+      return { part, sha256: want.sha256 };
     }
-  } finally {
+  } catch (err) {
     await part.close();
+    throw err;
   }
 }
 

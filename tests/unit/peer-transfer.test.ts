@@ -181,9 +181,10 @@ describe("fetchModelFromPeer / serveModelStream", () => {
     await expect(fetchModelFromPeer({ model: "nope", open: servingPeer(lookup).open, destDir: dest })).rejects.toThrow('the peer refused model "nope": model "nope" is not on this node');
   });
 
-  test("files already present with the right hash are not fetched again", async () => {
+  test("files mesh copied for the model, already present with the right hash, are not fetched again", async () => {
     const dest = freshDir("present");
     writeFileSync(join(dest, "big-00001-of-00002.gguf"), shardData[0]!);
+    writeFileSync(join(dest, "models.json"), JSON.stringify({ big: { file: "big-00001-of-00002.gguf", pulled: true } }));
     const peer = servingPeer(lookup);
     const paths = await fetchModelFromPeer({ model: "big", open: peer.open, destDir: dest });
     expect(peer.requests.filter((r) => r.op === "file").map((r) => r.name)).toEqual(["big-00002-of-00002.gguf", "mmproj-big.gguf"]);
@@ -195,8 +196,38 @@ describe("fetchModelFromPeer / serveModelStream", () => {
     const mine = randomBytes(shardData[1]!.length);
     writeFileSync(join(dest, "big-00002-of-00002.gguf"), mine);
     const peer = servingPeer(lookup);
-    await expect(fetchModelFromPeer({ model: "big", open: peer.open, destDir: dest })).rejects.toThrow("is another file; it is not replaced");
+    await expect(fetchModelFromPeer({ model: "big", open: peer.open, destDir: dest })).rejects.toThrow("is a file mesh did not copy as \"big\"; it is neither replaced nor taken");
     expect(sha256(readFileSync(join(dest, "big-00002-of-00002.gguf")))).toBe(sha256(mine));
+  });
+
+  test.each([
+    ["put there by hand", undefined],
+    ["named otherwise in models.json", { mine: { file: "tiny.gguf" } }],
+    ["another model's copy", { other: { file: "tiny.gguf", pulled: true } }],
+  ])("the very bytes under an arriving name, %s: never taken for the copy (a copy may be deleted, that file may not); nothing written", async (_, registry) => {
+    const dest = freshDir("same-bytes");
+    writeFileSync(join(dest, "tiny.gguf"), tinyData);
+    if (registry) writeFileSync(join(dest, "models.json"), JSON.stringify(registry));
+    const peer = servingPeer(lookup);
+    await expect(fetchModelFromPeer({ model: "tiny", open: peer.open, destDir: dest })).rejects.toThrow("is a file mesh did not copy");
+    const models = join(dest, "models.json");
+    expect(existsSync(models) && readFileSync(models, "utf8").includes('"tiny"')).toBe(false);
+    expect(peer.requests.filter((r) => r.op === "file")).toEqual([]);
+  });
+
+  test("a copy cut short installs none of its files: what arrived waits as parts, and the next copy installs them all", async () => {
+    const dest = freshDir("all-or-none");
+    let opened = 0;
+    const good = servingPeer(lookup);
+    // The manifest, the first shard, then the peer is gone.
+    const open = async () => (++opened <= 2 ? good.open() : Promise.reject(new Error("the peer left")));
+    await expect(fetchModelFromPeer({ model: "big", open, destDir: dest })).rejects.toThrow("the peer left");
+    expect(existsSync(join(dest, "big-00001-of-00002.gguf"))).toBe(false);
+    expect(partsIn(dest).length).toBeGreaterThan(0);
+    const again = servingPeer(lookup);
+    const paths = await fetchModelFromPeer({ model: "big", open: again.open, destDir: dest });
+    expect(paths.map((p) => sha256(readFileSync(p)))).toEqual([...shardData, projData].map(sha256));
+    expect(again.requests.filter((r) => r.op === "file").map((r) => r.name)).toEqual(["big-00001-of-00002.gguf", "big-00002-of-00002.gguf", "mmproj-big.gguf"]);
   });
 
   const junk: [string, Uint8Array, string][] = [
