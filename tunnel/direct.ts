@@ -62,8 +62,14 @@ export interface DirectServerOptions {
   /** Whether a node id is a peer of ours right now. */
   isPeer: (nodeId: string) => boolean;
   rpcPort: () => number | undefined;
-  /** Counters and rewriter for a connection from `hostId`. */
-  forHost: (hostId: string) => { fromHost: DirectionCounter; toHost: DirectionCounter; rewriter: ChunkRewriter; onConnection: (sockets: Socket[]) => void };
+  /** Counters and rewriter for a connection from `hostId`, and its place among that member's RPC sessions (none: it holds its share). */
+  forHost: (hostId: string) => {
+    fromHost: DirectionCounter;
+    toHost: DirectionCounter;
+    rewriter: ChunkRewriter;
+    admit: (close: () => void) => { release: () => void } | undefined;
+    onConnection: (sockets: Socket[]) => void;
+  };
   /** Answers a member's model request as a MODEL stream from it would be; absent, such connections are closed. */
   serveModel?: (peerId: string, stream: Stream) => Promise<void>;
   log: Log;
@@ -172,13 +178,16 @@ export async function startDirectServer(opts: DirectServerOptions): Promise<{ po
 async function connectRpc(opts: DirectServerOptions, hostId: string, socket: tls.TLSSocket, early: Uint8Array): Promise<void> {
   const port = opts.rpcPort();
   if (!port) return void socket.destroy();
+  const { fromHost, toHost, rewriter, admit, onConnection } = opts.forHost(hostId);
+  const session = admit(() => socket.destroy());
+  if (!session) return void socket.destroy();
+  socket.once("close", session.release);
   const rpc = createConnection({ host: "127.0.0.1", port, noDelay: true });
   const connected = await new Promise<boolean>((resolve) => {
     rpc.once("connect", () => resolve(true));
     rpc.once("error", () => resolve(false));
   });
   if (!connected) return void socket.destroy();
-  const { fromHost, toHost, rewriter, onConnection } = opts.forHost(hostId);
   onConnection([socket, rpc]);
   const onError = (err: Error) => opts.log.warn("direct rpc connection closed", { peer: hostId.slice(0, 10), error: err.message });
   if (early.length) socket.unshift(Buffer.from(early));

@@ -155,6 +155,8 @@ export function protocolMajor(version: string): number | undefined {
  */
 export class SessionLimits {
   private largestBuffer = 0;
+  /** The session has asked for a buffer: it is past its setup (`rpc-sessions.ts`). */
+  allocated = false;
 
   constructor(
     private readonly major: number,
@@ -172,6 +174,8 @@ export class SessionLimits {
   }
 
   observed(cmd: number, payload: Uint8Array): void {
-    if (cmd === RpcCmd.ALLOC_BUFFER && payload.length === ALLOC_BUFFER_BYTES) this.largestBuffer = Math.max(this.largestBuffer, Math.min(allocBufferSize(payload), this.offeredBytes));
+    if (cmd !== RpcCmd.ALLOC_BUFFER || payload.length !== ALLOC_BUFFER_BYTES) return;
+    this.allocated = true;
+    this.largestBuffer = Math.max(this.largestBuffer, Math.min(allocBufferSize(payload), this.offeredBytes));
   }
 }

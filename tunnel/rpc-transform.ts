@@ -21,18 +21,25 @@ function majorOf(opts: RewriteOptions): number {
  */
 export class RpcRequestRewriter {
   private readonly parser: RpcRequestParser;
+  private readonly limits: SessionLimits;
 
   constructor(
     private readonly opts: RewriteOptions,
     private readonly counters: RewriteCounters,
   ) {
     const limits = new SessionLimits(majorOf(opts), opts.forkRegisterPeer, opts.offeredBytes);
+    this.limits = limits;
     this.parser = new RpcRequestParser({
       check: (cmd, size) => limits.check(cmd, size),
       capture: captures(opts),
       observes: (cmd) => limits.observes(cmd),
       observed: (cmd, payload) => limits.observed(cmd, payload),
     });
+  }
+
+  /** The session has asked for a buffer (it is past its setup). */
+  get allocated(): boolean {
+    return this.limits.allocated;
   }
 
   push(chunk: Uint8Array): Uint8Array[] | Promise<Uint8Array[]> {

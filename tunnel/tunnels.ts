@@ -10,6 +10,7 @@ import type { Stream } from "../mesh/transport.ts";
 import { StreamKind } from "../mesh/wire.ts";
 import { quicToSocket, socketToQuic, socketToSocket, type DirectionCounter } from "./pump.ts";
 import type { RewriteOptions } from "./rpc-rewrites.ts";
+import { RPC_SETUP_MS, RpcSessions } from "./rpc-sessions.ts";
 import { RpcRequestRewriter } from "./rpc-transform.ts";
 
 export interface PeerTunnelCounters {
@@ -21,6 +22,8 @@ export interface PeerTunnelCounters {
   fromPeerHost: DirectionCounter;
   toPeerHost: DirectionCounter;
   connectionsIn: number;
+  /** Worker side: the peer's RPC sessions into our rpc-server now (`rpc-sessions.ts`). */
+  sessionsIn: number;
   /** Requests the worker side rewrote. */
   rewrites: number;
   /** Our connections to the peer went over the direct (TLS) path. */
@@ -48,6 +51,7 @@ const newCounters = (): PeerTunnelCounters => ({
   fromPeerHost: { bytes: 0 },
   toPeerHost: { bytes: 0 },
   connectionsIn: 0,
+  sessionsIn: 0,
   rewrites: 0,
   direct: false,
 });
@@ -58,6 +62,7 @@ export class Tunnels {
   private readonly peerSockets = new Map<string, Set<Socket>>();
   private readonly directFailedAt = new Map<string, number>();
   readonly counters = new Map<string, PeerTunnelCounters>();
+  private readonly sessions = new RpcSessions();
 
   constructor(private readonly opts: TunnelsOptions) {}
 
@@ -140,13 +145,32 @@ export class Tunnels {
   /** Counters and rewriter for a direct connection from a peer's host (the worker side of the direct path). */
   forHost(peerId: string) {
     const c = this.countersOf(peerId);
+    const rewriter = new RpcRequestRewriter(this.opts.rewrites, c);
     return {
       fromHost: c.fromPeerHost,
       toHost: c.toPeerHost,
-      rewriter: new RpcRequestRewriter(this.opts.rewrites, c),
+      rewriter,
+      /** A place among the member's sessions (`rpc-sessions.ts`); undefined when it holds its share. */
+      admit: (close: () => void) => this.admit(peerId, rewriter, close),
       onConnection: (sockets: Socket[]) => {
         c.connectionsIn++;
         for (const s of sockets) this.track(s, peerId);
+      },
+    };
+  }
+
+  private admit(peerId: string, rewriter: RpcRequestRewriter, close: () => void): { release: () => void } | undefined {
+    const session = this.sessions.take(peerId, () => rewriter.allocated, () => {
+      this.opts.log.warn("closed an rpc session that allocated nothing in its setup time", { peer: peerId.slice(0, 10), setup_s: RPC_SETUP_MS / 1000 });
+      close();
+    });
+    if (!session) return undefined;
+    const c = this.countersOf(peerId);
+    c.sessionsIn = this.sessions.of(peerId);
+    return {
+      release: () => {
+        session.release();
+        c.sessionsIn = this.sessions.of(peerId);
       },
     };
   }
@@ -160,17 +184,27 @@ export class Tunnels {
     const port = this.opts.rpcPort();
     if (!port) return refuse();
     const c = this.countersOf(peerId);
-    const socket = createConnection({ host: "127.0.0.1", port, allowHalfOpen: true, noDelay: true });
-    this.track(socket, peerId);
-    const connected = await new Promise<boolean>((resolve) => {
-      socket.once("connect", () => resolve(true));
-      socket.once("error", () => resolve(false));
-    });
-    if (!connected) return refuse();
-    c.connectionsIn++;
     const rewriter = new RpcRequestRewriter(this.opts.rewrites, c);
-    const onError = (err: Error) => this.opts.log.warn("rpc tunnel closed a connection", { peer: peerId.slice(0, 10), error: err.message });
-    await Promise.all([quicToSocket(stream.recv, socket, c.fromPeerHost, rewriter, onError), socketToQuic(socket, stream.send, c.toPeerHost)]);
+    let socket: Socket | undefined;
+    const session = this.admit(peerId, rewriter, () => {
+      socket?.destroy();
+      void refuse();
+    });
+    if (!session) return refuse();
+    try {
+      socket = createConnection({ host: "127.0.0.1", port, allowHalfOpen: true, noDelay: true });
+      this.track(socket, peerId);
+      const connected = await new Promise<boolean>((resolve) => {
+        socket!.once("connect", () => resolve(true));
+        socket!.once("error", () => resolve(false));
+      });
+      if (!connected) return await refuse();
+      c.connectionsIn++;
+      const onError = (err: Error) => this.opts.log.warn("rpc tunnel closed a connection", { peer: peerId.slice(0, 10), error: err.message });
+      await Promise.all([quicToSocket(stream.recv, socket, c.fromPeerHost, rewriter, onError), socketToQuic(socket, stream.send, c.toPeerHost)]);
+    } finally {
+      session.release();
+    }
   }
 
   /** Closes the port to a peer that left, and every connection to or from it. */

@@ -3,7 +3,7 @@
  * the `--quic-bind` host can connect to: raw TCP that never starts TLS must be closed at the
  * handshake deadline; one source gets a few unproved slots and no more; when many sources fill all
  * of them, the oldest go, so a member with its proof still gets through (proved connections count
- * against no cap); refusals are logged a line at a time, not one per attempt; and the port must
+ * against no unproved cap, only their member's share of RPC sessions); refusals are logged a line at a time, not one per attempt; and the port must
  * listen on the `--quic-bind` host only.
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
@@ -14,6 +14,7 @@ import { directMac, encodeDirectHello } from "../../tunnel/direct-auth.ts";
 import { normalizeFingerprint } from "../../tunnel/direct-identity.ts";
 import { HANDSHAKE_DEADLINE_MS, MAX_UNPROVED_CONNECTIONS, MAX_UNPROVED_PER_SOURCE, sourceKey } from "../../tunnel/direct.ts";
 import { encodeHello } from "../../tunnel/rpc-protocol.ts";
+import { MAX_RPC_SESSIONS_PER_PEER } from "../../tunnel/rpc-sessions.ts";
 import { killAllChildren } from "../helpers/children.ts";
 import { startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
 import { SMALL_LLAMA } from "../helpers/node.ts";
@@ -44,6 +45,14 @@ async function nodeAndMember() {
   members.push(member);
   const port = await waitFor(() => member.announcement?.direct?.port, { what: "the node to announce its direct port" });
   return { node, token, rogue, port };
+}
+
+/** One more member of the node's mesh (a rogue peer). */
+async function anotherMember(token: ReturnType<typeof decodeJoinToken>): Promise<RoguePeer> {
+  const rogue = await RoguePeer.start();
+  rogues.push(rogue);
+  members.push(await rogue.member(token));
+  return rogue;
 }
 
 /** A raw TCP connection, tracked, with when it opened and closed; `from` picks the source address. */
@@ -127,8 +136,13 @@ test("a flood of unproved sockets never keeps a member out: one source gets its 
   const { node, token, rogue, port } = await nodeAndMember();
   // Proved connections, more than one source's share, all from 127.0.0.1 and older than the flood:
   // counted as unproved, the last ones would be refused and all of them closed first to make room.
+  // Spread over members, since one member holds at most MAX_RPC_SESSIONS_PER_PEER sessions.
   const proved: tls.TLSSocket[] = [await memberConnection(node, token.secret, rogue, port, true)];
-  for (let i = 0; i < MAX_UNPROVED_PER_SOURCE + 1; i++) proved.push(await memberConnection(node, token.secret, rogue, port, false));
+  const owners = [rogue];
+  for (let i = 0; i < MAX_UNPROVED_PER_SOURCE + 1; i++) {
+    if (i + 1 >= owners.length * MAX_RPC_SESSIONS_PER_PEER) owners.push(await anotherMember(token));
+    proved.push(await memberConnection(node, token.secret, owners.at(-1)!, port, false));
+  }
   await Bun.sleep(HANDSHAKE_DEADLINE_MS + 500); // an observation window: past the deadline, all proved
   expect(proved.filter((m) => m.destroyed)).toHaveLength(0);
 

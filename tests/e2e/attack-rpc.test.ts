@@ -3,7 +3,9 @@
  * declaring 512 MiB right after HELLO, over the QUIC tunnel and over the direct path. rpc-server
  * sizes its receive buffer from the declared size before any payload comes, so the worker's
  * tunnel must refuse the header: the connection closes with a log line, rpc-server's memory stays
- * where it was, and rpc-server still serves the next connection.
+ * where it was, and rpc-server still serves the next connection. And what one member may hold of
+ * an rpc-server that serves one client at a time: a few sessions at once, each of which must get
+ * to work (allocate a buffer) within its setup time.
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
@@ -13,8 +15,9 @@ import { StreamKind } from "../../mesh/wire.ts";
 import { directMac, encodeDirectHello } from "../../tunnel/direct-auth.ts";
 import { normalizeFingerprint } from "../../tunnel/direct-identity.ts";
 import { encodeHello, HEADER_BYTES, RPC_TENSOR_BYTES, RpcCmd } from "../../tunnel/rpc-protocol.ts";
+import { MAX_RPC_SESSIONS_PER_PEER, RPC_SETUP_MS } from "../../tunnel/rpc-sessions.ts";
 import { killAllChildren } from "../helpers/children.ts";
-import { startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
+import { meshStatus, startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
 import { SMALL_LLAMA } from "../helpers/node.ts";
 import { RoguePeer, type RogueMembership } from "../helpers/rogue-peer.ts";
 import { waitFor, withDeadline } from "../helpers/wait.ts";
@@ -133,4 +136,30 @@ test("over the direct path, with a member's proof: the same SET_TENSOR is refuse
   await node.child.waitForOutput(/direct rpc connection closed.*SET_TENSOR declares 536870912 payload bytes/);
   expect(await helloAnswered(member)).toBe(7);
   expect(rssMiB(pid) - before).toBeLessThan(32);
+}, 90_000);
+
+test(`one member holds at most ${MAX_RPC_SESSIONS_PER_PEER} RPC sessions at once: the next is refused before it reaches rpc-server`, async () => {
+  const { node, rogue, member } = await workerAndMember();
+  const sessionsIn = async () => ((await meshStatus(node)) as unknown as { tunnels: Record<string, { sessionsIn: number }> }).tunnels[rogue.transport.nodeId]?.sessionsIn ?? 0;
+  const held = [];
+  for (let i = 0; i < MAX_RPC_SESSIONS_PER_PEER; i++) held.push(await member.openStream(StreamKind.RPC));
+  await waitFor(async () => (await sessionsIn()) === MAX_RPC_SESSIONS_PER_PEER, { what: "the node to take the member's sessions" });
+  const next = await member.openStream(StreamKind.RPC);
+  const refused = await withDeadline(drain(next.recv), 10_000, "the session beyond the member's share to be refused");
+  expect(refused.how).toContain("reset");
+  expect(await sessionsIn()).toBe(MAX_RPC_SESSIONS_PER_PEER);
+  // Sessions that end give their places back.
+  for (const s of held) await s.send.reset(0).catch(() => undefined);
+  expect(await waitFor(async () => (await helloAnswered(member).catch(() => 0)) === 7, { what: "a session to be taken again" })).toBe(true);
+}, 90_000);
+
+test(`a session that allocates nothing within ${RPC_SETUP_MS / 1000} s (HELLO, then nothing) is closed, and rpc-server serves the next`, async () => {
+  const { node, member } = await workerAndMember();
+  const idle = await member.openStream(StreamKind.RPC);
+  await idle.send.writeAll(encodeHello());
+  await withDeadline(idle.recv.readExact(new Uint8Array(12)), 30_000, "rpc-server to answer the HELLO");
+  const ended = await withDeadline(drain(idle.recv), RPC_SETUP_MS + 15_000, "the idle session to be closed");
+  expect(ended.how).toContain("reset");
+  await node.child.waitForOutput(/closed an rpc session that allocated nothing in its setup time/);
+  expect(await helloAnswered(member)).toBe(7);
 }, 90_000);

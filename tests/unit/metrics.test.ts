@@ -46,6 +46,7 @@ const tunnel = (toPeer: number, fromPeer: number, toPeerHost: number, fromPeerHo
   fromPeerHost: { bytes: fromPeerHost },
   connectionsOut: 1,
   connectionsIn: 1,
+  sessionsIn: 0,
   rewrites: 0,
   direct: false,
 });
