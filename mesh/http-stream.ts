@@ -7,6 +7,7 @@
  * has a deadline, and a node serves only so many members' requests at once (`MemberStreamCap`).
  */
 import { z } from "zod";
+import { hidePaths } from "./member-text.ts";
 import { MAX_MEMBER_PATH, MEMBER_URL_BASE, type MemberVerdict } from "./member-routes.ts";
 import type { Admission } from "./member-stream-cap.ts";
 import { TimedRecv, TimedSend } from "./read-deadline.ts";
@@ -219,6 +220,14 @@ async function answerAndStop(send: SendSide, recv: RecvSide, answer: Uint8Array)
   await recv.stop(0).catch(() => undefined);
 }
 
+/** An error answer as a member may read it: files named, not where this node keeps them. */
+async function memberAnswer(response: Response): Promise<Response> {
+  if (response.status < 400 || !(response.headers.get("content-type") ?? "").includes("json")) return response;
+  const headers = new Headers(response.headers);
+  headers.delete("content-length");
+  return new Response(hidePaths(await response.text()), { status: response.status, headers });
+}
+
 type ReadRequest = { refused: string } | { busy: string } | { method: (typeof METHODS)[number]; path: string; headers: Record<string, string>; body: Uint8Array };
 
 /**
@@ -264,7 +273,7 @@ export async function serveHttp(stream: Stream, handler: (req: Request) => Promi
       headers,
       ...(method === "GET" || method === "HEAD" ? {} : { body }),
     });
-    const response = await handler(request);
+    const response = await memberAnswer(await handler(request));
     const responseHeaders: Record<string, string> = {};
     response.headers.forEach((v, k) => (responseHeaders[k] = v));
     // The head goes out with the first piece of the body (the whole body, for JSON answers).

@@ -5,6 +5,7 @@
  * so a broken file does not spin llama-server while a passing fault still gets another chance.
  */
 import { workerIds } from "../mesh/election.ts";
+import { hidePaths } from "../mesh/member-text.ts";
 
 /** A load over peers starts once the layout it is for has not changed for this long... */
 export const SETTLE_QUIET_MS = 2_000;
@@ -78,7 +79,8 @@ export class HostSchedule {
   failed(model: string, workers: string | undefined, error: Error): number {
     const f = this.failure;
     const count = f?.model === model && f.workers === workers ? f.count + 1 : 1;
-    this.failure = { model, workers, error: error.message.split("\n")[0]!.slice(0, FAILURE_TEXT), count, at: this.now() };
+    // Announced to every member: the file's name, not where this node keeps it.
+    this.failure = { model, workers, error: hidePaths(error.message.split("\n")[0]!).slice(0, FAILURE_TEXT), count, at: this.now() };
     return retryAfterFailureMs(count);
   }
 

@@ -7,7 +7,7 @@
  */
 // test-runner: alone, the flood's check times requests (a 404's p50 under 20 ms), which other files' CPU would decide.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
@@ -112,6 +112,19 @@ describe("a mesh member reaches inference and the model list only", () => {
     });
     expect(statusOf(chat)).toBe(200);
     expect("body" in chat && (JSON.parse(chat.body) as { choices: unknown[] }).choices).toHaveLength(1);
+  });
+
+  test("an error a member's request meets names files, not where this node keeps them", async () => {
+    const missing = join(scratch, "kept", "here", "ghost.gguf");
+    writeFileSync(join(node.modelsDir, "models.json"), JSON.stringify({ ghost: { file: missing } }));
+    const answer = await rogueHttp(member, { method: "POST", path: "/v1/chat/completions", body: JSON.stringify({ model: "ghost", messages: [{ role: "user", content: "hi" }], max_tokens: 1 }) });
+    expect(statusOf(answer)).toBe(404);
+    const body = "body" in answer ? answer.body : "";
+    expect(body).toContain("file ghost.gguf does not exist");
+    expect(body).not.toContain(scratch);
+    // The node's own client, with its key, is told where.
+    const own = await fetch(`${node.url}/v1/chat/completions`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ model: "ghost", messages: [{ role: "user", content: "hi" }], max_tokens: 1 }) });
+    expect(await own.text()).toContain(missing);
   });
 
   test("a request head that is not a plain request is cut off", async () => {

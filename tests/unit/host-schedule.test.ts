@@ -55,3 +55,9 @@ describe("after a failed load", () => {
     expect(schedule.announced("m", [])).toBeUndefined();
   });
 });
+
+test("the failure every member hears of names the file, not where this node keeps it", () => {
+  const { schedule } = clocked();
+  schedule.failed("m", "a", new Error('model "m": file /home/alice/models/m.gguf does not exist\nmore'));
+  expect(schedule.announced("m", [])?.error).toBe('model "m": file m.gguf does not exist');
+});
