@@ -75,6 +75,11 @@ export interface Config {
   insecure: boolean;
   /** Origins (`scheme://host[:port]`) whose web pages may call the API; none by default. */
   corsOrigins: string[];
+  /**
+   * The nodes (ids, or their first 10+ hex digits; `self` for this node alone) that may serve the
+   * requests of this node's clients and take over a model it runs; none: any member. This node always may.
+   */
+  hosts: string[];
   /** Seconds a connection may move no bytes before it is closed (a handler at work does not count). */
   idleTimeoutS: number;
   /** Requests in flight at once; more are answered 503. */
@@ -124,6 +129,7 @@ export function defaultConfig(home: string = homedir()): Config {
     apiKeys: [],
     insecure: false,
     corsOrigins: [],
+    hosts: [],
     idleTimeoutS: 30,
     maxConnections: 512,
     maxQueue: 64,

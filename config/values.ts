@@ -127,6 +127,13 @@ export function parseBoolean(text: string): boolean {
  * A web origin, `scheme://host[:port]`, as browsers send it in `Origin` (lowercase, no default
  * port, no path). `null` and `*` are refused: neither names one site.
  */
+/** A node id, its first 10 or more hex digits (as `mesh status` shows them), or `self`. */
+export function parseHostId(text: string): string {
+  const id = text.trim().toLowerCase();
+  if (id === "self" || /^[0-9a-f]{10,64}$/.test(id)) return id;
+  throw new Error(`expected a node id (its first 10 or more hex digits, as mesh status shows them) or self, got "${text}"`);
+}
+
 export function parseOrigin(text: string): string {
   const expected = `expected an origin like https://app.example, http://localhost:3000 or app://obsidian.md, got "${text}"`;
   let url: URL;

@@ -106,3 +106,27 @@ export function routeModel(entry: CatalogModel | undefined, self: LocalView, for
     }
   }
 }
+
+/**
+ * The operator's choice of hosts (`--hosts`) over a route worked out from the catalog (pure): a
+ * request of this node's own clients goes only to a node `allowed` names. Another server of the
+ * model it names takes it; else this node serves it itself when it can (its own copy, its own
+ * memory); else 503, saying why. A request forwarded here is answered here, as ever.
+ */
+export function withinHosts(route: Route, entry: CatalogModel | undefined, self: LocalView, allowed: (id: string) => boolean): Route {
+  if (route.to !== "peer" || allowed(route.peerId)) return route;
+  const other = entry?.servers.find((id) => id !== self.nodeId && allowed(id));
+  if (other) return { to: "peer", peerId: other };
+  if (self.hasFiles && self.needBytes <= self.vramBytes) return { to: "local" };
+  return {
+    to: "unavailable",
+    message: `model "${self.model}" is served by node ${short(route.peerId)}, which --hosts does not name, and this node cannot run it itself (${self.hasFiles ? `it needs ${gib(self.needBytes)}, this node offers ${gib(self.vramBytes)}` : "it has no copy"})`,
+    retryAfterS: 30,
+  };
+}
+
+/** Whether `id` may serve this node's clients under `--hosts` (ids or their prefixes; `self` names none but this node). */
+export function hostAllowed(hosts: readonly string[], selfId: string, id: string): boolean {
+  if (hosts.length === 0 || id === selfId) return true;
+  return hosts.some((h) => h !== "self" && id.startsWith(h));
+}

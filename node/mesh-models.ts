@@ -9,7 +9,7 @@ import { allocate, type Assignment } from "../mesh/allocation.ts";
 import { catalog, splitCandidates, type CatalogModel, type NodeView } from "../mesh/catalog.ts";
 import { holdsWhatTheyNeed, loadLayout, splitPlan, workerIds, type SplitPlan } from "../mesh/election.ts";
 import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
-import { gib, routeModel, type Chooser, type Route } from "../mesh/route.ts";
+import { gib, hostAllowed, routeModel, withinHosts, type Chooser, type Route } from "../mesh/route.ts";
 import type { Log } from "../log.ts";
 import { needOf } from "../models/model-need.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
@@ -41,6 +41,8 @@ export interface MeshModelsOptions {
   /** Loads on demand may unload the model this node hosts for the mesh (`--evict-mesh-models on`). */
   evictMeshModels: boolean;
   fetcher: ModelFetcher;
+  /** `--hosts`: the nodes that may serve this node's clients and take over a model it runs (none: any member). */
+  hosts: readonly string[];
   /** This node's replicas (`node/replica-keeper.ts`): announced as such, and never unloaded as a hand-over of its group's model. */
   replicas?: () => Pick<ModelFields, "replicating" | "takesReplicas">;
   log: Log;
@@ -181,8 +183,10 @@ export class MeshModels {
       vramBytes: this.o.vramBytes,
     };
     const silentMs = (id: string) => Date.now() - (this.o.mesh()?.membership.peers.get(id)?.lastSeen ?? Date.now());
+    const allowed = (id: string) => hostAllowed(this.o.hosts, self.nodeId, id);
     // A server that missed its heartbeats is likely gone: another one of the model takes the request.
-    const route = routeModel(entry, self, forwarded, choose && ((servers) => choose(servers.filter((id) => silentMs(id) <= SILENT_MS))));
+    const chosen = routeModel(entry, self, forwarded, choose && ((servers) => choose(servers.filter((id) => silentMs(id) <= SILENT_MS && allowed(id)))));
+    const route = forwarded ? chosen : withinHosts(chosen, entry, self, allowed);
     // With none other, a clear 503 now beats a request that waits for the connection to time out.
     if (route.to === "peer") {
       if (silentMs(route.peerId) > SILENT_MS) {
@@ -347,7 +351,8 @@ export class MeshModels {
     // Another node hosts it now (one with more memory joined): ours goes once theirs answers, or at
     // once when their split needs an rpc-server ours holds (this node's, or a worker's of ours): an
     // rpc-server serves one client at a time, so theirs would wait for ours to go, and ours for theirs.
-    if (server && !server.draining && plan && plan.host !== views[0]!.nodeId && !this.o.replicas?.().replicating.includes(name) && (entry.servedBy === plan.host || holdsWhatTheyNeed(views[0]!.nodeId, this.loadedSplit, plan))) {
+    const handOver = plan && plan.host !== views[0]!.nodeId && hostAllowed(this.o.hosts, views[0]!.nodeId, plan.host);
+    if (server && !server.draining && plan && handOver && !this.o.replicas?.().replicating.includes(name) && (entry.servedBy === plan.host || holdsWhatTheyNeed(views[0]!.nodeId, this.loadedSplit, plan))) {
       this.o.log.info("another node hosts the model now; unloading ours", { model: name, host: plan.host.slice(0, 10) });
       this.handingOver.add(name);
       void this.o.pool.unload(name).catch(() => this.handingOver.delete(name));

@@ -221,6 +221,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     rpcProtocol: () => rpc.protocol ?? LLAMA_SOURCE.rpcProtocol,
     defaultCtxSize: config.ctxSize,
     evictMeshModels: config.evictMeshModels === "on",
+    hosts: config.hosts,
     replicas: () => replicas.announced(),
     fetcher,
     log,

@@ -190,6 +190,27 @@ export class RogueMembership {
     }
   }
 
+  /** Kinds (first byte) of the streams the node has opened to it since `recordStreams`; each is then refused. */
+  readonly streamsFromNode: number[] = [];
+
+  /** Takes the streams the node opens to it (a forwarded request, an RPC session, a copy), noting each one's kind. */
+  recordStreams(): void {
+    void (async () => {
+      for (;;) {
+        let stream: Stream;
+        try {
+          stream = await this.conn.acceptStream();
+        } catch {
+          return;
+        }
+        const kind = new Uint8Array(1);
+        await stream.recv.readExact(kind).catch(() => undefined);
+        this.streamsFromNode.push(kind[0]!);
+        await stream.send.reset(2).catch(() => undefined);
+      }
+    })();
+  }
+
   /** Tells the node of members, as a node passes on the members it knows. */
   async sendMembers(members: MemberAddr[]): Promise<void> {
     await this.control.send.writeAll(encodeFrame({ v: PROTOCOL_VERSION, type: "members", members }));

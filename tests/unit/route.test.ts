@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import type { CatalogModel } from "../../mesh/catalog.ts";
-import { routeModel, type LocalView, type Route } from "../../mesh/route.ts";
+import { hostAllowed, routeModel, withinHosts, type LocalView, type Route } from "../../mesh/route.ts";
 
 const entry = (over: Partial<CatalogModel>): CatalogModel => ({
   name: "m",
@@ -82,4 +82,35 @@ test.each<[string, CatalogModel | undefined, LocalView, boolean, (s: readonly st
   ["loading, forwarded to me, a replica elsewhere: not sent on (the sender chose)", entry({ host: "me", status: "loading", nodesOnDisk: ["me"], servers: ["c"] }), me({ known: true, hasFiles: true }), true, pickLast, { to: "local" }],
 ])("chooser: %s", (_, e, self, forwarded, choose, expected) => {
   expect(routeModel(e, self, forwarded, choose)).toEqual(expected);
+});
+
+// --hosts: the operator names the nodes that may serve this node's clients ("a" here, and this node).
+const onlyA = (id: string) => hostAllowed(["a"], "me", id);
+test.each<[string, Route, CatalogModel | undefined, LocalView, Route["to"] | Route]>([
+  ["a route to a named node stands", { to: "peer", peerId: "a" }, entry({ servers: ["a"] }), me(), { to: "peer", peerId: "a" }],
+  ["local stands", { to: "local" }, undefined, me({ ready: true }), { to: "local" }],
+  ["to a node not named, another server that is: there", { to: "peer", peerId: "rogue" }, entry({ servers: ["rogue", "a"] }), me(), { to: "peer", peerId: "a" }],
+  ["to a node not named, none other, my own copy fits: served here", { to: "peer", peerId: "rogue" }, entry({ servers: ["rogue"] }), me({ known: true, hasFiles: true }), { to: "local" }],
+  ["to a node not named, my copy beyond my memory: 503", { to: "peer", peerId: "rogue" }, entry({ servers: ["rogue"] }), me({ known: true, hasFiles: true, ...small }), "unavailable"],
+  ["to a node not named, no copy here: 503", { to: "peer", peerId: "rogue" }, entry({ servers: ["rogue"] }), me({ known: true }), "unavailable"],
+  ["a 503 stands", { to: "unavailable", message: "x", retryAfterS: 1 }, undefined, me(), "unavailable"],
+])("--hosts: %s", (_, route, e, self, expected) => {
+  const got = withinHosts(route, e, self, onlyA);
+  if (typeof expected === "string") expect(got.to).toBe(expected);
+  else expect(got).toEqual(expected);
+});
+
+test.each<[string, string[], string, boolean]>([
+  ["no --hosts: any member", [], "bbbbbbbbbbbb", true],
+  ["this node always", ["self"], "me", true],
+  ["self: no other node", ["self"], "bbbbbbbbbbbb", false],
+  ["a named prefix", ["aaaaaaaaaa"], "aaaaaaaaaaff", true],
+  ["another node", ["aaaaaaaaaa"], "bbbbbbbbbbbb", false],
+])("hostAllowed: %s", (_, hosts, id, ok) => {
+  expect(hostAllowed(hosts, "me", id)).toBe(ok);
+});
+
+test("the 503 of --hosts says which node and why", () => {
+  const got = withinHosts({ to: "peer", peerId: "rogue0123456789" }, entry({ servers: ["rogue0123456789"] }), me({ known: true }), onlyA);
+  expect(got).toMatchObject({ to: "unavailable", retryAfterS: 30, message: 'model "m" is served by node rogue01234, which --hosts does not name, and this node cannot run it itself (it has no copy)' });
 });
