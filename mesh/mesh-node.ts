@@ -13,7 +13,7 @@ import { readJoinToken, writeJoinToken } from "./join-token-file.ts";
 import { Membership } from "./membership.ts";
 import { decideLine, MEMBERS_KEPT, readRememberedMesh, rememberMesh, toRemember } from "./mesh-line.ts";
 import { meshStatus, relayShown, type MeshStatus } from "./status.ts";
-import { LEGACY_LINE, Transport, type QuicPathKind, type Stream, type TransportLine } from "./transport.ts";
+import { LEGACY_LINE, nodeSigner, Transport, type QuicPathKind, type Signer, type Stream, type TransportLine } from "./transport.ts";
 import { given, settingName } from "../config/layers.ts";
 
 /** Heartbeat and silence limit: a killed peer is gone from every view within about 7 s. */
@@ -78,6 +78,8 @@ export interface MeshNode {
   nodeId: string;
   /** The mesh secret (proofs on the direct RPC path are made with it). */
   secret: Uint8Array;
+  /** Signs with this node's key (the direct path's hello: the id it names is its own). */
+  sign: Signer;
   /** The join token as it is now: made at once, made again when the endpoint's own address arrives. */
   readonly token: string;
   /** Where the token is kept (`mesh token` prints it), and whether this start wrote it first. */
@@ -178,6 +180,7 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
   return {
     nodeId: transport.nodeId,
     secret,
+    sign: nodeSigner(secretKey),
     get token() {
       return token;
     },

@@ -5,7 +5,7 @@
  * `transport-iroh035.ts` (0.35, for meshes founded on it). The two do not speak to each other; a
  * join token says which line its mesh runs, and a joiner follows it (`mesh-line.ts`).
  */
-import { createPrivateKey, createPublicKey } from "node:crypto";
+import { createPrivateKey, createPublicKey, sign, verify } from "node:crypto";
 import { createSocket } from "node:dgram";
 import { formatSocketAddr, parseSocketAddr, type BoundSocket } from "./bound-addresses.ts";
 import type { MemberAddr } from "./join-token.ts";
@@ -106,14 +106,36 @@ export async function describeTransport(): Promise<string> {
   return lines.map((l, i) => (l.status === "fulfilled" ? l.value : `${names[i]} unavailable (${String((l.reason as Error)?.message ?? l.reason).split("\n")[0]})`)).join("; ");
 }
 
-// An Ed25519 private key in PKCS#8 DER is this prefix and then the 32-byte seed (RFC 8410).
+// Ed25519 keys in DER are these prefixes and then the 32-byte seed (PKCS#8) or public key (SPKI), RFC 8410.
 const ED25519_PKCS8_PREFIX = Buffer.from("302e020100300506032b657004220420", "hex");
+const ED25519_SPKI_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
+export const SIGNATURE_BYTES = 64;
+
+const privateKeyOf = (secretKey: Uint8Array) => createPrivateKey({ key: Buffer.concat([ED25519_PKCS8_PREFIX, secretKey]), format: "der", type: "pkcs8" });
 
 /** The node id iroh gives a secret key: its Ed25519 public key, in hex. */
 export function nodeIdOf(secretKey: Uint8Array): string {
-  const privateKey = createPrivateKey({ key: Buffer.concat([ED25519_PKCS8_PREFIX, secretKey]), format: "der", type: "pkcs8" });
-  const spki = createPublicKey(privateKey).export({ format: "der", type: "spki" });
+  const spki = createPublicKey(privateKeyOf(secretKey)).export({ format: "der", type: "spki" });
   return spki.subarray(spki.length - 32).toString("hex");
+}
+
+/** Signs with a node's key: what its id vouches for. */
+export type Signer = (message: Uint8Array) => Uint8Array;
+
+export function nodeSigner(secretKey: Uint8Array): Signer {
+  const key = privateKeyOf(secretKey);
+  return (message) => Uint8Array.from(sign(null, message, key));
+}
+
+/** Whether `signature` over `message` is the node's whose id (its Ed25519 public key, in hex) is `nodeId`. */
+export function signedBy(nodeId: string, message: Uint8Array, signature: Uint8Array): boolean {
+  if (!/^[0-9a-f]{64}$/.test(nodeId) || signature.length !== SIGNATURE_BYTES) return false;
+  try {
+    const key = createPublicKey({ key: Buffer.concat([ED25519_SPKI_PREFIX, Buffer.from(nodeId, "hex")]), format: "der", type: "spki" });
+    return verify(null, message, key, signature);
+  } catch {
+    return false;
+  }
 }
 
 /** An iroh error's message without its Rust stack trace, on one line. */

@@ -156,7 +156,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   const connectToPeer = (peerId: string, purpose: DirectPurpose) => {
     const target = directTarget(mesh?.membership.peers.get(peerId)?.announcement, purpose);
     if (!mesh || !identity || !target) return undefined;
-    return connectDirect(target, mesh.nodeId, peerId, mesh.secret, purpose);
+    return connectDirect(target, mesh.nodeId, peerId, mesh.secret, mesh.sign, purpose);
   };
 
   const pool = new Pool({

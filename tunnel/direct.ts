@@ -18,7 +18,8 @@ import tls from "node:tls";
 import type { Log } from "../log.ts";
 import { throttledWarning } from "../throttled-log.ts";
 import type { Stream } from "../mesh/transport.ts";
-import { decodeDirectHello, directMac, encodeDirectHello, verifyDirectMac, type DirectPurpose } from "./direct-auth.ts";
+import { signedBy, type Signer } from "../mesh/transport.ts";
+import { decodeDirectHello, directMac, directStatement, encodeDirectHello, verifyDirectMac, type DirectHello, type DirectPurpose } from "./direct-auth.ts";
 import { normalizeFingerprint, type DirectIdentity } from "./direct-identity.ts";
 import { socketToSocket, type ChunkRewriter, type DirectionCounter } from "./pump.ts";
 import { socketStream } from "./socket-stream.ts";
@@ -102,8 +103,9 @@ export async function startDirectServer(opts: DirectServerOptions): Promise<{ po
       const hello = decodeDirectHello(received);
       if ("need" in hello) return;
       socket.off("data", onData);
-      if ("error" in hello || !opts.isPeer(hello.hostId) || !verifyDirectMac(directMac(opts.secret, hello.hostId, opts.selfId, opts.identity.certSha256, hello.purpose), hello.mac)) {
-        warnRefusedProof({ from: socket.remoteAddress, reason: "error" in hello ? hello.error : "not a member's proof" });
+      const refused = "error" in hello ? hello.error : whyNotProved(opts, hello);
+      if (refused !== undefined || "error" in hello) {
+        warnRefusedProof({ from: socket.remoteAddress, reason: refused ?? "" });
         return void socket.destroy();
       }
       settle(socket);
@@ -175,6 +177,16 @@ export async function startDirectServer(opts: DirectServerOptions): Promise<{ po
   };
 }
 
+/** Why a hello proves no member speaking for itself (a member's MAC, signed by the id it names), or undefined when it does. */
+function whyNotProved(opts: DirectServerOptions, hello: Exclude<DirectHello, { need: number } | { error: string }>): string | undefined {
+  if (!opts.isPeer(hello.hostId)) return "not a member's proof";
+  const statement = directStatement(hello.hostId, opts.selfId, opts.identity.certSha256, hello.purpose);
+  if (!verifyDirectMac(directMac(opts.secret, hello.hostId, opts.selfId, opts.identity.certSha256, hello.purpose), hello.mac)) return "not a member's proof";
+  // The mesh secret is every member's: only the key of the id it names makes it that member's.
+  if (!signedBy(hello.hostId, statement, hello.signature)) return "a member's proof, not signed by the member it names";
+  return undefined;
+}
+
 async function connectRpc(opts: DirectServerOptions, hostId: string, socket: tls.TLSSocket, early: Uint8Array): Promise<void> {
   const port = opts.rpcPort();
   if (!port) return void socket.destroy();
@@ -224,7 +236,7 @@ export function directTarget(
 }
 
 /** Opens a direct connection to a peer for `purpose`: pinned certificate, then our proof. Rejects if either fails. */
-export function connectDirect(target: DirectTarget, hostId: string, workerId: string, secret: Uint8Array, purpose: DirectPurpose = "rpc"): Promise<tls.TLSSocket> {
+export function connectDirect(target: DirectTarget, hostId: string, workerId: string, secret: Uint8Array, sign: Signer, purpose: DirectPurpose = "rpc"): Promise<tls.TLSSocket> {
   return new Promise((resolve, reject) => {
     // The certificate is self-signed by design; it is checked by its pinned hash below.
     const socket = tls.connect({ host: target.host, port: target.port, rejectUnauthorized: false, minVersion: "TLSv1.3" });
@@ -243,7 +255,8 @@ export function connectDirect(target: DirectTarget, hostId: string, workerId: st
         return reject(new Error("the worker's certificate is not the one it announced"));
       }
       socket.setNoDelay(true);
-      socket.write(encodeDirectHello(hostId, directMac(secret, hostId, workerId, target.certSha256, purpose), purpose));
+      const statement = directStatement(hostId, workerId, target.certSha256, purpose);
+      socket.write(encodeDirectHello(hostId, directMac(secret, hostId, workerId, target.certSha256, purpose), sign(statement), purpose));
       if (purpose === "rpc") return clearTimeout(timer), resolve(socket);
       // A model connection is ours once the peer says it took it (within the same deadline).
       const refused = () => (clearTimeout(timer), reject(new Error("the peer closed the direct connection without taking it (not a member to it yet, or its places are full)")));

@@ -3,14 +3,15 @@
  * the `--quic-bind` host can connect to: raw TCP that never starts TLS must be closed at the
  * handshake deadline; one source gets a few unproved slots and no more; when many sources fill all
  * of them, the oldest go, so a member with its proof still gets through (proved connections count
- * against no unproved cap, only their member's share of RPC sessions); refusals are logged a line at a time, not one per attempt; and the port must
+ * against no unproved cap, only their member's share of RPC sessions; and a member's hello is signed
+ * by the id it names, so one member cannot speak as another); refusals are logged a line at a time, not one per attempt; and the port must
  * listen on the `--quic-bind` host only.
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
 import { createConnection, type Socket } from "node:net";
 import tls from "node:tls";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
-import { directMac, encodeDirectHello } from "../../tunnel/direct-auth.ts";
+import { encodeDirectHello } from "../../tunnel/direct-auth.ts";
 import { normalizeFingerprint } from "../../tunnel/direct-identity.ts";
 import { HANDSHAKE_DEADLINE_MS, MAX_UNPROVED_CONNECTIONS, MAX_UNPROVED_PER_SOURCE, sourceKey } from "../../tunnel/direct.ts";
 import { encodeHello } from "../../tunnel/rpc-protocol.ts";
@@ -77,8 +78,7 @@ async function memberConnection(node: MeshTestNode, secret: Uint8Array, rogue: R
   sockets.push(ok);
   await new Promise((r) => ok.once("secureConnect", r));
   const cert = normalizeFingerprint(ok.getPeerCertificate().fingerprint256);
-  const rogueId = rogue.transport.nodeId;
-  ok.write(encodeDirectHello(rogueId, directMac(secret, rogueId, node.nodeId, cert)));
+  ok.write(rogue.directHello(secret, node.nodeId, cert));
   if (!hello) return ok;
   ok.write(encodeHello());
   let answer = Buffer.alloc(0);
@@ -124,12 +124,30 @@ test("wrong proofs are all refused, and logged in one line rather than one each"
     sockets.push(bad);
     bad.on("error", () => undefined);
     await new Promise((r) => bad.once("secureConnect", r));
-    bad.write(encodeDirectHello("f".repeat(64), new Uint8Array(32)));
+    bad.write(encodeDirectHello("f".repeat(64), new Uint8Array(32), new Uint8Array(64)));
     await withDeadline(new Promise((r) => bad.once("close", r)), 5_000, "the node to close a connection with a wrong proof");
   }
   const lines = logLines(node, /refused direct connections without a member's proof/);
   console.log(`${attempts} wrong proofs refused: ${lines} log line(s)`);
   expect(lines).toBe(1);
+}, 60_000);
+
+test("a member speaking as another member (the mesh's MAC, its own signature) is refused: the id a hello names is the sender's own", async () => {
+  const { node, token, rogue, port } = await nodeAndMember();
+  const other = await anotherMember(token);
+  const impostor = tls.connect({ host: "127.0.0.1", port, rejectUnauthorized: false });
+  sockets.push(impostor);
+  impostor.on("error", () => undefined);
+  await new Promise((r) => impostor.once("secureConnect", r));
+  const cert = normalizeFingerprint(impostor.getPeerCertificate().fingerprint256);
+  impostor.write(Buffer.concat([rogue.directHello(token.secret, node.nodeId, cert, "rpc", other.transport.nodeId), encodeHello()]));
+  let received = 0;
+  impostor.on("data", (d: Buffer) => (received += d.length));
+  await withDeadline(new Promise((r) => impostor.once("close", r)), 5_000, "the node to close the impostor's connection");
+  expect(received).toBe(0);
+  await node.child.waitForOutput(/refused direct connections without a member's proof.*not signed by the member it names/);
+  // Each one's own hello still gets through.
+  for (const m of [rogue, other]) (await memberConnection(node, token.secret, m, port, true)).destroy();
 }, 60_000);
 
 test("a flood of unproved sockets never keeps a member out: one source gets its few slots, and when many fill them all the oldest go", async () => {

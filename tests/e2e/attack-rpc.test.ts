@@ -12,7 +12,6 @@ import { readFileSync } from "node:fs";
 import tls from "node:tls";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
 import { StreamKind } from "../../mesh/wire.ts";
-import { directMac, encodeDirectHello } from "../../tunnel/direct-auth.ts";
 import { normalizeFingerprint } from "../../tunnel/direct-identity.ts";
 import { encodeHello, HEADER_BYTES, RPC_TENSOR_BYTES, RpcCmd } from "../../tunnel/rpc-protocol.ts";
 import { MAX_RPC_SESSIONS_PER_PEER, RPC_SETUP_MS } from "../../tunnel/rpc-sessions.ts";
@@ -126,9 +125,8 @@ test("over the direct path, with a member's proof: the same SET_TENSOR is refuse
   socket.on("error", () => undefined);
   await new Promise((r) => socket.once("secureConnect", r));
   const cert = normalizeFingerprint(socket.getPeerCertificate().fingerprint256);
-  const rogueId = rogue.transport.nodeId;
   const ended = new Promise<string>((resolve) => socket.once("close", () => resolve("closed")));
-  socket.write(Buffer.concat([encodeDirectHello(rogueId, directMac(token.secret, rogueId, node.nodeId, cert)), attack()]));
+  socket.write(Buffer.concat([rogue.directHello(token.secret, node.nodeId, cert), attack()]));
   const { how, grewMiB } = await outcome(ended, pid, before);
   console.log(`direct path: rpc-server VmRSS ${before.toFixed(1)} MiB before, +${grewMiB.toFixed(1)} MiB after a SET_TENSOR declaring 512 MiB; the connection ${how ?? "stayed open"}`);
   expect(how).toBe("closed");

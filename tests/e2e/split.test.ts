@@ -135,7 +135,7 @@ test("the direct path refuses a connection without a member's proof", async () =
   const socket = tls.connect({ host: "127.0.0.1", port, rejectUnauthorized: false });
   await new Promise((r) => socket.once("secureConnect", r));
   // A proof from a node that is not a peer, then an RPC HELLO: nothing may reach rpc-server.
-  socket.write(encodeDirectHello("intruder", new Uint8Array(32)));
+  socket.write(encodeDirectHello("intruder", new Uint8Array(32), new Uint8Array(64)));
   socket.write(new Uint8Array([14, 24, 0, 0, 0, 0, 0, 0, 0, ...new Uint8Array(24)]));
   let received = 0;
   socket.on("data", (d) => (received += d.length));

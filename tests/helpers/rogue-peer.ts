@@ -8,7 +8,8 @@ import { authMac, MAC_BYTES, NONCE_BYTES, newNonce } from "../../mesh/auth.ts";
 import type { JoinToken, MemberAddr } from "../../mesh/join-token.ts";
 import { HEARTBEAT_MS } from "../../mesh/mesh-node.ts";
 import { PROTOCOL_VERSION, type Announcement } from "../../mesh/messages.ts";
-import { Transport, type PeerConnection, type Stream, type TransportLine } from "../../mesh/transport.ts";
+import { nodeSigner, Transport, type PeerConnection, type Signer, type Stream, type TransportLine } from "../../mesh/transport.ts";
+import { directMac, directStatement, encodeDirectHello, type DirectPurpose } from "../../tunnel/direct-auth.ts";
 import { encodeFrame, readFrame, StreamKind } from "../../mesh/wire.ts";
 
 export type Junk = "random-bytes" | "oversized-length" | "invalid-json" | "wrong-shape";
@@ -61,19 +62,32 @@ export function fakeAnnouncement(nodeId: string, line: TransportLine = TEST_LINE
 }
 
 export class RoguePeer {
-  private constructor(readonly transport: Transport) {}
+  private constructor(
+    readonly transport: Transport,
+    /** Signs with the rogue's own node key (`nodeSigner`), as a node's direct-path hello is. */
+    readonly sign: Signer,
+  ) {}
 
   /** On the suite's iroh line, or on `line`. */
   static async start(line: TransportLine = TEST_LINE): Promise<RoguePeer> {
+    const secretKey = Uint8Array.from(randomBytes(32));
     const transport = await Transport.bind({
-      secretKey: Uint8Array.from(randomBytes(32)),
+      secretKey,
       ipv4Addr: "127.0.0.1:0",
       ipv6Addr: "[::1]:0",
       relay: "disabled",
       line,
       onConnection: (c) => c.close(0, "rogue takes no calls"),
     });
-    return new RoguePeer(transport);
+    return new RoguePeer(transport, nodeSigner(secretKey));
+  }
+
+  /**
+   * The hello a node sends on a worker's direct port: the mesh's MAC and its own signature, for
+   * `purpose`; `as` another member's id, signed all the same with its own key.
+   */
+  directHello(secret: Uint8Array, workerId: string, cert: string, purpose: DirectPurpose = "rpc", as = this.transport.nodeId): Uint8Array {
+    return encodeDirectHello(as, directMac(secret, as, workerId, cert, purpose), this.sign(directStatement(as, workerId, cert, purpose)), purpose);
   }
 
   /** The handshake and hello a node of its line makes: the node's hello, or null when it hung up first. */

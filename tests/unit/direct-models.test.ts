@@ -10,12 +10,12 @@ import { createServer, connect, Socket } from "node:net";
 import { join } from "node:path";
 import tls from "node:tls";
 import { createLog } from "../../log.ts";
-import type { Stream } from "../../mesh/transport.ts";
 import { readFrame, writeFrame } from "../../mesh/wire.ts";
 import { FileHasher } from "../../models/model-transfer.ts";
 import { fetchModelFromPeer, serveModelStream, type ModelLookup } from "../../models/peer-transfer.ts";
 import { DIRECT_MODEL_RETRY_MS, modelStreamOpener } from "../../node/model-streams.ts";
-import { directMac, encodeDirectHello } from "../../tunnel/direct-auth.ts";
+import { nodeIdOf, nodeSigner, type Signer, type Stream } from "../../mesh/transport.ts";
+import { directMac, directStatement, encodeDirectHello, type DirectPurpose } from "../../tunnel/direct-auth.ts";
 import { makeDirectIdentity, normalizeFingerprint } from "../../tunnel/direct-identity.ts";
 import { connectDirect, MAX_MODEL_CONNECTIONS_PER_PEER, startDirectServer } from "../../tunnel/direct.ts";
 import { socketStream } from "../../tunnel/socket-stream.ts";
@@ -24,8 +24,13 @@ import { waitFor, withDeadline } from "../helpers/wait.ts";
 
 const dirs = tempDirs("mesh-direct-models-");
 const secret = new Uint8Array(32).fill(9);
-const SERVER = "server-node";
-const MEMBER = "member-node";
+const SERVER = nodeIdOf(randomBytes(32));
+const memberKey = randomBytes(32);
+const MEMBER = nodeIdOf(memberKey);
+const signMember = nodeSigner(memberKey);
+/** A hello for `purpose` from `id`: its MAC under `macSecret` for `macPurpose`, signed by `signer`. */
+const helloFrom = (id: string, signer: Signer, purpose: DirectPurpose, macPurpose: DirectPurpose = purpose, macSecret: Uint8Array = secret) =>
+  encodeDirectHello(id, directMac(macSecret, id, SERVER, cert, macPurpose), signer(directStatement(id, SERVER, cert, macPurpose)), purpose);
 const quiet = createLog("text", () => undefined);
 const data = randomBytes(3_000_000);
 const src = dirs.fresh("src");
@@ -67,7 +72,7 @@ const closed = (s: Socket) => new Promise<void>((resolve) => (s.destroyed ? reso
 describe("the model protocol over the direct path", () => {
   test("a member's copy arrives byte for byte, one connection per request", async () => {
     const before = served.length;
-    const open = async () => socketStream(await connectDirect(target(), MEMBER, SERVER, secret, "model"));
+    const open = async () => socketStream(await connectDirect(target(), MEMBER, SERVER, secret, signMember, "model"));
     const dest = dirs.fresh("dest");
     const [path] = await fetchModelFromPeer({ model: "tiny", open, destDir: dest });
     expect(sha256(readFileSync(path!))).toBe(sha256(data));
@@ -80,7 +85,7 @@ describe("the model protocol over the direct path", () => {
     writeFileSync(join(src, "big.gguf"), big);
     // Each read waits a moment: the sender's socket fills and it must wait for the reader.
     const open = async (): Promise<Stream> => {
-      const stream = socketStream(await connectDirect(target(), MEMBER, SERVER, secret, "model"));
+      const stream = socketStream(await connectDirect(target(), MEMBER, SERVER, secret, signMember, "model"));
       const read = stream.recv.read;
       return { send: stream.send, recv: { ...stream.recv, read: async (buf) => (await Bun.sleep(1), read(buf)) } };
     };
@@ -89,7 +94,7 @@ describe("the model protocol over the direct path", () => {
   }, 60_000);
 
   test("a node that is not a member to the server (yet) is refused before the copy starts", async () => {
-    await expect(connectDirect(target(), "not-yet-a-member", SERVER, secret, "model")).rejects.toThrow("without taking it");
+    await expect(connectDirect(target(), "not-yet-a-member", SERVER, secret, signMember, "model")).rejects.toThrow("without taking it");
   });
 
   test.each([
@@ -97,19 +102,19 @@ describe("the model protocol over the direct path", () => {
     ["a frame claiming 4 GiB", () => Buffer.from([0xff, 0xff, 0xff, 0xff, 1, 2, 3])],
     ["an unknown op", () => Buffer.concat([Buffer.from([0, 0, 0, 15]), Buffer.from('{"op":"delete"}')])],
   ])("a member's junk over the direct path (%s) is answered with a refusal; the server serves on", async (_label, junk) => {
-    const stream = socketStream(await connectDirect(target(), MEMBER, SERVER, secret, "model"));
+    const stream = socketStream(await connectDirect(target(), MEMBER, SERVER, secret, signMember, "model"));
     await stream.send.writeAll(junk());
     const answer = (await withDeadline(readFrame(stream.recv), 10_000, "the refusal")) as { error?: string } | null;
     expect(answer?.error).toContain("bad model request");
     await stream.recv.stop(0);
-    const next = socketStream(await connectDirect(target(), MEMBER, SERVER, secret, "model"));
+    const next = socketStream(await connectDirect(target(), MEMBER, SERVER, secret, signMember, "model"));
     await writeFrame(next.send, { op: "manifest", model: "tiny" });
     expect(((await withDeadline(readFrame(next.recv), 10_000, "a manifest")) as { files?: unknown[] }).files).toHaveLength(1);
     await next.recv.stop(0);
   });
 
   test("an unknown model is refused in the protocol's own words", async () => {
-    const stream = socketStream(await connectDirect(target(), MEMBER, SERVER, secret, "model"));
+    const stream = socketStream(await connectDirect(target(), MEMBER, SERVER, secret, signMember, "model"));
     await writeFrame(stream.send, { op: "manifest", model: "../../etc/passwd" });
     await stream.send.finish();
     expect(await withDeadline(readFrame(stream.recv), 10_000, "the refusal")).toEqual({ error: 'model "../../etc/passwd" is not on this node' });
@@ -117,9 +122,17 @@ describe("the model protocol over the direct path", () => {
   });
 
   test.each([
-    ["a proof made for RPC, sent as a model copy's", () => encodeDirectHello(MEMBER, directMac(secret, MEMBER, SERVER, cert, "rpc"), "model")],
-    ["a model copy's proof from a node that is not a member", () => encodeDirectHello("stranger", directMac(secret, "stranger", SERVER, cert, "model"), "model")],
-    ["a proof under another secret", () => encodeDirectHello(MEMBER, directMac(new Uint8Array(32), MEMBER, SERVER, cert, "model"), "model")],
+    ["a proof made for RPC, sent as a model copy's", () => helloFrom(MEMBER, signMember, "model", "rpc")],
+    ["a model copy's proof from a node that is not a member", () => {
+      const stranger = randomBytes(32);
+      return helloFrom(nodeIdOf(stranger), nodeSigner(stranger), "model");
+    }],
+    ["a proof under another secret", () => helloFrom(MEMBER, signMember, "model", "model", new Uint8Array(32))],
+    ["a member's id with the mesh's proof, signed by another key (one member speaking as another)", () => helloFrom(MEMBER, nodeSigner(randomBytes(32)), "model")],
+    ["an unsigned hello, as nodes before signatures sent", () => {
+      const id = Buffer.from(MEMBER);
+      return Buffer.concat([Buffer.from([0xff, 0xff, 1, id.length >> 8, id.length & 0xff]), id, directMac(secret, MEMBER, SERVER, cert, "model")]);
+    }],
   ])("%s is closed without an answer", async (_label, hello) => {
     const before = served.length;
     const socket = tls.connect({ host: "127.0.0.1", port: server.port, rejectUnauthorized: false });
@@ -138,16 +151,16 @@ describe("the model protocol over the direct path", () => {
   test(`one member has at most ${MAX_MODEL_CONNECTIONS_PER_PEER} copies served at once; its places come back`, async () => {
     // Requests never sent: each holds its place until the serving side's request deadline.
     const before = served.length;
-    const held = await Promise.all(Array.from({ length: MAX_MODEL_CONNECTIONS_PER_PEER }, () => connectDirect(target(), MEMBER, SERVER, secret, "model")));
+    const held = await Promise.all(Array.from({ length: MAX_MODEL_CONNECTIONS_PER_PEER }, () => connectDirect(target(), MEMBER, SERVER, secret, signMember, "model")));
     sockets.push(...held);
     await waitFor(() => served.length === before + MAX_MODEL_CONNECTIONS_PER_PEER, { what: "the held connections to be taken" });
     // Over the cap, the connection is refused before it is taken: the peer can fall back.
-    await expect(connectDirect(target(), MEMBER, SERVER, secret, "model")).rejects.toThrow("without taking it");
+    await expect(connectDirect(target(), MEMBER, SERVER, secret, signMember, "model")).rejects.toThrow("without taking it");
     expect(served.length).toBe(before + MAX_MODEL_CONNECTIONS_PER_PEER);
     for (const s of held) s.destroy();
     await waitFor(
       async () => {
-        const socket = await connectDirect(target(), MEMBER, SERVER, secret, "model");
+        const socket = await connectDirect(target(), MEMBER, SERVER, secret, signMember, "model");
         sockets.push(socket);
         const stream = socketStream(socket);
         await writeFrame(stream.send, { op: "manifest", model: "tiny" });

@@ -9,7 +9,8 @@ import { ControlMessageSchema } from "../../mesh/messages.ts";
 import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, WireError } from "../../mesh/wire.ts";
 import { fakeAnnouncement } from "../helpers/rogue-peer.ts";
 import { formatStatus } from "../../commands/status.ts";
-import { decodeDirectHello, directMac, encodeDirectHello, verifyDirectMac } from "../../tunnel/direct-auth.ts";
+import { nodeIdOf, nodeSigner, signedBy } from "../../mesh/transport.ts";
+import { decodeDirectHello, directMac, directStatement, encodeDirectHello, verifyDirectMac } from "../../tunnel/direct-auth.ts";
 import { directHost, directTarget } from "../../tunnel/direct.ts";
 
 describe("join tokens", () => {
@@ -207,46 +208,52 @@ test("mesh status prints the catalog, the assignment and a fetch under way", () 
 
 describe("direct RPC path", () => {
   const secret = new Uint8Array(32).fill(5);
-  test("the hello round-trips and the proof binds host, worker and certificate", () => {
-    const mac = directMac(secret, "host", "worker", "ab".repeat(32));
-    const bytes = encodeDirectHello("host", mac);
-    const withData = new Uint8Array([...bytes, 14, 0]);
-    const hello = decodeDirectHello(withData);
-    expect(hello).toMatchObject({ hostId: "host", rest: new Uint8Array([14, 0]) });
-    expect(verifyDirectMac(directMac(secret, "host", "worker", "ab".repeat(32)), (hello as { mac: Uint8Array }).mac)).toBe(true);
-    for (const other of [directMac(secret, "host", "worker2", "ab".repeat(32)), directMac(secret, "host", "worker", "cd".repeat(32)), directMac(new Uint8Array(32), "host", "worker", "ab".repeat(32))]) {
+  const hostKey = new Uint8Array(32).fill(3);
+  const host = nodeIdOf(hostKey);
+  const signHost = nodeSigner(hostKey);
+  const cert = "ab".repeat(32);
+  test("the hello round-trips; the MAC binds host, worker, certificate and secret; the signature is the host's own", () => {
+    const statement = directStatement(host, "worker", cert);
+    const mac = directMac(secret, host, "worker", cert);
+    const bytes = encodeDirectHello(host, mac, signHost(statement));
+    const hello = decodeDirectHello(new Uint8Array([...bytes, 14, 0]));
+    expect(hello).toMatchObject({ purpose: "rpc", hostId: host, rest: new Uint8Array([14, 0]) });
+    const { mac: got, signature } = hello as { mac: Uint8Array; signature: Uint8Array };
+    expect(verifyDirectMac(mac, got)).toBe(true);
+    for (const other of [directMac(secret, host, "worker2", cert), directMac(secret, host, "worker", "cd".repeat(32)), directMac(new Uint8Array(32), host, "worker", cert)]) {
       expect(verifyDirectMac(other, mac)).toBe(false);
     }
+    expect(signedBy(host, statement, signature)).toBe(true);
+    // Another node's id, the statement for another worker or purpose, or a key that is not the id's: no.
+    expect(signedBy(nodeIdOf(new Uint8Array(32).fill(4)), statement, signature)).toBe(false);
+    expect(signedBy(host, directStatement(host, "worker2", cert), signature)).toBe(false);
+    expect(signedBy(host, directStatement(host, "worker", cert, "model"), signature)).toBe(false);
+    expect(signedBy(host, statement, nodeSigner(new Uint8Array(32).fill(4))(statement))).toBe(false);
+    expect(signedBy("not-a-node-id", statement, signature)).toBe(false);
   });
   test.each([
-    [new Uint8Array([0]), { need: 2 }],
-    [new Uint8Array([0, 4, 104]), { need: 38 }],
-    [new Uint8Array([0, 0]), { error: "host id of 0 bytes" }],
-    [new Uint8Array([1, 1]), { error: "host id of 257 bytes" }],
-    [new Uint8Array([255, 255]), { need: 5 }],
-    [new Uint8Array([255, 255, 9, 0, 4]), { error: "unknown purpose 9" }],
-    [new Uint8Array([255, 255, 1, 0, 0]), { error: "host id of 0 bytes" }],
-    [new Uint8Array([255, 255, 1, 0, 4, 104]), { need: 41 }],
+    [new Uint8Array([0xff]), { need: 2 }],
+    [new Uint8Array([0, 4, 104]), { error: "a hello without the member's signature (a node of an older version)" }],
+    [new Uint8Array([0xff, 0xff, 1, 0, 4]), { error: "a hello without the member's signature (a node of an older version)" }],
+    [new Uint8Array([0xff, 0xfe]), { need: 5 }],
+    [new Uint8Array([0xff, 0xfe, 9, 0, 4]), { error: "unknown purpose 9" }],
+    [new Uint8Array([0xff, 0xfe, 1, 0, 0]), { error: "host id of 0 bytes" }],
+    [new Uint8Array([0xff, 0xfe, 1, 1, 1]), { error: "host id of 257 bytes" }],
+    [new Uint8Array([0xff, 0xfe, 1, 0, 4, 104]), { need: 5 + 4 + 32 + 64 }],
   ])("partial or bad hello %#", (bytes, expected) => expect(decodeDirectHello(bytes)).toEqual(expected));
   test("a model copy's hello says so, and its proof opens nothing else (nor an RPC proof a copy)", () => {
-    const cert = "ab".repeat(32);
-    const rpcMac = directMac(secret, "host", "worker", cert);
-    const modelMac = directMac(secret, "host", "worker", cert, "model");
+    const rpcMac = directMac(secret, host, "worker", cert);
+    const modelMac = directMac(secret, host, "worker", cert, "model");
     expect(verifyDirectMac(rpcMac, modelMac)).toBe(false);
-    const hello = decodeDirectHello(new Uint8Array([...encodeDirectHello("host", modelMac, "model"), 7]));
-    expect(hello).toMatchObject({ purpose: "model", hostId: "host", rest: new Uint8Array([7]) });
+    const hello = decodeDirectHello(new Uint8Array([...encodeDirectHello(host, modelMac, signHost(directStatement(host, "worker", cert, "model")), "model"), 7]));
+    expect(hello).toMatchObject({ purpose: "model", hostId: host, rest: new Uint8Array([7]) });
     expect(verifyDirectMac(modelMac, (hello as { mac: Uint8Array }).mac)).toBe(true);
-    // An RPC hello is byte for byte what nodes before model copies send and expect.
-    const rpc = encodeDirectHello("host", rpcMac);
-    expect([...rpc.subarray(0, 2)]).toEqual([0, 4]);
-    expect(decodeDirectHello(rpc)).toMatchObject({ purpose: "rpc", hostId: "host" });
   });
   test.each([
     [["127.0.0.1:4000", "[::1]:4001"], "127.0.0.1"],
     [["[::1]:4001"], "::1"],
     [[], undefined],
   ] as const)("directHost(%p) = %p", (addresses, host) => expect(directHost(addresses)).toBe(host));
-  const cert = "ab".repeat(32);
   const at = { host: "10.0.0.2", port: 7000, certSha256: cert };
   test.each([
     ["a peer offering both", { addresses: ["10.0.0.2:4433"], direct: { port: 7000, certSha256: cert, models: true } }, "model", at],
