@@ -131,10 +131,13 @@ export const AnnouncementSchema = z.object({
   startedAt: z.number().int().nonnegative().optional().catch(undefined),
   llamaBuild: z.string().max(128),
   rpcProtocol: z.string().max(32),
-  /** The direct path (TLS), when this node offers one: its port, pinned certificate hash, and whether it serves model copies there (older nodes: RPC only). */
-  direct: z
-    .object({ port: z.number().int().min(1).max(65535), certSha256: z.string().regex(/^[0-9a-f]{64}$/), models: z.boolean().optional().catch(undefined) })
-    .optional(),
+  /**
+   * The direct path (TLS), when this node offers one: its port and pinned certificate hash, for RPC
+   * and model copies, with signed hellos (`tunnel/direct-auth.ts`). Nodes before signatures offered
+   * theirs as `direct`: they and this one do not understand each other's hellos, so neither sees
+   * the other's offer, and they keep to the mesh connection.
+   */
+  signedDirect: z.object({ port: z.number().int().min(1).max(65535), certSha256: z.string().regex(/^[0-9a-f]{64}$/) }).optional(),
 });
 
 export type Announcement = z.infer<typeof AnnouncementSchema>;

@@ -67,7 +67,7 @@ export function meshStatus(membership: Membership, now = Date.now()): MeshStatus
       meshVersion: p.announcement.meshVersion,
       llamaBuild: p.announcement.llamaBuild,
       lastSeenMsAgo: now - p.lastSeen,
-      directPort: p.announcement.direct?.port,
+      directPort: p.announcement.signedDirect?.port,
       line: p.announcement.transport ?? LEGACY_LINE,
       relayUrl: p.announcement.relayUrl,
     }))

@@ -146,21 +146,38 @@ export class PartFile {
     public origin: PartOrigin | undefined,
   ) {}
 
-  /** Claims the part for `name` in `destDir`; release it with `close`. Nothing is hashed yet. */
-  static async open(destDir: string, name: string): Promise<PartFile> {
+  /** Where the part of `name` in `destDir` lies, and its record. */
+  private static paths(destDir: string, name: string): { finalPath: string; partPath: string; originPath: string } {
     const root = resolve(destDir);
     const finalPath = resolve(root, name);
     const rel = relative(root, finalPath);
     if (rel.startsWith("..") || rel.startsWith(sep) || rel === "") throw new TransferError(`file name "${name}" lies outside ${destDir}`);
     const partPath = join(root, PARTIAL_DIR, `${rel}.part`);
+    return { finalPath, partPath, originPath: `${partPath}.json` };
+  }
+
+  private static async existing(partPath: string, originPath: string): Promise<{ offset: number; origin: PartOrigin | undefined }> {
+    const offset = await stat(partPath).then((s) => s.size, () => 0);
+    // A record that cannot be read is no record: the part is then checked by its hash alone.
+    const origin = await readFile(originPath, "utf8").then((t) => PartOriginSchema.safeParse(JSON.parse(t)).data, () => undefined);
+    return { offset, origin };
+  }
+
+  /** Bytes a part of `name` already holds toward the file whose SHA-256 is `sha256` (0 for none, or another file's). */
+  static async held(destDir: string, name: string, sha256: string): Promise<number> {
+    const { partPath, originPath } = PartFile.paths(destDir, name);
+    const { offset, origin } = await PartFile.existing(partPath, originPath);
+    return origin?.sha256 === sha256 ? offset : 0;
+  }
+
+  /** Claims the part for `name` in `destDir`; release it with `close`. Nothing is hashed yet. */
+  static async open(destDir: string, name: string): Promise<PartFile> {
+    const { finalPath, partPath, originPath } = PartFile.paths(destDir, name);
     if (partsInUse.has(partPath)) throw new TransferError(`${name} is already being downloaded into ${destDir}`);
     partsInUse.add(partPath);
     try {
       await mkdir(dirname(partPath), { recursive: true });
-      const originPath = `${partPath}.json`;
-      const offset = await stat(partPath).then((s) => s.size, () => 0);
-      // A record that cannot be read is no record: the part is then checked by its hash alone.
-      const origin = await readFile(originPath, "utf8").then((t) => PartOriginSchema.safeParse(JSON.parse(t)).data, () => undefined);
+      const { offset, origin } = await PartFile.existing(partPath, originPath);
       return new PartFile(finalPath, partPath, originPath, offset, origin);
     } catch (err) {
       partsInUse.delete(partPath);

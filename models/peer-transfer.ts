@@ -10,9 +10,9 @@
  */
 import { basename, join, resolve } from "node:path";
 import { existsSync } from "node:fs";
-import { open, stat } from "node:fs/promises";
+import { open, rm, stat } from "node:fs/promises";
 import { z } from "zod";
-import { peerSizeLimit } from "./download-rules.ts";
+import { copyRoom } from "./download-rules.ts";
 import { readRegistry, REGISTRY_FILE } from "./registry.ts";
 import { TimedRecv, TimedSend } from "../mesh/read-deadline.ts";
 import type { Stream } from "../mesh/transport.ts";
@@ -26,6 +26,7 @@ import {
   isSafeModelName,
   PartFile,
   SHA256_HEX,
+  SizeRefused,
   throttledProgress,
   TransferError,
   type OnProgress,
@@ -216,41 +217,50 @@ export async function fetchModelFromPeer(opts: PeerFetchOptions): Promise<string
   if (!isSafeModelName(opts.model)) throw new TransferError(`model name "${opts.model}" cannot be used as a file name`);
   opts.signal?.throwIfAborted();
   const manifest = await requestManifest(opts);
-  // The peer's list is its claim: it has us write no more than the mesh announced for the model,
-  // nor past the free space less a margin, before a byte is written.
-  const limit = peerSizeLimit(opts.expectedBytes ?? 0, await freeBytes(opts.destDir));
-  const listed = manifest.reduce((sum, f) => sum + f.size, 0);
-  if (listed > limit.maxBytes) throw new TransferError(`the peer lists ${listed} bytes of files for "${opts.model}", more than ${limit.why}; nothing was written`);
-  opts.onManifest?.(manifest);
   const hasher = opts.hasher ?? new FileHasher();
-  const progress = throttledProgress(opts.model, opts.onProgress);
-  let done = 0;
-  progress.set({ bytes: 0, total: manifest.reduce((sum, f) => sum + f.size, 0) });
   // Only files mesh copied for this very model count as here already: a file put in the models dir
   // by hand (or another model's) is never taken over, so it can never be deleted as a copy later.
   const ours = readRegistry(join(opts.destDir, REGISTRY_FILE))[opts.model]?.pulled === true;
+  // Bytes of each file here already: the whole file in place, or a part of it waiting to resume.
+  const here = new Map<string, number>();
+  const inPlace = new Set<string>();
+  for (const entry of manifest) {
+    const path = resolve(opts.destDir, entry.name);
+    if (!existsSync(path)) here.set(entry.name, await PartFile.held(opts.destDir, entry.name, entry.sha256));
+    else if (ours && (await isInPlace(path, entry, hasher))) {
+      here.set(entry.name, entry.size);
+      inPlace.add(entry.name);
+    } else throw new TransferRefused(`${entry.name} in ${opts.destDir} is a file mesh did not copy as "${opts.model}"; it is neither replaced nor taken for a copy (rename it, or remove it if it is stale)`);
+  }
+  // The peer's list is its claim: checked before a byte is written.
+  const room = copyRoom(manifest, arrivalName(opts.model, "", "projector"), opts.expectedBytes ?? 0, await freeBytes(opts.destDir), (name) => here.get(name) ?? 0);
+  if (room.problem) throw new SizeRefused(`the copy of "${opts.model}" is refused: ${room.problem}; nothing was written`);
+  opts.onManifest?.(manifest);
+  const progress = throttledProgress(opts.model, opts.onProgress);
+  let done = 0;
+  progress.set({ bytes: 0, total: manifest.reduce((sum, f) => sum + f.size, 0) });
   const paths: string[] = [];
   const arrived: { part: PartFile; sha256: string }[] = [];
+  const installed: string[] = [];
   try {
     for (const entry of manifest) {
       opts.signal?.throwIfAborted();
-      const here = resolve(opts.destDir, entry.name);
-      if (existsSync(here)) {
-        if (!ours || !(await isInPlace(here, entry, hasher))) {
-          throw new TransferRefused(`${entry.name} in ${opts.destDir} is a file mesh did not copy as "${opts.model}"; it is neither replaced nor taken for a copy (rename it, or remove it if it is stale)`);
-        }
-      } else {
+      if (!inPlace.has(entry.name)) {
         const before = done;
-        arrived.push(await fetchFile(opts, entry, limit.maxBytes - (listed - entry.size), (bytes) => progress.set({ bytes: before + bytes })));
+        arrived.push(await fetchFile(opts, entry, entry.size + room.spare, (bytes) => progress.set({ bytes: before + bytes })));
       }
       done += entry.size;
       progress.set({ bytes: done });
-      paths.push(here);
+      paths.push(resolve(opts.destDir, entry.name));
     }
     // All of them or none: a copy cut short leaves parts to resume, never files in place that no
     // entry in models.json says mesh copied. The first file goes last, so a scan never sees a model
     // without its other shards.
-    for (const { part, sha256 } of arrived.reverse()) await part.install(sha256);
+    for (const { part, sha256 } of arrived.reverse()) installed.push((await part.install(sha256)).path);
+  } catch (err) {
+    // An install that failed part-way takes back the ones before it (each was checked; the next copy fetches them again).
+    if (installed.length < arrived.length) for (const path of installed) await rm(path, { force: true });
+    throw err;
   } finally {
     for (const { part } of arrived) await part.close();
   }

@@ -136,7 +136,7 @@ function nodeOf(a: Announcement, self: boolean, peer: ConsolePeer | undefined, i
     addresses: a.addresses,
     quicPath: self ? "self" : (peer?.quicPath ?? "none"),
     directTls: peer?.tunnel.direct ?? false,
-    offersDirect: a.direct !== undefined,
+    offersDirect: a.signedDirect !== undefined,
     rttMs: self ? null : (peer?.rttMs ?? null),
     line: a.transport ?? LEGACY_LINE,
     relayUrl: a.relayUrl ?? null,

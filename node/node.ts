@@ -154,7 +154,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   });
   /** A proved direct connection to a peer for `purpose`, when both ends offer the path (and the peer serves it). */
   const connectToPeer = (peerId: string, purpose: DirectPurpose) => {
-    const target = directTarget(mesh?.membership.peers.get(peerId)?.announcement, purpose);
+    const target = directTarget(mesh?.membership.peers.get(peerId)?.announcement);
     if (!mesh || !identity || !target) return undefined;
     return connectDirect(target, mesh.nodeId, peerId, mesh.secret, mesh.sign, purpose);
   };
@@ -302,7 +302,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           meshVersion: pkg.version,
           startedAt: startedAtMs,
           llamaBuild: llama.build ?? "unknown",
-          ...(direct && identity ? { direct: { port: direct.port, certSha256: identity.certSha256, models: true } } : {}),
+          ...(direct && identity ? { signedDirect: { port: direct.port, certSha256: identity.certSha256 } } : {}),
         }),
         onStream: (peerId, kind, stream) => {
           if (kind === StreamKind.RPC) void tunnels.incoming(peerId, stream);

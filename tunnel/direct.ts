@@ -221,17 +221,13 @@ export function directHost(addresses: readonly string[]): string | undefined {
 }
 
 /**
- * Where to reach a peer's direct path for `purpose`, from its announcement; undefined when it offers
- * none, or (for model copies) when it is a node from before they went direct: it would not
- * understand the hello.
+ * Where to reach a peer's direct path (for RPC and model copies alike), from its announcement;
+ * undefined when it offers none we speak (a node from before signed hellos offers none).
  */
-export function directTarget(
-  peer: { addresses: readonly string[]; direct?: { port: number; certSha256: string; models?: boolean | undefined } | undefined } | undefined,
-  purpose: DirectPurpose,
-): DirectTarget | undefined {
-  const offer = peer?.direct;
+export function directTarget(peer: { addresses: readonly string[]; signedDirect?: { port: number; certSha256: string } | undefined } | undefined): DirectTarget | undefined {
+  const offer = peer?.signedDirect;
   const host = peer && directHost(peer.addresses);
-  if (!offer || !host || (purpose === "model" && !offer.models)) return undefined;
+  if (!offer || !host) return undefined;
   return { host, port: offer.port, certSha256: offer.certSha256 };
 }
 

@@ -44,7 +44,7 @@ async function nodeAndMember() {
   rogues.push(rogue);
   const member = await rogue.member(token);
   members.push(member);
-  const port = await waitFor(() => member.announcement?.direct?.port, { what: "the node to announce its direct port" });
+  const port = await waitFor(() => member.announcement?.signedDirect?.port, { what: "the node to announce its direct port" });
   return { node, token, rogue, port };
 }
 

@@ -117,7 +117,7 @@ test("over the QUIC tunnel: a SET_TENSOR declaring 512 MiB is refused before rpc
 
 test("over the direct path, with a member's proof: the same SET_TENSOR is refused", async () => {
   const { node, pid, token, rogue, member } = await workerAndMember();
-  const port = await waitFor(() => member.announcement?.direct?.port, { what: "the node to announce its direct port" });
+  const port = await waitFor(() => member.announcement?.signedDirect?.port, { what: "the node to announce its direct port" });
   expect(await helloAnswered(member)).toBe(7);
   const before = rssMiB(pid);
   const socket = tls.connect({ host: "127.0.0.1", port, rejectUnauthorized: false });

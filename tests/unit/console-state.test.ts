@@ -136,7 +136,7 @@ describe("consoleState", () => {
   });
 
   test("no secret of the node is in what it shows: the announcement's fields only", () => {
-    const self = announcement(id("a"), { direct: { port: 4433, certSha256: "f".repeat(64) } });
+    const self = announcement(id("a"), { signedDirect: { port: 4433, certSha256: "f".repeat(64) } });
     const text = JSON.stringify(consoleState(input(self, [])));
     expect(text).not.toContain("f".repeat(64));
     expect(consoleState(input(self, [])).nodes[0]!.offersDirect).toBe(true);

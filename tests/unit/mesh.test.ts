@@ -5,7 +5,7 @@ import { decodeJoinToken, encodeJoinToken, type JoinToken } from "../../mesh/joi
 import { bindAddresses, boundPorts } from "../../mesh/mesh-node.ts";
 import { closedAsDuplicate } from "../../mesh/membership.ts";
 import { dueRedials, joinBackoffMs, keepWhich, membersToDial, silentPeers } from "../../mesh/membership-rules.ts";
-import { ControlMessageSchema } from "../../mesh/messages.ts";
+import { AnnouncementSchema, ControlMessageSchema } from "../../mesh/messages.ts";
 import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, WireError } from "../../mesh/wire.ts";
 import { fakeAnnouncement } from "../helpers/rogue-peer.ts";
 import { formatStatus } from "../../commands/status.ts";
@@ -256,14 +256,16 @@ describe("direct RPC path", () => {
   ] as const)("directHost(%p) = %p", (addresses, host) => expect(directHost(addresses)).toBe(host));
   const at = { host: "10.0.0.2", port: 7000, certSha256: cert };
   test.each([
-    ["a peer offering both", { addresses: ["10.0.0.2:4433"], direct: { port: 7000, certSha256: cert, models: true } }, "model", at],
-    ["a peer offering both, for RPC", { addresses: ["10.0.0.2:4433"], direct: { port: 7000, certSha256: cert, models: true } }, "rpc", at],
-    ["a node from before model copies went direct", { addresses: ["10.0.0.2:4433"], direct: { port: 7000, certSha256: cert } }, "model", undefined],
-    ["... which still takes RPC there", { addresses: ["10.0.0.2:4433"], direct: { port: 7000, certSha256: cert } }, "rpc", at],
-    ["a peer with the direct path off", { addresses: ["10.0.0.2:4433"] }, "model", undefined],
-    ["a peer with no address", { addresses: [], direct: { port: 7000, certSha256: cert, models: true } }, "model", undefined],
-    ["no such peer", undefined, "model", undefined],
-  ] as const)("directTarget: %s", (_label, peer, purpose, expected) => expect(directTarget(peer, purpose)).toEqual(expected));
+    ["a peer offering it", { addresses: ["10.0.0.2:4433"], signedDirect: { port: 7000, certSha256: cert } }, at],
+    ["a peer with the direct path off", { addresses: ["10.0.0.2:4433"] }, undefined],
+    ["a peer with no address", { addresses: [], signedDirect: { port: 7000, certSha256: cert } }, undefined],
+    ["no such peer", undefined, undefined],
+  ] as const)("directTarget: %s", (_label, peer, expected) => expect(directTarget(peer)).toEqual(expected));
+
+  test("a node from before signed hellos offers its path as `direct`: it is not read, so neither end uses the other's", () => {
+    const old = AnnouncementSchema.parse({ ...fakeAnnouncement("a".repeat(64)), addresses: ["10.0.0.2:4433"], direct: { port: 7000, certSha256: cert, models: true } });
+    expect(directTarget(old)).toBeUndefined();
+  });
 });
 
 describe("closedAsDuplicate: a request on a connection closed for another one goes again", () => {

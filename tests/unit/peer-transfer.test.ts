@@ -124,9 +124,10 @@ describe("fetchModelFromPeer / serveModelStream", () => {
     await Promise.all(peer.served);
   });
 
-  test("a split model with a projector arrives so the scan names it as the sender does", async () => {
+  test("a split model with a projector arrives so the scan names it as the sender does (the mesh announcing its weights' size, as nodes do)", async () => {
     const dest = freshDir("split");
-    const paths = await fetchModelFromPeer({ model: "big", open: servingPeer(lookup).open, destDir: dest });
+    const weights = shardData[0]!.length + shardData[1]!.length;
+    const paths = await fetchModelFromPeer({ model: "big", open: servingPeer(lookup).open, destDir: dest, expectedBytes: weights });
     expect(paths).toEqual(["big-00001-of-00002.gguf", "big-00002-of-00002.gguf", "mmproj-big.gguf"].map((f) => join(dest, f)));
     expect(paths.map((p) => sha256(readFileSync(p)))).toEqual([...shardData, projData].map(sha256));
     const models = await new ModelStore({ modelsDir: dest, extraFiles: [], hasGpu: false }).refresh();
