@@ -38,7 +38,7 @@ async function proveOwnNode(url: string, config: Pick<Config, "port" | "stateDir
   const notOurs = (why: string) =>
     new CommandError(`the process answering at ${url} ${why}, so it is not known to be the node of the state dir ${config.stateDir}: the API key is not sent to it (is the node run with another --state-dir?)`);
   const proofKey = readProofKey(config.stateDir);
-  if (!proofKey) throw notOurs(`has no ${LOCAL_PROOF_FILE} in the state dir`);
+  if (!proofKey) throw notOurs(`has no ${LOCAL_PROOF_FILE} in the state dir (a node started before this version writes none: restart it)`);
   const challenge = newChallenge();
   let proof: unknown;
   try {

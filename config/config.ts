@@ -76,7 +76,7 @@ export interface Config {
   /** Origins (`scheme://host[:port]`) whose web pages may call the API; none by default. */
   corsOrigins: string[];
   /**
-   * The nodes (ids, or their first 10+ hex digits; `self` for this node alone) that may serve the
+   * The nodes (whole ids; `self` for this node alone) that may serve the
    * requests of this node's clients and take over a model it runs; none: any member. This node always may.
    */
   hosts: string[];

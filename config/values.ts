@@ -127,13 +127,6 @@ export function parseBoolean(text: string): boolean {
  * A web origin, `scheme://host[:port]`, as browsers send it in `Origin` (lowercase, no default
  * port, no path). `null` and `*` are refused: neither names one site.
  */
-/** A node id, its first 10 or more hex digits (as `mesh status` shows them), or `self`. */
-export function parseHostId(text: string): string {
-  const id = text.trim().toLowerCase();
-  if (id === "self" || /^[0-9a-f]{10,64}$/.test(id)) return id;
-  throw new Error(`expected a node id (its first 10 or more hex digits, as mesh status shows them) or self, got "${text}"`);
-}
-
 export function parseOrigin(text: string): string {
   const expected = `expected an origin like https://app.example, http://localhost:3000 or app://obsidian.md, got "${text}"`;
   let url: URL;
@@ -155,4 +148,14 @@ export function parseIdleTimeout(text: string): number {
   const ms = parseDuration(text);
   if (ms % 1000 !== 0 || ms < 1000 || ms > 255_000) throw new Error(`expected whole seconds from 1s to 255s, got "${text}"`);
   return ms / 1000;
+}
+
+/**
+ * A node id, whole (its 64 hex digits, as `mesh status --json` shows them: a prefix could be met by
+ * a key ground to match it), or `self`.
+ */
+export function parseHostId(text: string): string {
+  const id = text.trim().toLowerCase();
+  if (id === "self" || /^[0-9a-f]{64}$/.test(id)) return id;
+  throw new Error(`expected a node id (all 64 hex digits, as mesh status --json shows it) or self, got "${text}"`);
 }

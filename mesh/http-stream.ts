@@ -7,7 +7,7 @@
  * has a deadline, and a node serves only so many members' requests at once (`MemberStreamCap`).
  */
 import { z } from "zod";
-import { hidePaths } from "./member-text.ts";
+import { hidePathsInJson } from "./member-text.ts";
 import { MAX_MEMBER_PATH, MEMBER_URL_BASE, type MemberVerdict } from "./member-routes.ts";
 import type { Admission } from "./member-stream-cap.ts";
 import { TimedRecv, TimedSend } from "./read-deadline.ts";
@@ -225,7 +225,7 @@ async function memberAnswer(response: Response): Promise<Response> {
   if (response.status < 400 || !(response.headers.get("content-type") ?? "").includes("json")) return response;
   const headers = new Headers(response.headers);
   headers.delete("content-length");
-  return new Response(hidePaths(await response.text()), { status: response.status, headers });
+  return new Response(hidePathsInJson(await response.text()), { status: response.status, headers });
 }
 
 type ReadRequest = { refused: string } | { busy: string } | { method: (typeof METHODS)[number]; path: string; headers: Record<string, string>; body: Uint8Array };
@@ -237,7 +237,7 @@ type ReadRequest = { refused: string } | { busy: string } | { method: (typeof ME
  */
 export async function serveHttp(stream: Stream, handler: (req: Request) => Promise<Response>, opts: ServeOptions): Promise<void> {
   // Taken before any read, so streams still sending their heads count too.
-  const admission: Admission = opts.admit?.() ?? { ok: true, hold: () => true, release: () => undefined };
+  const admission: Admission = opts.admit?.() ?? { ok: true, hold: () => true, bodyDone: () => undefined, release: () => undefined };
   const send = new TimedSend(stream.send, opts.writeStallMs ?? RESPONSE_WRITE_STALL_MS, "the peer");
   const recv = new TimedRecv(stream.recv, opts.idleMs ?? REQUEST_IDLE_MS, "the peer's request");
   if (!admission.ok) return answerAndStop(send, recv, busy(admission.reason));
@@ -273,7 +273,10 @@ export async function serveHttp(stream: Stream, handler: (req: Request) => Promi
       headers,
       ...(method === "GET" || method === "HEAD" ? {} : { body }),
     });
-    const response = await memberAnswer(await handler(request));
+    const handled = await handler(request);
+    // The body has gone on to the model: a long answer does not keep it counted against the member.
+    admission.bodyDone();
+    const response = await memberAnswer(handled);
     const responseHeaders: Record<string, string> = {};
     response.headers.forEach((v, k) => (responseHeaders[k] = v));
     // The head goes out with the first piece of the body (the whole body, for JSON answers).

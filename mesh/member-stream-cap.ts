@@ -4,12 +4,16 @@
  * its own front door (--max-connections), and no one member may hold more than its share.
  */
 
+import { KeyCounts } from "../key-counts.ts";
+
 /** Whether a member's stream may be served now, and if so, how to give its place back. */
 export type Admission =
   | {
       ok: true;
       /** Counts `bytes` more of this stream's request against its member's and everyone's budget; false (nothing counted) when over either. */
       hold: (bytes: number) => boolean;
+      /** The request's body has been handed on: its bytes come back, the place stays until the answer is done. */
+      bodyDone: () => void;
       /** Gives the place and every byte held back. */
       release: () => void;
     }
@@ -30,9 +34,9 @@ export interface BodyBudget {
 export class MemberStreamCap {
   readonly perPeer: number;
   private total = 0;
-  private readonly byPeer = new Map<string, number>();
+  private readonly byPeer = new KeyCounts();
   private bytes = 0;
-  private readonly bytesByPeer = new Map<string, number>();
+  private readonly bytesByPeer = new KeyCounts();
 
   constructor(
     readonly max: number,
@@ -53,37 +57,34 @@ export class MemberStreamCap {
 
   take(peerId: string): Admission {
     if (this.total >= this.max) return { ok: false, reason: `this node is serving ${this.max} mesh requests at once, its limit (--max-connections); retry shortly` };
-    const mine = this.byPeer.get(peerId) ?? 0;
-    if (mine >= this.perPeer) return { ok: false, reason: `this node serves at most ${this.perPeer} requests at once from one mesh member; retry shortly` };
+    if (this.byPeer.of(peerId) >= this.perPeer) return { ok: false, reason: `this node serves at most ${this.perPeer} requests at once from one mesh member; retry shortly` };
     this.total++;
-    this.byPeer.set(peerId, mine + 1);
+    this.byPeer.add(peerId);
     let released = false;
     let held = 0;
+    const giveBytesBack = () => {
+      this.bytes -= held;
+      this.bytesByPeer.remove(peerId, held);
+      held = 0;
+    };
     return {
       ok: true,
       hold: (n) => {
-        const peerHeld = this.bytesByPeer.get(peerId) ?? 0;
-        if (released || peerHeld + n > this.budget.perPeerBytes || this.bytes + n > this.budget.totalBytes) return false;
+        if (released || this.bytesByPeer.of(peerId) + n > this.budget.perPeerBytes || this.bytes + n > this.budget.totalBytes) return false;
         held += n;
         this.bytes += n;
-        this.bytesByPeer.set(peerId, peerHeld + n);
+        this.bytesByPeer.add(peerId, n);
         return true;
       },
+      bodyDone: giveBytesBack,
       release: () => {
         // Every way an exchange ends calls this; a place must come back once only.
         if (released) return;
         released = true;
         this.total--;
-        decrement(this.byPeer, peerId, 1);
-        this.bytes -= held;
-        decrement(this.bytesByPeer, peerId, held);
+        this.byPeer.remove(peerId);
+        giveBytesBack();
       },
     };
   }
-}
-
-function decrement(map: Map<string, number>, key: string, by: number): void {
-  const left = (map.get(key) ?? by) - by;
-  if (left > 0) map.set(key, left);
-  else map.delete(key);
 }

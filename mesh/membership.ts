@@ -327,9 +327,12 @@ export class Membership {
    * Whether the peer's connection `old`, on which something just failed, has been replaced: closed
    * as a duplicate (then waiting up to REPLACEMENT_MS for the one kept), or already by another.
    */
-  async replacedAfterFailure(peerId: string, old: PeerConnection): Promise<boolean> {
+  async replacedAfterFailure(peerId: string, old: PeerConnection, onDuplicate?: () => void): Promise<boolean> {
     const reason = await Promise.race([old.closed, Bun.sleep(CLOSE_REASON_MS).then(() => "")]);
-    if (closedAsDuplicate(reason)) return this.replacedConnection(peerId, old, REPLACEMENT_MS);
+    if (closedAsDuplicate(reason)) {
+      onDuplicate?.();
+      return this.replacedConnection(peerId, old, REPLACEMENT_MS);
+    }
     const now = this.peers.get(peerId)?.conn;
     return now !== undefined && now !== old;
   }
@@ -340,7 +343,8 @@ export class Membership {
    */
   private async ended(peer: Peer, reason: string): Promise<void> {
     if (this.peers.get(peer.id) !== peer) return;
-    if (await this.replacedAfterFailure(peer.id, peer.conn)) return;
+    const waiting = () => this.opts.log.info("a member's connection closed as a duplicate; the member stays while the connection kept finishes its handshake", { peer: shortId(peer.id) });
+    if (await this.replacedAfterFailure(peer.id, peer.conn, waiting)) return;
     this.drop(peer, reason, false);
   }
 

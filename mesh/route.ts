@@ -125,8 +125,7 @@ export function withinHosts(route: Route, entry: CatalogModel | undefined, self:
   };
 }
 
-/** Whether `id` may serve this node's clients under `--hosts` (ids or their prefixes; `self` names none but this node). */
+/** Whether `id` may serve this node's clients under `--hosts` (whole ids; `self` names none but this node). */
 export function hostAllowed(hosts: readonly string[], selfId: string, id: string): boolean {
-  if (hosts.length === 0 || id === selfId) return true;
-  return hosts.some((h) => h !== "self" && id.startsWith(h));
+  return hosts.length === 0 || id === selfId || hosts.includes(id);
 }

@@ -16,12 +16,14 @@ import ipaddr from "ipaddr.js";
 import { createConnection, type Socket } from "node:net";
 import tls from "node:tls";
 import type { Log } from "../log.ts";
+import { KeyCounts } from "../key-counts.ts";
 import { throttledWarning } from "../throttled-log.ts";
 import type { Stream } from "../mesh/transport.ts";
 import { signedBy, type Signer } from "../mesh/transport.ts";
 import { decodeDirectHello, directMac, directStatement, encodeDirectHello, verifyDirectMac, type DirectHello, type DirectPurpose } from "./direct-auth.ts";
 import { normalizeFingerprint, type DirectIdentity } from "./direct-identity.ts";
-import { socketToSocket, type ChunkRewriter, type DirectionCounter } from "./pump.ts";
+import { noticingFirst, socketToSocket, type ChunkRewriter, type DirectionCounter } from "./pump.ts";
+import type { RpcSession } from "./rpc-sessions.ts";
 import { socketStream } from "./socket-stream.ts";
 
 /** From the TCP accept to a verified proof; also how long a host waits for the worker's TLS. */
@@ -68,7 +70,7 @@ export interface DirectServerOptions {
     fromHost: DirectionCounter;
     toHost: DirectionCounter;
     rewriter: ChunkRewriter;
-    admit: (close: () => void) => { release: () => void } | undefined;
+    admit: (close: () => void) => RpcSession | undefined;
     onConnection: (sockets: Socket[]) => void;
   };
   /** Answers a member's model request as a MODEL stream from it would be; absent, such connections are closed. */
@@ -80,17 +82,15 @@ export async function startDirectServer(opts: DirectServerOptions): Promise<{ po
   const sockets = new Set<Socket>();
   /** Connections not yet proved, oldest first: their deadline and the source they count against. */
   const unproved = new Map<Socket, { deadline: Timer; source: string }>();
-  const unprovedBySource = new Map<string, number>();
-  const modelConnections = new Map<string, number>();
+  const unprovedBySource = new KeyCounts();
+  const modelConnections = new KeyCounts();
   /** Takes a socket off the unproved ones (proved, closed or evicted); once only. */
   const settle = (socket: Socket) => {
     const entry = unproved.get(socket);
     if (!entry) return;
     clearTimeout(entry.deadline);
     unproved.delete(socket);
-    const left = (unprovedBySource.get(entry.source) ?? 1) - 1;
-    if (left > 0) unprovedBySource.set(entry.source, left);
-    else unprovedBySource.delete(entry.source);
+    unprovedBySource.remove(entry.source);
   };
   const warnRefusedProof = throttledWarning(opts.log, "refused direct connections without a member's proof");
   const warnSourceFull = throttledWarning(opts.log, "refused direct connections over the cap per source");
@@ -112,16 +112,11 @@ export async function startDirectServer(opts: DirectServerOptions): Promise<{ po
       socket.pause();
       if (hello.purpose === "rpc") return void connectRpc(opts, hello.hostId, socket, hello.rest);
       const peerId = hello.hostId;
-      const serving = modelConnections.get(peerId) ?? 0;
-      if (!opts.serveModel || serving >= MAX_MODEL_CONNECTIONS_PER_PEER) return void socket.destroy();
+      if (!opts.serveModel || modelConnections.of(peerId) >= MAX_MODEL_CONNECTIONS_PER_PEER) return void socket.destroy();
       // Counted until the socket is gone, not until the answer is: a peer that keeps its side
       // open holds its place (for END_GRACE_MS at most) rather than a socket beyond the cap.
-      modelConnections.set(peerId, serving + 1);
-      socket.once("close", () => {
-        const left = (modelConnections.get(peerId) ?? 1) - 1;
-        if (left > 0) modelConnections.set(peerId, left);
-        else modelConnections.delete(peerId);
-      });
+      modelConnections.add(peerId);
+      socket.once("close", () => modelConnections.remove(peerId));
       // Taken: the peer waits for this byte, so a refusal (not a member yet, over the cap) reads as
       // a failed connection it can fall back from, not as a copy cut off mid-request.
       socket.write(MODEL_ACCEPTED);
@@ -138,7 +133,7 @@ export async function startDirectServer(opts: DirectServerOptions): Promise<{ po
   // above once TLS is done (checked), so the deadline set here covers TLS and the proof together.
   server.on("connection", (socket: Socket) => {
     const source = sourceKey(socket.remoteAddress);
-    const fromSource = unprovedBySource.get(source) ?? 0;
+    const fromSource = unprovedBySource.of(source);
     if (fromSource >= MAX_UNPROVED_PER_SOURCE) {
       warnSourceFull({ from: socket.remoteAddress, cap: MAX_UNPROVED_PER_SOURCE });
       return void socket.destroy();
@@ -155,7 +150,7 @@ export async function startDirectServer(opts: DirectServerOptions): Promise<{ po
     }
     sockets.add(socket);
     unproved.set(socket, { deadline: setTimeout(() => socket.destroy(), HANDSHAKE_DEADLINE_MS), source });
-    unprovedBySource.set(source, fromSource + 1);
+    unprovedBySource.add(source);
     socket.once("close", () => {
       sockets.delete(socket);
       settle(socket);
@@ -191,6 +186,7 @@ async function connectRpc(opts: DirectServerOptions, hostId: string, socket: tls
   const port = opts.rpcPort();
   if (!port) return void socket.destroy();
   const { fromHost, toHost, rewriter, admit, onConnection } = opts.forHost(hostId);
+  // Closing the member's socket ends the pump, which destroys the rpc-server one too.
   const session = admit(() => socket.destroy());
   if (!session) return void socket.destroy();
   socket.once("close", session.release);
@@ -203,7 +199,7 @@ async function connectRpc(opts: DirectServerOptions, hostId: string, socket: tls
   onConnection([socket, rpc]);
   const onError = (err: Error) => opts.log.warn("direct rpc connection closed", { peer: hostId.slice(0, 10), error: err.message });
   if (early.length) socket.unshift(Buffer.from(early));
-  await Promise.all([socketToSocket(socket, rpc, fromHost, rewriter, onError), socketToSocket(rpc, socket, toHost)]);
+  await Promise.all([socketToSocket(socket, rpc, fromHost, rewriter, onError), socketToSocket(rpc, socket, noticingFirst(toHost, session.served))]);
 }
 
 export interface DirectTarget {

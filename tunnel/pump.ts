@@ -17,6 +17,23 @@ export interface DirectionCounter {
   bytes: number;
 }
 
+/** `counter` itself, but saying when the first bytes pass (once). */
+export function noticingFirst(counter: DirectionCounter, onFirst: () => void): DirectionCounter {
+  let seen = false;
+  return {
+    get bytes() {
+      return counter.bytes;
+    },
+    set bytes(value: number) {
+      if (!seen) {
+        seen = true;
+        onFirst();
+      }
+      counter.bytes = value;
+    },
+  };
+}
+
 /** TCP -> QUIC. Resolves when the socket has ended and the stream is finished (or reset). */
 export function socketToQuic(socket: Socket, send: SendSide, counter: DirectionCounter): Promise<void> {
   return new Promise((resolve) => {
@@ -131,7 +148,8 @@ export async function quicToSocket(recv: RecvSide, socket: Socket, counter: Dire
 /**
  * Socket -> socket, through `rewriter` when given (the direct path, where both ends are TCP or
  * TLS). `from` is paused while `to` is full or a rewrite is pending. Half-close carries over; an
- * error destroys both.
+ * error destroys both, and so does `from` closing without an end (destroyed: a peer gone, a
+ * session closed), so `rpc-server` is not left serving a client that is no longer there.
  */
 export function socketToSocket(from: Socket, to: Socket, counter: DirectionCounter, rewriter?: ChunkRewriter, onError?: (err: Error) => void): Promise<void> {
   return new Promise((resolve) => {
@@ -176,9 +194,18 @@ export function socketToSocket(from: Socket, to: Socket, counter: DirectionCount
         }
       });
     });
-    from.on("end", () => void chain.then(() => to.end()));
+    let ended = false;
+    from.on("end", () => {
+      ended = true;
+      void chain.then(() => to.end());
+    });
     from.on("error", (err) => fail(err));
-    from.on("close", () => void chain.then(resolve));
+    from.on("close", () =>
+      void chain.then(() => {
+        if (!ended) to.destroy();
+        resolve();
+      }),
+    );
     from.resume();
   });
 }

@@ -175,7 +175,9 @@ export class SessionLimits {
 
   observed(cmd: number, payload: Uint8Array): void {
     if (cmd !== RpcCmd.ALLOC_BUFFER || payload.length !== ALLOC_BUFFER_BYTES) return;
-    this.allocated = true;
-    this.largestBuffer = Math.max(this.largestBuffer, Math.min(allocBufferSize(payload), this.offeredBytes));
+    const size = allocBufferSize(payload);
+    // An empty buffer is no work begun: it does not end the setup.
+    if (size > 0) this.allocated = true;
+    this.largestBuffer = Math.max(this.largestBuffer, Math.min(size, this.offeredBytes));
   }
 }

@@ -8,9 +8,9 @@ import { createConnection, createServer, type Server, type Socket } from "node:n
 import type { Log } from "../log.ts";
 import type { Stream } from "../mesh/transport.ts";
 import { StreamKind } from "../mesh/wire.ts";
-import { quicToSocket, socketToQuic, socketToSocket, type DirectionCounter } from "./pump.ts";
+import { noticingFirst, quicToSocket, socketToQuic, socketToSocket, type DirectionCounter } from "./pump.ts";
 import type { RewriteOptions } from "./rpc-rewrites.ts";
-import { RPC_SETUP_MS, RpcSessions } from "./rpc-sessions.ts";
+import { RPC_SETUP_MS, RpcSessions, type RpcSession } from "./rpc-sessions.ts";
 import { RpcRequestRewriter } from "./rpc-transform.ts";
 
 export interface PeerTunnelCounters {
@@ -159,7 +159,7 @@ export class Tunnels {
     };
   }
 
-  private admit(peerId: string, rewriter: RpcRequestRewriter, close: () => void): { release: () => void } | undefined {
+  private admit(peerId: string, rewriter: RpcRequestRewriter, close: () => void): RpcSession | undefined {
     const session = this.sessions.take(peerId, () => rewriter.allocated, () => {
       this.opts.log.warn("closed an rpc session that allocated nothing in its setup time", { peer: peerId.slice(0, 10), setup_s: RPC_SETUP_MS / 1000 });
       close();
@@ -168,6 +168,7 @@ export class Tunnels {
     const c = this.countersOf(peerId);
     c.sessionsIn = this.sessions.of(peerId);
     return {
+      served: session.served,
       release: () => {
         session.release();
         c.sessionsIn = this.sessions.of(peerId);
@@ -201,7 +202,7 @@ export class Tunnels {
       if (!connected) return await refuse();
       c.connectionsIn++;
       const onError = (err: Error) => this.opts.log.warn("rpc tunnel closed a connection", { peer: peerId.slice(0, 10), error: err.message });
-      await Promise.all([quicToSocket(stream.recv, socket, c.fromPeerHost, rewriter, onError), socketToQuic(socket, stream.send, c.toPeerHost)]);
+      await Promise.all([quicToSocket(stream.recv, socket, c.fromPeerHost, rewriter, onError), socketToQuic(socket, stream.send, noticingFirst(c.toPeerHost, session.served))]);
     } finally {
       session.release();
     }

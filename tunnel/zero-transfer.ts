@@ -119,7 +119,8 @@ export class ZeroTransfer {
         this.stats.bytesHashed += data.length;
         return data.length === loc.bytes ? fnv1a64(data) : undefined;
       },
-      () => undefined,
+      // A read that failed (a file busy, a disk hiccup) is tried again by the next request.
+      () => (loc.hash = undefined),
     );
     return { hash: await loc.hash, data: await reading.catch(() => undefined) };
   }

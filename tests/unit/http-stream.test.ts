@@ -106,6 +106,20 @@ describe("MemberStreamCap", () => {
     }
   });
 
+  test("a body handed on gives its bytes back while its place stays for the answer", () => {
+    const cap = new MemberStreamCap(4, 0.5, { perPeerBytes: 100, totalBytes: 100 });
+    const a = cap.take("a");
+    if (!a.ok) throw new Error("unreachable");
+    expect(a.hold(100)).toBe(true);
+    expect(a.hold(1)).toBe(false);
+    a.bodyDone();
+    expect([cap.bytesHeld, cap.inUse]).toEqual([0, 1]);
+    const b = cap.take("a");
+    expect(b.ok && b.hold(100)).toBe(true);
+    a.release();
+    expect([cap.bytesHeld, cap.inUse]).toEqual([100, 1]);
+  });
+
   test("a cap of one still admits one member", () => {
     const cap = new MemberStreamCap(1);
     expect(cap.perPeer).toBe(1);

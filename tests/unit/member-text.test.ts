@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { hidePaths } from "../../mesh/member-text.ts";
+import { hidePaths, hidePathsInJson } from "../../mesh/member-text.ts";
 
 test.each([
   ['model "m": file /home/alice/models/sub/m.gguf does not exist', 'model "m": file m.gguf does not exist'],
@@ -15,4 +15,10 @@ test.each([
   ["no path here", "no path here"],
 ])("%p → %p", (text, shown) => {
   expect(hidePaths(text)).toBe(shown);
+});
+
+test("in a JSON answer, every string: after an escaped line break or tab too", () => {
+  const body = JSON.stringify({ error: { message: "llama-server exited:\n/home/alice/.models/x.gguf\tand;/srv/m/y.gguf", code: "load_failed", n: 3 } });
+  expect(JSON.parse(hidePathsInJson(body))).toEqual({ error: { message: "llama-server exited:\nx.gguf\tand;y.gguf", code: "load_failed", n: 3 } });
+  expect(hidePathsInJson("not json /var/lib/mesh/z.gguf")).toBe("not json z.gguf");
 });

@@ -104,8 +104,9 @@ test.each<[string, string[], string, boolean]>([
   ["no --hosts: any member", [], "bbbbbbbbbbbb", true],
   ["this node always", ["self"], "me", true],
   ["self: no other node", ["self"], "bbbbbbbbbbbb", false],
-  ["a named prefix", ["aaaaaaaaaa"], "aaaaaaaaaaff", true],
-  ["another node", ["aaaaaaaaaa"], "bbbbbbbbbbbb", false],
+  ["a named node", ["a".repeat(64)], "a".repeat(64), true],
+  ["a node whose id begins as a named one's (ground to match)", ["a".repeat(64)], `${"a".repeat(63)}b`, false],
+  ["another node", ["a".repeat(64)], "b".repeat(64), false],
 ])("hostAllowed: %s", (_, hosts, id, ok) => {
   expect(hostAllowed(hosts, "me", id)).toBe(ok);
 });

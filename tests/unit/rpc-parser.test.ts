@@ -220,5 +220,20 @@ describe("a recorded session (llama-server loading tiny onto an rpc-server, then
       expect(seen.get(cmd) ?? 0).toBeGreaterThan(0);
     }
     expect([...seen.keys()].every((cmd) => cmd <= RpcCmd.COMM_FREE)).toBe(true);
+    // A real load allocates: the session is past its setup.
+    expect(limits.allocated).toBe(true);
+  });
+
+  test("an empty ALLOC_BUFFER is no setup done (a session cannot keep rpc-server with it)", () => {
+    const limits = new SessionLimits(7, false);
+    const alloc = (size: bigint) => {
+      const p = new Uint8Array(12);
+      new DataView(p.buffer).setBigUint64(4, size, true);
+      limits.observed(RpcCmd.ALLOC_BUFFER, p);
+    };
+    alloc(0n);
+    expect(limits.allocated).toBe(false);
+    alloc(4096n);
+    expect(limits.allocated).toBe(true);
   });
 });

@@ -1,4 +1,4 @@
-/** RpcSessions: a member's share of sessions into rpc-server, and the setup deadline each must meet. */
+/** RpcSessions: a member's share of sessions into rpc-server, and the setup deadline each must meet once served. */
 import { expect, test } from "bun:test";
 import { RpcSessions } from "../../tunnel/rpc-sessions.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -18,15 +18,18 @@ test("a member holds at most its share; a place given back (once) is taken again
   expect(sessions.take("a", () => true, never)).toBeUndefined();
 });
 
-test("at the setup deadline a session that allocated nothing is closed; one that allocated, or ended, is not", async () => {
-  const sessions = new RpcSessions(4, 50);
+test("once served, a session that allocated nothing by its setup deadline is closed; one that allocated, ended, or still waits its turn is not", async () => {
+  const sessions = new RpcSessions(8, 50);
   const closed: string[] = [];
-  sessions.take("m", () => false, () => closed.push("idle"));
-  sessions.take("m", () => true, () => closed.push("working"));
+  sessions.take("m", () => false, () => closed.push("idle"))!.served();
+  sessions.take("m", () => true, () => closed.push("working"))!.served();
   const ended = sessions.take("m", () => false, () => closed.push("ended"))!;
+  ended.served();
   ended.release();
-  // Taken last, so its deadline comes after the others': once it is closed, theirs have passed.
-  sessions.take("other", () => false, () => closed.push("last"));
+  const queued = sessions.take("m", () => false, () => closed.push("queued"))!;
+  // Served last, so its deadline comes after the others': once it is closed, theirs have passed.
+  sessions.take("other", () => false, () => closed.push("last"))!.served();
   await waitFor(() => closed.includes("last"), { what: "the setup deadlines" });
   expect(closed).toEqual(["idle", "last"]);
+  queued.release();
 });
