@@ -48,7 +48,7 @@ async function vramFor(model: string, share: number): Promise<string[]> {
  * Two workers, then a host with `--model`; resolves once the host's model runs across all three.
  * By `--vram` the model needs all three (host 40% of its need, each worker 35%); the host has the most memory.
  */
-async function splitMesh(model: string, workerModels: Record<string, string>, extra: string[] = [], workerExtra: string[] = [], shares = { host: 0.4, worker: 0.35 }) {
+async function splitMesh(model: string, workerModels: Record<string, string>, extra: string[] = [], workerExtra: string[] = [], shares = { host: 0.4, worker: 0.35 }, rpcServers = 3) {
   const args = [...SMALL_LLAMA, ...extra];
   const workerArgs = [...args, ...(await vramFor(model, shares.worker)), ...workerExtra];
   const w1 = await startMeshNode(workerArgs, { models: workerModels });
@@ -59,8 +59,8 @@ async function splitMesh(model: string, workerModels: Record<string, string>, ex
   nodes.push(host);
   await waitForFullMesh([w1, w2, host]);
   const name = model.split("/").pop()!.replace(/\.gguf$/, "");
-  await waitFor(async () => (await loaded(host)).find((s) => s.model_name === name && (s as { rpc_workers?: string[] }).rpc_workers?.length === 3 && s.state === "ready"), {
-    what: "the host's model to run across 3 rpc-servers",
+  await waitFor(async () => (await loaded(host)).find((s) => s.model_name === name && ((s as { rpc_workers?: string[] }).rpc_workers?.length ?? 0) >= rpcServers && s.state === "ready"), {
+    what: `the host's model to run across ${rpcServers} rpc-servers`,
     timeoutMs: 60_000,
   });
   return { w1, w2, host, name };
@@ -110,10 +110,14 @@ test("without the model on the workers (they lend compute only) the weights cros
 });
 
 test("kill -9 of a worker mid-generation: the client gets an error, the next request runs on the nodes left", async () => {
-  // The host and one worker hold it (60% and 45% of its need): it runs on them once w2 is gone.
-  const { w1, w2, host, name } = await splitMesh(tiny, {}, [], [], { host: 0.6, worker: 0.45 });
+  // The host and either worker hold it (60% and 45% of its need). The group runs it over both
+  // workers, or over the first to join when the other came once that layout ran (a running layout
+  // that has the memory is kept): the worker killed is one the running layout uses.
+  const { w1, w2, host, name } = await splitMesh(tiny, {}, [], [], { host: 0.6, worker: 0.45 }, 2);
+  const tunnels = (await status(host)).tunnels;
+  const [victim, left] = (tunnels[w2.nodeId]?.toPeer.bytes ?? 0) > 0 ? [w2, w1] : [w1, w2];
   const stream = await openStream(host, name, 100_000);
-  w2.child.proc.kill("SIGKILL");
+  victim.child.proc.kill("SIGKILL");
   const text = await stream.rest();
   expect(text).not.toContain("[DONE]");
   expect(text).toContain('"error"');
@@ -121,7 +125,7 @@ test("kill -9 of a worker mid-generation: the client gets an error, the next req
   await waitFor(async () => (await chat(host, name, 4)).status === 200, { what: "a request to succeed on the nodes left", timeoutMs: 60_000 });
   const s = (await loaded(host)).find((x) => x.model_name === name) as { rpc_workers: string[] } | undefined;
   expect(s?.rpc_workers).toHaveLength(2);
-  expect(w1.nodeId).toBeTruthy();
+  expect((await peerIds(host)).includes(left.nodeId)).toBe(true);
 });
 
 test("the direct path refuses a connection without a member's proof", async () => {
