@@ -36,12 +36,17 @@ async function largestTensor(path: string) {
   return { ...t, hash: fnv1a64(data) };
 }
 
-test("a tensor named again and again with hashes that never match is read and hashed once; the right hash still places it", async () => {
+/** A worker's zero-transfer over the wide model, with an empty cache, and that model's largest tensor. */
+async function worker() {
   const model = await testModel("wide", "q8_0");
   const cacheDir = mkdtempSync(join(tmpdir(), "mesh-test-zt-"));
   dirs.push(cacheDir);
   const zt = new ZeroTransfer({ cacheDir, files: () => [model], maxCacheBytes: 2 ** 30, log: quiet });
-  const t = await largestTensor(model);
+  return { cacheDir, zt, t: await largestTensor(model) };
+}
+
+test("a tensor named again and again with hashes that never match is read and hashed once; the right hash still places it", async () => {
+  const { cacheDir, zt, t } = await worker();
 
   const FRAMES = 200;
   for (let i = 1; i <= FRAMES; i++) await zt.onSetTensorHash(setTensorHash(t.name, t.hash ^ BigInt(i)));
@@ -55,11 +60,7 @@ test("a tensor named again and again with hashes that never match is read and ha
 });
 
 test("frames at once for one tensor share its one read; a tensor no local file has costs nothing", async () => {
-  const model = await testModel("wide", "q8_0");
-  const cacheDir = mkdtempSync(join(tmpdir(), "mesh-test-zt-"));
-  dirs.push(cacheDir);
-  const zt = new ZeroTransfer({ cacheDir, files: () => [model], maxCacheBytes: 2 ** 30, log: quiet });
-  const t = await largestTensor(model);
+  const { zt, t } = await worker();
   await Promise.all(Array.from({ length: 50 }, (_, i) => zt.onSetTensorHash(setTensorHash(t.name, t.hash ^ BigInt(i + 1)))));
   await zt.onSetTensorHash(setTensorHash("no.such.tensor", 1n));
   expect(zt.stats).toEqual({ hits: 0, bytesSaved: 0, misses: 51, bytesHashed: t.bytes });
