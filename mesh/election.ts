@@ -98,11 +98,14 @@ export function loadLayout(
 export const workerIds = (workers: string | undefined): string[] => (workers ?? "").split(",").filter((id) => id !== "");
 
 /**
- * Whether a server of ours, loaded over `ourWorkers` (comma-joined node ids), holds an rpc-server
- * that the split `plan` of another host needs: this node is one of its workers (a CPU node's own
- * server runs on its own rpc-server), or one of our workers is its host or one of its workers.
+ * Whether a server of ours that answers goes for another host's plan (pure). A server that answers
+ * stays: another member's word (more memory, a server of its own, a layout) never takes a model
+ * from the node running it, and never the prompts of that node's own clients. It goes only on what
+ * this node knows itself: the new host is one of our own workers (a node whose rpc-server holds our
+ * layers, which it needs for its own load: it serves one client at a time), or our layout lost a
+ * worker (it left the mesh), so ours cannot answer for long.
  */
-export function holdsWhatTheyNeed(self: string, ourWorkers: string | undefined, plan: { host: string; workers: readonly string[] }): boolean {
-  const needed = new Set([plan.host, ...plan.workers]);
-  return plan.workers.includes(self) || workerIds(ourWorkers).some((id) => needed.has(id));
+export function yieldsTo(ourWorkers: string | undefined, plan: { host: string }, isMember: (id: string) => boolean): boolean {
+  const ours = workerIds(ourWorkers);
+  return ours.includes(plan.host) || ours.some((id) => !isMember(id));
 }

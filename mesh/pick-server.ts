@@ -4,7 +4,9 @@
  * its KV cache holds their prefix: rendezvous (highest-random-weight) hashing of key and server
  * ranks the servers alike on every node, and a server that leaves moves only its own keys. The
  * first-ranked takes the request while it is not overloaded; otherwise, and for requests with
- * no key, the least loaded does.
+ * no key, the least loaded does. This node's own server, when it is one of them, takes its own
+ * clients' requests first while it has a free slot: another member's word that it serves the model
+ * (its announcement) draws only the overflow, never the prompts this node can answer itself.
  */
 
 /** What a server last announced about a model: its slots, requests running and waiting. */
@@ -30,6 +32,8 @@ export interface PickRequest {
   avoid?: ReadonlySet<string>;
   /** Turns over equally loaded servers for requests without a key (a counter), so an idle mesh shares them. */
   turn?: number;
+  /** This node's id: its own server (its load read live, with its slots) goes first while a slot is free. */
+  own?: string;
 }
 
 /**
@@ -57,6 +61,8 @@ export function rankFor<T extends { nodeId: string }>(key: string, servers: read
 export function pickServer(req: PickRequest): string | undefined {
   const open = req.servers.filter((s) => !req.avoid?.has(s.nodeId));
   if (open.length === 0) return undefined;
+  const own = open.find((s) => s.nodeId === req.own);
+  if (own?.announced && loadOf(own) < own.announced.slots) return own.nodeId;
   const ranked = rankFor(req.key ?? "", open);
   const least = Math.min(...ranked.map(loadOf));
   if (req.key !== undefined) {

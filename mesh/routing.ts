@@ -17,5 +17,7 @@ export interface MeshRouting {
   route(model: string, forwarded: boolean, choose?: Chooser): Promise<Route>;
   /** What a peer last announced about its server for `model` (slots, running, waiting), if it did. */
   announcedLoad?(nodeId: string, model: string): AnnouncedLoad | undefined;
+  /** This node's own server for `model` now (slots, running, waiting), when one answers. */
+  ownLoad?(model: string): AnnouncedLoad | undefined;
   forward(peerId: string, req: { method: string; path: string; headers: Record<string, string>; body: Uint8Array }, signal: AbortSignal): Promise<Response>;
 }

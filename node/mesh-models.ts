@@ -7,7 +7,7 @@
  */
 import { allocate, type Assignment } from "../mesh/allocation.ts";
 import { catalog, splitCandidates, type CatalogModel, type NodeView } from "../mesh/catalog.ts";
-import { holdsWhatTheyNeed, loadLayout, splitPlan, workerIds, type SplitPlan } from "../mesh/election.ts";
+import { loadLayout, yieldsTo, splitPlan, workerIds, type SplitPlan } from "../mesh/election.ts";
 import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
 import { gib, hostAllowed, routeModel, withinHosts, type Chooser, type Route } from "../mesh/route.ts";
 import type { Log } from "../log.ts";
@@ -348,11 +348,12 @@ export class MeshModels {
       this.o.mesh()?.announceIfChanged();
     }
     const server = this.o.pool.server(name);
-    // Another node hosts it now (one with more memory joined): ours goes once theirs answers, or at
-    // once when their split needs an rpc-server ours holds (this node's, or a worker's of ours): an
-    // rpc-server serves one client at a time, so theirs would wait for ours to go, and ours for theirs.
-    const handOver = plan && plan.host !== views[0]!.nodeId && hostAllowed(this.o.hosts, views[0]!.nodeId, plan.host);
-    if (server && !server.draining && plan && handOver && !this.o.replicas?.().replicating.includes(name) && (entry.servedBy === plan.host || holdsWhatTheyNeed(views[0]!.nodeId, this.loadedSplit, plan))) {
+    // Another node hosts it now: ours stays while it answers, unless what this node knows itself
+    // says it must go (`yieldsTo`): the new host is our own worker, or our layout lost one.
+    const self = views[0]!.nodeId;
+    const handOver = plan && plan.host !== self && hostAllowed(this.o.hosts, self, plan.host);
+    const isMember = (id: string) => views.some((v) => v.nodeId === id);
+    if (server && !server.draining && plan && handOver && !this.o.replicas?.().replicating.includes(name) && yieldsTo(this.loadedSplit, plan, isMember)) {
       this.o.log.info("another node hosts the model now; unloading ours", { model: name, host: plan.host.slice(0, 10) });
       this.handingOver.add(name);
       void this.o.pool.unload(name).catch(() => this.handingOver.delete(name));

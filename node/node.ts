@@ -242,6 +242,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     catalog: () => models.catalog(),
     route: (model, forwarded, choose) => models.route(model, forwarded, choose),
     announcedLoad: (id, model) => announcedLoad(mesh?.membership.peers.get(id)?.announcement, model),
+    ownLoad: (model) => pool.queueFigures().find((f) => f.model === model),
     forward: async (peerId, req, signal) => {
       for (let attempt = 0; ; attempt++) {
         const carrier = mesh?.membership.peers.get(peerId)?.conn;

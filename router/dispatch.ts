@@ -88,12 +88,13 @@ export async function dispatch(input: DispatchInput): Promise<Response> {
         : servers[0]
       : pickServer({
           servers: servers.map((id) => {
-            const announced = id === self ? undefined : routing?.announcedLoad?.(id, model);
+            const announced = id === self ? routing?.ownLoad?.(model) : routing?.announcedLoad?.(id, model);
             return { nodeId: id, outstanding: state.outstanding.count(model, id), ...(announced ? { announced } : {}) };
           }),
           key: keyOf(),
           avoid,
           turn: state.turn++,
+          ...(self !== undefined ? { own: self } : {}),
         });
 
   const routeNow = async () => (routing ? await routing.route(model, forwarded, forwarded ? undefined : choose) : undefined);

@@ -88,3 +88,18 @@ test.each<[string, unknown, AnnouncedLoad | undefined]>([
 ])("announcedLoad: %s", (_, announcement, expected) => {
   expect(announcedLoad(announcement, "m")).toEqual(expected);
 });
+
+describe("this node's own server", () => {
+  test.each<[string, [string, number, AnnouncedLoad?][], string | undefined, string]>([
+    ["a free slot: its own clients' requests stay here, whatever the key prefers", [[first, 0], [second, 0, slots(2, 1)], [third, 0]], KEY, second],
+    ["a free slot, no key: here", [[first, 0], [second, 0, slots(1, 0)], [third, 0]], undefined, second],
+    ["its slots full: the overflow goes by the usual rule", [[first, 0], [second, 0, slots(2, 2)], [third, 0]], KEY, first],
+    ["its slots unknown: the usual rule", [[first, 0], [second, 0]], KEY, first],
+  ])("%s", (_, rows, key, expected) => {
+    expect(pickServer({ servers: servers(rows), key, own: second, turn: 0 })).toBe(expected);
+  });
+
+  test("avoided (it just failed this request): another", () => {
+    expect(pickServer({ servers: servers([[first, 0], [second, 0, slots(4, 0)]]), key: KEY, own: second, avoid: new Set([second]) })).toBe(first);
+  });
+});
