@@ -144,6 +144,7 @@ async function startNode(config: Config): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info("shutting down", { signal });
+    node.beginShutdown();
     // Stop accepting; requests in flight get a short while to finish, then every child stops.
     await Promise.race([Promise.all([server.stop(), ollamaServer?.stop()]), Bun.sleep(10_000)]);
     proofKey?.remove();

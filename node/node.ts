@@ -104,6 +104,11 @@ export interface NodeParts {
   meshStatus: () => MeshStatus;
   /** Starts the mesh (identity and token at once, the endpoint seconds later: iroh probes the network) and loads `--model`s. */
   start: (apiPort: number) => void;
+  /**
+   * Shutdown began (a signal): nothing loads, reloads or restarts a child from here, and a child
+   * that exits is not a crash; the requests in flight still finish before `stop`.
+   */
+  beginShutdown: () => void;
   stop: () => Promise<void>;
 }
 
@@ -377,6 +382,12 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     setHttpHandler: (handler) => void (httpHandler = handler),
     meshStatus: () => mesh?.status() ?? { state: "starting", nodeId: null, peers: [] },
     start,
+    beginShutdown: () => {
+      replicas.stop();
+      models.stop();
+      pool.beginShutdown();
+      rpc.beginShutdown();
+    },
     stop: async () => {
       clearInterval(logCap);
       replicas.stop();

@@ -30,13 +30,30 @@ export async function terminate(proc: Subprocess, graceMs: number): Promise<void
   clearTimeout(timer);
 }
 
+/**
+ * How long after a child exits on its own it is called a crash. Where the child shares the node's
+ * process group (no setpriv, below), a signal to the whole group, such as a terminal's Ctrl-C,
+ * reaches it as it reaches the node, and its exit may be seen before the node's own handler has
+ * begun the shutdown that makes the exit expected.
+ */
+export const CRASH_VERDICT_DELAY_MS = 1000;
+
 const SETPRIV = process.platform === "linux" ? Bun.which("setpriv") : null;
 
+/** How a llama.cpp child is started: its argv, and whether it gets a session of its own. */
+export interface ChildLaunch {
+  argv: string[];
+  detached: boolean;
+}
+
 /**
- * argv that makes the child die with the node, even when the node is killed with `kill -9` and
- * cannot stop it: on Linux, util-linux `setpriv --pdeathsig KILL` sets the kernel's parent-death
- * signal and then execs the child (same pid). Without setpriv the child is started as it is.
+ * How to start a child that dies with the node, and only when the node stops it. On Linux,
+ * util-linux `setpriv --pdeathsig KILL` sets the kernel's parent-death signal and then execs the
+ * child (same pid), so it dies even when the node is killed with `kill -9`. Such a child also
+ * leaves the node's process group (setsid): a terminal's Ctrl-C, or a kill of the node's group,
+ * would otherwise kill it before the node stops it, and its exit would read as a crash. Without
+ * setpriv the child stays in the node's group, where a kill of the group is what still ends it.
  */
-export function diesWithParent(argv: readonly string[]): string[] {
-  return SETPRIV ? [SETPRIV, "--pdeathsig", "KILL", "--", ...argv] : [...argv];
+export function childLaunch(argv: readonly string[], setpriv: string | null = SETPRIV): ChildLaunch {
+  return setpriv ? { argv: [setpriv, "--pdeathsig", "KILL", "--", ...argv], detached: true } : { argv: [...argv], detached: false };
 }

@@ -20,6 +20,7 @@ import { takeLease } from "./lease.ts";
 import { DEFAULT_MAX_QUEUE, QueueObservers, type QueueFigures, type QueueObserver } from "./slot-queue.ts";
 import { WrappedServer } from "./wrapped-server.ts";
 import { newChildKey, type ChildKey } from "./child-key.ts";
+import { CRASH_VERDICT_DELAY_MS } from "./child-process.ts";
 
 export type { EvictionCause, Lease, LoadOptions, PoolOptions } from "./pool-types.ts";
 
@@ -322,9 +323,16 @@ export class Pool {
   private onServerChange(s: WrappedServer): void {
     if ((s.state === "failed" || s.state === "stopped") && this.servers.get(s.model) === s) {
       this.servers.delete(s.model);
-      if (s.state === "failed") this.opts.log.error("llama-server exited unexpectedly; the next request reloads it", { model: s.model, log: s.logPath });
+      if (s.state === "failed") this.judgeExit(s);
     }
     this.notifyChange();
+  }
+
+  /** A server that exited on its own crashed, unless the node shuts down by then (`CRASH_VERDICT_DELAY_MS`). */
+  private judgeExit(s: WrappedServer): void {
+    setTimeout(() => {
+      if (!this.closed) this.opts.log.error("llama-server exited unexpectedly; the next request reloads it", { model: s.model, log: s.logPath });
+    }, CRASH_VERDICT_DELAY_MS).unref();
   }
 
   private async evict(model: string, cause: EvictionCause): Promise<void> {
@@ -387,9 +395,17 @@ export class Pool {
     }
   }
 
+  /**
+   * The node shuts down: loads are refused from here, while the servers loaded keep serving the
+   * requests in flight until `close()`.
+   */
+  beginShutdown(): void {
+    this.closed = true;
+  }
+
   /** Stops every server and refuses further loads (node shutdown). */
   async close(): Promise<void> {
-    this.closed = true;
+    this.beginShutdown();
     this.idle.stop();
     this.notifyChange();
     const all = this.loaded();

@@ -2,7 +2,8 @@
  * This node's `rpc-server` child: the compute it offers the mesh. Bound to 127.0.0.1 only (it has
  * no authentication; peers reach it through the authenticated tunnel), with its tensor cache
  * (`-c`) in the state dir. It is up when its port accepts a connection (an unknown flag makes it
- * print usage and exit 0, so a running process proves nothing); it is restarted if it dies.
+ * print usage and exit 0, so a running process proves nothing); it is restarted if it dies while
+ * the node runs, never once the node shuts down.
  */
 import { closeSync, mkdirSync, openSync } from "node:fs";
 import { createConnection } from "node:net";
@@ -11,7 +12,7 @@ import type { Subprocess } from "bun";
 import type { Log } from "../log.ts";
 import { encodeHello, helloVersion } from "../tunnel/rpc-protocol.ts";
 import { freePort } from "./free-port.ts";
-import { diesWithParent, readLogTail, terminate } from "./child-process.ts";
+import { childLaunch, CRASH_VERDICT_DELAY_MS, readLogTail, terminate } from "./child-process.ts";
 
 export interface RpcServerOptions {
   binary: string;
@@ -78,9 +79,11 @@ export class RpcServerChild {
 
   async start(): Promise<void> {
     const port = freePort();
+    const launch = childLaunch([this.opts.binary, "-H", "127.0.0.1", "-p", String(port), "-t", String(this.opts.threads), "-c"]);
     const fd = openSync(this.logPath, "a");
     try {
-      this.proc = Bun.spawn(diesWithParent([this.opts.binary, "-H", "127.0.0.1", "-p", String(port), "-t", String(this.opts.threads), "-c"]), {
+      this.proc = Bun.spawn(launch.argv, {
+        detached: launch.detached,
         stdin: "ignore",
         stdout: fd,
         stderr: fd,
@@ -92,7 +95,10 @@ export class RpcServerChild {
     const proc = this.proc;
     const deadline = Date.now() + 30_000;
     while (!(await accepts(port))) {
-      if (proc.exitCode !== null || Date.now() > deadline) {
+      const ended = proc.exitCode !== null || proc.signalCode !== null;
+      // Stopped while it started (the node shuts down): that is no failure to report.
+      if (ended && this.stopping) return;
+      if (ended || Date.now() > deadline) {
         proc.kill("SIGKILL");
         throw new Error(`rpc-server did not start listening on 127.0.0.1:${port}\n${readLogTail(this.logPath)}`);
       }
@@ -102,18 +108,27 @@ export class RpcServerChild {
     this.port = port;
     this.opts.log.info("rpc-server ready", { port, pid: proc.pid, protocol: this.protocol });
     void proc.exited.then((code) => {
-      if (this.stopping || this.proc !== proc) return;
+      if (this.proc !== proc) return;
       this.port = undefined;
-      this.opts.log.error("rpc-server exited; restarting it", { code: code ?? proc.signalCode });
+      if (this.stopping) return;
       setTimeout(() => {
         if (this.stopping) return;
+        this.opts.log.error("rpc-server exited; restarting it", { code: code ?? proc.signalCode });
         void this.start().catch((err) => this.opts.log.error("rpc-server restart failed", { error: (err as Error).message }));
-      }, 1000);
+      }, CRASH_VERDICT_DELAY_MS);
     });
   }
 
-  async stop(): Promise<void> {
+  /**
+   * The node shuts down: from here the server's exit is expected (the node stops it, or a signal
+   * meant for the node reached it first), and nothing starts it again.
+   */
+  beginShutdown(): void {
     this.stopping = true;
+  }
+
+  async stop(): Promise<void> {
+    this.beginShutdown();
     if (this.proc) await terminate(this.proc, 3000);
   }
 }

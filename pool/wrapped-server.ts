@@ -8,7 +8,7 @@
 import { closeSync, openSync } from "node:fs";
 import type { Subprocess } from "bun";
 import type { ModelType } from "../models/model-type.ts";
-import { diesWithParent, readLogTail, terminate } from "./child-process.ts";
+import { childLaunch, readLogTail, terminate } from "./child-process.ts";
 import type { DeviceMask } from "./devices.ts";
 import { serverGone } from "./errors.ts";
 import { DEFAULT_SLOTS, SlotQueue, slotsFromArgv, slotsFromProps, type QueueObserver } from "./slot-queue.ts";
@@ -88,9 +88,11 @@ export class WrappedServer {
     this.logPath = spec.logPath;
     this.gone = this.goneController.signal;
     this.queue = new SlotQueue({ model: spec.model, slots: slotsFromArgv(spec.argv) ?? DEFAULT_SLOTS, maxQueue: spec.maxQueue, observer: spec.queueObserver });
+    const launch = childLaunch(spec.argv);
     const fd = openSync(spec.logPath, "a");
     try {
-      this.proc = Bun.spawn(diesWithParent(spec.argv), {
+      this.proc = Bun.spawn(launch.argv, {
+        detached: launch.detached,
         stdin: "ignore",
         stdout: fd,
         stderr: fd,
