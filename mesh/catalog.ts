@@ -15,6 +15,8 @@ export interface NodeModel {
   source?: string;
   /** The reference it is pulled by (`org/repo:Q4_K_M`, a URL), when it came from one. */
   ref?: string;
+  /** Its content identity as this node announced it (`models/content-identity.ts`): a claim, checked by a copy. */
+  identity?: string;
 }
 
 /** What the catalog needs to know about one node (ours included), from its announcement. */
@@ -63,6 +65,15 @@ export interface CatalogModel {
   sizeBytes: number;
   needBytes: number;
   nodesOnDisk: string[];
+  /**
+   * The content the mesh knows the model by: the one identity its holders announce. None while none
+   * has announced one, or when holders announce different ones (`contested`): then no copy is taken.
+   */
+  identity?: string;
+  /** Its holders that announce `identity`: the only nodes a copy of it is taken from. */
+  copyFrom: string[];
+  /** Holders announce different contents under its name. */
+  contested?: true;
   /** The group: nodes assigned to this model. */
   nodesServing: string[];
   /** Sum of the group's memory. */
@@ -117,18 +128,22 @@ export function splitCandidates(nodes: readonly NodeView[], model: string): Cand
  * over the mesh, so the mesh downloads it once. Only members that fetch models take part. One that
  * announces it is fetching the model keeps the job, so a bigger newcomer does not start a second
  * download; otherwise (and among several fetching) the one election ranks first: most memory, then
- * the larger id, which is the node likely to host it and so needs the file first. A puller that
+ * the larger id, which is the node likely to host it and so needs the file first. A member that
+ * has the files but has not announced their content identity yet pulled them: it keeps the job. A puller that
  * leaves, or gives up (it leaves the group), is no longer a member, and the next one takes over.
  */
 export function puller(group: readonly NodeView[], model: string): string | undefined {
   const members = group.filter((n) => n.assigned === model && n.fetches !== false);
+  // One that has it already (its content identity still being worked out) pulled it: the others wait for it.
+  const holding = members.filter((n) => n.modelsOnDisk.some((d) => d.name === model));
   const fetching = members.filter((n) => n.fetching === model);
-  return elect((fetching.length ? fetching : members).map((n) => ({ nodeId: n.nodeId, vramBytes: n.vramBytes })));
+  return elect((holding.length ? holding : fetching.length ? fetching : members).map((n) => ({ nodeId: n.nodeId, vramBytes: n.vramBytes })));
 }
 
 /** Who has, serves and idles each model: one pass over every view, so the catalog costs what the views hold. */
 function indexViews(nodes: readonly NodeView[]) {
   const onDisk = new Map<string, string[]>();
+  const identities = new Map<string, Map<string, string[]>>();
   const readyOn = new Map<string, string[]>();
   const replicaOn = new Map<string, string[]>();
   const groups = new Map<string, NodeView[]>();
@@ -141,12 +156,17 @@ function indexViews(nodes: readonly NodeView[]) {
   for (const n of nodes) {
     // A node that lists a model twice is one node that has it.
     for (const name of new Set(n.modelsOnDisk.map((d) => d.name))) add(onDisk, name, n.nodeId);
+    for (const d of n.modelsOnDisk) {
+      if (d.identity === undefined) continue;
+      const byIdentity = identities.get(d.name) ?? identities.set(d.name, new Map()).get(d.name)!;
+      add(byIdentity, d.identity, n.nodeId);
+    }
     for (const name of new Set(n.ready)) add(readyOn, name, n.nodeId);
     for (const name of new Set(n.replicating ?? [])) add(replicaOn, name, n.nodeId);
     for (const name of n.idle) idle.add(name);
     if (n.assigned !== undefined) add(groups, n.assigned, n);
   }
-  return { onDisk, readyOn, replicaOn, groups, idle };
+  return { onDisk, identities, readyOn, replicaOn, groups, idle };
 }
 
 /**
@@ -205,8 +225,12 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
               ? "failed"
               : "loading";
       const nodesOnDisk = [...(index.onDisk.get(m.name) ?? [])].sort(byCodePoint);
-      // Only a model nobody has needs pulling from the world, and only one it can be pulled from.
-      const pulledBy = nodesOnDisk.length === 0 && (m.ref !== undefined || m.source !== undefined) ? puller(group, m.name) : undefined;
+      const content = [...(index.identities.get(m.name) ?? new Map<string, string[]>())];
+      const identity = content.length === 1 ? content[0]! : undefined;
+      // Only a model no holder of its agreed content offers needs pulling from the world, and only
+      // one it can be pulled from; under two contents, nobody's pull is waited for.
+      const copyFrom = identity ? [...new Set(identity[1])].sort(byCodePoint) : [];
+      const pulledBy = copyFrom.length === 0 && content.length <= 1 && (m.ref !== undefined || m.source !== undefined) ? puller(group, m.name) : undefined;
       return {
         name: m.name,
         source: m.source,
@@ -215,6 +239,9 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
         sizeBytes: m.sizeBytes,
         needBytes: m.needBytes,
         nodesOnDisk,
+        ...(identity ? { identity: identity[0] } : {}),
+        copyFrom,
+        ...(content.length > 1 ? { contested: true as const } : {}),
         nodesServing: group.map((n) => n.nodeId).sort(byCodePoint),
         capacityBytes,
         host,

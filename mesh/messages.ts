@@ -53,6 +53,8 @@ export const ModelOnDiskSchema = z.object({
   // Shown by consoles only: one a node cannot read is dropped on its own, never the model.
   type: z.string().max(32).optional().catch(undefined),
   quant: z.string().max(32).optional().catch(undefined),
+  /** Its content identity (`models/content-identity.ts`), once worked out: what a copy of it is checked against. */
+  identity: z.string().regex(/^[0-9a-f]{64}$/).optional().catch(undefined),
 });
 /**
  * How pressed one of this node's servers is: its slots, requests in flight, requests waiting for a

@@ -89,7 +89,8 @@ export function replicasToAdd(views: readonly ReplicaView[], models: readonly Ca
     // One on its way (copying or loading) is waited for: the demand it takes is not seen yet.
     if (views.some((v) => v.replicating?.includes(m.name) && !v.ready.includes(m.name))) continue;
     const plan = planOf.get(m.name);
-    const holders = m.nodesOnDisk;
+    // A copy is taken only from a holder of the content the mesh knows the model by.
+    const holders = m.copyFrom;
     const candidates = views.filter((v) => {
       if (v.takesReplicas !== true || v.ready.includes(m.name) || inPlan(plan, v.nodeId) || ownModelWantsMemory(v, models)) return false;
       if ((count.get(v.nodeId) ?? 0) >= MAX_REPLICAS_PER_NODE || (free.get(v.nodeId) ?? 0) < m.needBytes) return false;

@@ -28,6 +28,9 @@ export class TransferError extends Error {}
 /** Refused by a rule, not by bad luck (a file in the way, a source the rules forbid): the same next time. */
 export class TransferRefused extends TransferError {}
 
+/** A peer offered files that are not the content the mesh knows the model by: that peer's fault, not the model's. */
+export class NotTheContent extends TransferError {}
+
 /** Refused by the caller's size limit (`SizeLimit`): the file is, or may be, larger than it allows. */
 export class SizeRefused extends TransferRefused {}
 

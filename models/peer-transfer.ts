@@ -12,6 +12,7 @@ import { basename, join, resolve } from "node:path";
 import { existsSync } from "node:fs";
 import { open, rm, stat } from "node:fs/promises";
 import { z } from "zod";
+import { contentIdentity } from "./content-identity.ts";
 import { copyRoom } from "./download-rules.ts";
 import { readRegistry, REGISTRY_FILE } from "./registry.ts";
 import { TimedRecv, TimedSend } from "../mesh/read-deadline.ts";
@@ -21,6 +22,7 @@ import {
   arrivalName,
   FileHasher,
   freeBytes,
+  NotTheContent,
   TransferRefused,
   isArrivalNameOf,
   isSafeModelName,
@@ -207,6 +209,8 @@ export interface PeerFetchOptions {
   hasher?: FileHasher;
   /** The model's size as the mesh announced it: how long the peer may take to hash it for the manifest. */
   expectedBytes?: number;
+  /** The content identity the mesh knows the model by (`models/content-identity.ts`): the peer's files must be that content. */
+  identity: string | undefined;
   deadlines?: Partial<TransferDeadlines>;
   /** Hears the files the peer listed (before any is fetched), so a caller can find their parts should the copy be given up. */
   onManifest?: (files: readonly ManifestEntry[]) => void;
@@ -217,6 +221,15 @@ export async function fetchModelFromPeer(opts: PeerFetchOptions): Promise<string
   if (!isSafeModelName(opts.model)) throw new TransferError(`model name "${opts.model}" cannot be used as a file name`);
   opts.signal?.throwIfAborted();
   const manifest = await requestManifest(opts);
+  // The peer's list is its claim: the files must be the content the mesh knows the name by.
+  const listed = contentIdentity(manifest);
+  if (listed !== opts.identity) {
+    throw new NotTheContent(
+      opts.identity === undefined
+        ? `the copy of "${opts.model}" is refused: the mesh agrees on no content identity for it; nothing was written`
+        : `the copy of "${opts.model}" is refused: the peer's files are content ${listed.slice(0, 12)}, the mesh knows the model as ${opts.identity.slice(0, 12)}; nothing was written`,
+    );
+  }
   const hasher = opts.hasher ?? new FileHasher();
   // Only files mesh copied for this very model count as here already: a file put in the models dir
   // by hand (or another model's) is never taken over, so it can never be deleted as a copy later.
@@ -232,7 +245,7 @@ export async function fetchModelFromPeer(opts: PeerFetchOptions): Promise<string
       inPlace.add(entry.name);
     } else throw new TransferRefused(`${entry.name} in ${opts.destDir} is a file mesh did not copy as "${opts.model}"; it is neither replaced nor taken for a copy (rename it, or remove it if it is stale)`);
   }
-  // The peer's list is its claim: checked before a byte is written.
+  // Its sizes too are checked before a byte is written.
   const room = copyRoom(manifest, arrivalName(opts.model, "", "projector"), opts.expectedBytes ?? 0, await freeBytes(opts.destDir), (name) => here.get(name) ?? 0);
   if (room.problem) throw new SizeRefused(`the copy of "${opts.model}" is refused: ${room.problem}; nothing was written`);
   opts.onManifest?.(manifest);

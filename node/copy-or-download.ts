@@ -119,6 +119,7 @@ export class CopyOrDownload {
       hasher: this.o.hasher,
       // The size tells how long the peer may take to hash the file before it answers.
       expectedBytes: m?.sizeBytes,
+      identity: m?.identity,
       onManifest: (listed) => (files = listed),
     });
     // Its end is awaited by whoever finishes or stops it: a stop's rejection is not an unhandled one.

@@ -17,7 +17,9 @@ import type { EvictionCause, RpcSplit } from "../pool/pool-types.ts";
 import { needsCapacity } from "../pool/errors.ts";
 import type { Pool } from "../pool/pool.ts";
 import type { FetchProgress, ModelFetcher } from "./model-fetcher.ts";
+import { ModelIdentities } from "../models/model-identities.ts";
 import { HostSchedule } from "./host-schedule.ts";
+import { ServingSince } from "./serving-since.ts";
 import { AnnouncedDisk, hasFiles, nodeView, type ModelFields } from "./model-fields.ts";
 
 /** One and a half heartbeats without a word: the peer is probably gone (it is dropped at three). */
@@ -65,12 +67,19 @@ export class MeshModels {
   private readonly unfetchable = new Set<string>();
   /** An explicit --model the mesh does not know yet, said once. */
   private toldUnknown = false;
-  private readonly disk = new AnnouncedDisk(() => this.o, (m) => this.needOf(m));
+  /** Our models' content identities, announced once worked out (a copy from us is checked against them). */
+  private readonly identities: ModelIdentities;
+  /** When this node first saw each node's server of each model answer (its own included). */
+  private readonly servingSince = new ServingSince();
+  private readonly disk: AnnouncedDisk;
   /** Bumped by every change this node hears of (see `reconcile`). */
   private changes = 0;
   private worked: { key: string; views: NodeView[]; catalog: CatalogModel[] } | undefined;
 
-  constructor(private readonly o: MeshModelsOptions) {}
+  constructor(private readonly o: MeshModelsOptions) {
+    this.identities = new ModelIdentities(o.fetcher.hasher, () => o.mesh()?.announceIfChanged());
+    this.disk = new AnnouncedDisk(() => this.o, (m) => this.needOf(m), this.identities);
+  }
 
   private get loadedSplit(): string | undefined {
     return this.assigned === undefined ? undefined : this.loadedSplits.get(this.assigned);
@@ -347,13 +356,15 @@ export class MeshModels {
       this.hosting = Boolean(runnable);
       this.o.mesh()?.announceIfChanged();
     }
+    this.servingSince.saw(views);
     const server = this.o.pool.server(name);
-    // Another node hosts it now: ours stays while it answers, unless what this node knows itself
-    // says it must go (`yieldsTo`): the new host is our own worker, or our layout lost one.
+    // Another node hosts it now: ours stays while it answers, unless what this node saw itself says
+    // it must go (`yieldsTo`): theirs answered first, the new host is our own worker, or our layout lost one.
     const self = views[0]!.nodeId;
     const handOver = plan && plan.host !== self && hostAllowed(this.o.hosts, self, plan.host);
     const isMember = (id: string) => views.some((v) => v.nodeId === id);
-    if (server && !server.draining && plan && handOver && !this.o.replicas?.().replicating.includes(name) && yieldsTo(this.loadedSplit, plan, isMember)) {
+    const answeredFirst = plan !== undefined && this.servingSince.answeredFirst(plan.host, self, name);
+    if (server && !server.draining && plan && handOver && !this.o.replicas?.().replicating.includes(name) && yieldsTo({ workers: this.loadedSplit, answeredFirst }, plan, isMember)) {
       this.o.log.info("another node hosts the model now; unloading ours", { model: name, host: plan.host.slice(0, 10) });
       this.handingOver.add(name);
       void this.o.pool.unload(name).catch(() => this.handingOver.delete(name));
@@ -378,6 +389,8 @@ export class MeshModels {
       load.then(
         () => this.schedule.loaded(name),
         (err: unknown) => {
+          // A load cut short by the node stopping is no failure to report.
+          if (this.stopped) return;
           const nextMs = this.schedule.failed(name, wanted, err as Error);
           this.o.log.error("could not load the assigned model", { model: name, error: (err as Error).message.split("\n")[0], next_try_in_s: nextMs / 1000 });
           this.o.mesh()?.announceIfChanged();

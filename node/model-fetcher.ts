@@ -23,7 +23,7 @@ import type { Log } from "../log.ts";
 import { PEER_SOURCE_RULE, peerSizeLimit, withoutCredentials } from "../models/download-rules.ts";
 import type { HubConfig } from "../models/hf-hub.ts";
 import { modelRefOf } from "../models/model-ref.ts";
-import { DiskFull, FileHasher, sleep, TransferError, TransferRefused } from "../models/model-transfer.ts";
+import { DiskFull, FileHasher, NotTheContent, sleep, TransferError, TransferRefused } from "../models/model-transfer.ts";
 import { fetchModelFromPeer } from "../models/peer-transfer.ts";
 import { PullError, type PullErrorCode } from "../models/pull-error.ts";
 import { pullModel } from "../models/pull.ts";
@@ -70,20 +70,29 @@ export interface OwnOrigin {
 }
 
 /**
- * How to get the model's files on this try (pure): from a peer that has them (taking them in turn
- * over tries); else, when the catalog makes this node the puller (or names none while this node's
- * operator said where to get it), from the operator's reference or source first, else the one the
- * mesh announced; else wait for the member that pulls it. A node still joining its mesh (it has
- * heard from no member yet) pulls nothing: a member may have the model, or be pulling it already.
+ * How to get the model's files on this try (pure): from a peer that has them under the content
+ * identity the mesh agrees on (taking them in turn over tries); else, when the catalog makes this
+ * node the puller (or names none while this node's operator said where to get it), from the
+ * operator's reference or source first, else the one the mesh announced; else wait for the member
+ * that pulls it. A node still joining its mesh (it has heard from no member yet) pulls nothing: a
+ * member may have the model, or be pulling it already. Holders that announce no identity, or
+ * different ones, are never copied from: a name a member announces is its word, not the bytes.
  */
 export function fetchPlan(entry: CatalogModel | undefined, self: string | undefined, own: OwnOrigin, attempt: number, joining = false): FetchPlan {
-  const peers = entry?.nodesOnDisk.filter((id) => id !== self) ?? [];
+  const peers = entry?.copyFrom.filter((id) => id !== self) ?? [];
   if (peers.length) return { kind: "peer", peer: peers[attempt % peers.length]! };
   if (joining) return { kind: "wait", why: "joining the mesh first: a member may have it, or be downloading it" };
   const puller = entry?.puller;
   const mine = puller !== undefined ? puller === self : own.ref !== undefined || own.source !== undefined;
-  if (!mine) return { kind: "wait", why: puller ? `node ${puller.slice(0, 10)} downloads it for the mesh; it is copied from there` : "no member has it and none knows where to get it" };
+  if (!mine) return { kind: "wait", why: puller ? `node ${puller.slice(0, 10)} downloads it for the mesh; it is copied from there` : unverifiedHolders(entry, self) };
   return downloadPlan(entry, own) ?? { kind: "wait", why: "no member has it and none knows where to get it" };
+}
+
+/** Why the model's holders give no copy, when some have it (pure). */
+function unverifiedHolders(entry: CatalogModel | undefined, self: string | undefined): string {
+  if (!entry?.nodesOnDisk.some((id) => id !== self)) return "no member has it and none knows where to get it";
+  if (entry.contested) return "members announce different contents under its name, so none is copied (a --model reference or source of this node's own would be downloaded)";
+  return "its holders have not announced its content identity yet (they may still be hashing it, or run an older version)";
 }
 
 /**
@@ -152,6 +161,8 @@ interface Attempt {
   model: string;
   plan: FetchPlan;
   entry: () => CatalogModel | undefined;
+  /** Holders that offered other files than the model's content in this fetch. */
+  misled: ReadonlySet<string>;
   abort: AbortController;
 }
 
@@ -216,7 +227,7 @@ export class ModelFetcher {
     this.wake?.();
     const a = this.attempt;
     if (!a || a.plan.kind === "peer" || a.abort.signal.aborted) return;
-    const now = this.plan(a.model, a.entry, 0);
+    const now = this.plan(a.model, a.entry, 0, a.misled);
     if (now.kind === "peer" || now.kind === "wait") a.abort.abort();
   }
 
@@ -224,16 +235,22 @@ export class ModelFetcher {
     return { ref: this.o.ownRef(model), source: this.o.ownSource(model) };
   }
 
-  private plan(model: string, entry: () => CatalogModel | undefined, attempt: number): FetchPlan {
-    return fetchPlan(entry(), this.o.selfId(), this.own(model), attempt, this.o.joining());
+  /** The plan for this try; `misled`: holders whose files were not the model's content, not copied from again. */
+  private plan(model: string, entry: () => CatalogModel | undefined, attempt: number, misled: ReadonlySet<string>): FetchPlan {
+    const e = entry();
+    const copyFrom = e?.copyFrom.filter((id) => !misled.has(id));
+    const plan = fetchPlan(e && copyFrom ? { ...e, copyFrom } : e, this.o.selfId(), this.own(model), attempt, this.o.joining());
+    if (plan.kind === "wait" && copyFrom?.length === 0 && e!.copyFrom.length > 0) return { kind: "wait", why: "the holders that announce its content sent other files; waiting for another holder" };
+    return plan;
   }
 
   private async run(model: string, entry: () => CatalogModel | undefined, signal: AbortSignal, giveUp: (why: string) => void): Promise<void> {
     const started = performance.now();
     let lasting = 0;
     let waitingFor: string | undefined;
+    const misled = new Set<string>();
     for (let failures = 0; !signal.aborted; ) {
-      const plan = this.plan(model, entry, failures);
+      const plan = this.plan(model, entry, failures, misled);
       if (plan.kind === "wait") {
         // No longer fetching: the claim to pull it goes with the announced progress.
         if (this.progress) {
@@ -246,7 +263,7 @@ export class ModelFetcher {
         continue;
       }
       waitingFor = undefined;
-      const attempt: Attempt = { model, plan, entry, abort: new AbortController() };
+      const attempt: Attempt = { model, plan, entry, misled, abort: new AbortController() };
       const stop = () => attempt.abort.abort();
       signal.addEventListener("abort", stop, { once: true });
       this.attempt = attempt;
@@ -266,6 +283,12 @@ export class ModelFetcher {
         // A pull wraps what its download met (a file that is no GGUF, a 404): judged by that, so a
         // peer's reference to such a file is given up, not downloaded again for as long as the node runs.
         const met = err instanceof PullError && err.cause instanceof TransferError ? err.cause : err;
+        // A member that offered other bytes under the name is not asked again; the model still comes from another.
+        if (met instanceof NotTheContent && plan.kind === "peer") {
+          misled.add(plan.peer);
+          this.o.log.warn("a member offered other files than the model's content; not copying from it", { model, peer: plan.peer.slice(0, 10), error: met.message });
+          continue;
+        }
         const final = met instanceof TransferRefused || met instanceof DiskFull || (err instanceof PullError && FINAL_PULL_ERRORS.has(err.code));
         const lastingError = met instanceof TransferError || (err instanceof PullError && err.code === "hash_mismatch");
         if (final || (lastingError && ++lasting >= GIVE_UP_AFTER)) return giveUp((err as Error).message);
@@ -293,7 +316,7 @@ export class ModelFetcher {
       if (!opened) throw new Error(`node ${peer.slice(0, 10)} is not connected`);
       return opened.stream;
     };
-    const files = await fetchModelFromPeer({ model, open, destDir: this.o.modelsDir, signal, hasher: this.hasher, expectedBytes: entry?.sizeBytes });
+    const files = await fetchModelFromPeer({ model, open, destDir: this.o.modelsDir, signal, hasher: this.hasher, expectedBytes: entry?.sizeBytes, identity: entry?.identity });
     await recordCopy(this.o.modelsDir, model, files, entry?.ref);
   }
 

@@ -9,6 +9,7 @@ import type { NodeModel, NodeView } from "../mesh/catalog.ts";
 import { ANNOUNCEMENT_LIMITS, type Announcement } from "../mesh/messages.ts";
 import type { Log } from "../log.ts";
 import { hasCredentials } from "../models/download-rules.ts";
+import type { ModelIdentities } from "../models/model-identities.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 
 export type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching" | "rpcProtocol" | "keepsLayouts" | "layout" | "loadFailed" | "replicating" | "takesReplicas">;
@@ -21,7 +22,12 @@ export const hasFiles = (m: ModelInfo) => !m.problem && m.files.every((f) => exi
  * `--model REF` (name → reference), announced even before they are here so the mesh learns where
  * to get them.
  */
-export function diskFields(list: readonly ModelInfo[], refs: ReadonlyMap<string, string>, needOf: (m: ModelInfo) => number): Pick<ModelFields, "modelsOnDisk" | "seeds"> {
+export function diskFields(
+  list: readonly ModelInfo[],
+  refs: ReadonlyMap<string, string>,
+  needOf: (m: ModelInfo) => number,
+  identityOf: (m: ModelInfo) => string | undefined = () => undefined,
+): Pick<ModelFields, "modelsOnDisk" | "seeds"> {
   const ref = (name: string, own: string | undefined) => {
     const r = own ?? refs.get(name);
     const announced = r === undefined ? undefined : announcedRef(r);
@@ -33,7 +39,10 @@ export function diskFields(list: readonly ModelInfo[], refs: ReadonlyMap<string,
   const seeds = list.filter((m) => !hasFiles(m) && (source(m).source || m.ref));
   const named = new Set([...onDisk, ...seeds].map((m) => m.name));
   return {
-    modelsOnDisk: onDisk.map((m) => ({ name: m.name, size: m.sizeBytes, need: needOf(m), ...source(m), ...ref(m.name, m.ref), type: m.type, ...(m.quant ? { quant: m.quant } : {}) })),
+    modelsOnDisk: onDisk.map((m) => {
+      const identity = identityOf(m);
+      return { name: m.name, size: m.sizeBytes, need: needOf(m), ...source(m), ...ref(m.name, m.ref), type: m.type, ...(m.quant ? { quant: m.quant } : {}), ...(identity ? { identity } : {}) };
+    }),
     seeds: [
       ...seeds.map((m) => ({ name: m.name, ...source(m), ...ref(m.name, m.ref) })),
       ...[...refs.keys()].filter((name) => !named.has(name)).map((name) => ({ name, ...ref(name, undefined) })),
@@ -48,12 +57,13 @@ export function diskFields(list: readonly ModelInfo[], refs: ReadonlyMap<string,
 export class AnnouncedDisk {
   /** Moves whenever the fields do. */
   version = 0;
-  private cache: { list: readonly ModelInfo[]; keep: string; fields: Pick<ModelFields, "modelsOnDisk" | "seeds"> } | undefined;
+  private cache: { list: readonly ModelInfo[]; keep: string; identities: number; fields: Pick<ModelFields, "modelsOnDisk" | "seeds"> } | undefined;
   private leftOut: string | undefined;
 
   constructor(
     private readonly o: () => { store: Pick<ModelStore, "list">; refs: ReadonlyMap<string, string>; log: Log },
     private readonly needOf: (m: ModelInfo) => number,
+    private readonly identities?: Pick<ModelIdentities, "of" | "version">,
   ) {}
 
   /** The fields, keeping the models named in `keep` above the others when the budget cuts. */
@@ -61,13 +71,14 @@ export class AnnouncedDisk {
     const { store, refs, log } = this.o();
     const list = store.list();
     const keepKey = keep.join("\n");
-    if (this.cache?.list !== list || this.cache.keep !== keepKey) {
-      const all = diskFields(list, refs, this.needOf);
+    const identities = this.identities?.version ?? 0;
+    if (this.cache?.list !== list || this.cache.keep !== keepKey || this.cache.identities !== identities) {
+      const all = diskFields(list, refs, this.needOf, (m) => this.identities?.of(m));
       const { lists, left } = fitModels(all, new Set(keep), ANNOUNCEMENT_LIMITS.modelBytes);
       const leftOut = describeLeftOut(left, { modelsOnDisk: all.modelsOnDisk.length, seeds: all.seeds.length });
       if (leftOut && leftOut !== this.leftOut) log.warn(leftOut);
       this.leftOut = leftOut;
-      this.cache = { list, keep: keepKey, fields: lists };
+      this.cache = { list, keep: keepKey, identities, fields: lists };
       this.version++;
     }
     return this.cache.fields;
@@ -80,7 +91,7 @@ export function nodeView(nodeId: string, vramBytes: number, a: ModelFields): Nod
   return {
     nodeId,
     vramBytes,
-    modelsOnDisk: a.modelsOnDisk.map((m): NodeModel => ({ name: m.name, sizeBytes: m.size, needBytes: m.need, ...described(m) })),
+    modelsOnDisk: a.modelsOnDisk.map((m): NodeModel => ({ name: m.name, sizeBytes: m.size, needBytes: m.need, ...described(m), ...(m.identity ? { identity: m.identity } : {}) })),
     assigned: a.assigned,
     ready: a.serving,
     hosting: a.hosting,

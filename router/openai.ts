@@ -56,6 +56,9 @@ function meshFields(entry: CatalogModel | undefined) {
       // Where requests for it may go: its host and its replicas.
       servers: entry.servers,
       nodes_on_disk: entry.nodesOnDisk,
+      // The content its holders agree on (SHA-256 over its files), the only one copied; none when they disagree.
+      content_sha256: entry.identity ?? null,
+      contested: entry.contested === true,
       need_bytes: entry.needBytes,
       capacity_bytes: entry.capacityBytes,
       split: entry.split,

@@ -11,6 +11,8 @@ import { PROTOCOL_VERSION, type Announcement } from "../../mesh/messages.ts";
 import { nodeSigner, Transport, type PeerConnection, type Signer, type Stream, type TransportLine } from "../../mesh/transport.ts";
 import { directMac, directStatement, encodeDirectHello, type DirectPurpose } from "../../tunnel/direct-auth.ts";
 import { encodeFrame, readFrame, StreamKind } from "../../mesh/wire.ts";
+import { FileHasher } from "../../models/model-transfer.ts";
+import { serveModelStream, type ModelLookup } from "../../models/peer-transfer.ts";
 
 export type Junk = "random-bytes" | "oversized-length" | "invalid-json" | "wrong-shape";
 
@@ -207,8 +209,13 @@ export class RogueMembership {
   /** Kinds (first byte) of the streams the node has opened to it since `recordStreams`; each is then refused. */
   readonly streamsFromNode: number[] = [];
 
-  /** Takes the streams the node opens to it (a forwarded request, an RPC session, a copy), noting each one's kind. */
-  recordStreams(): void {
+  /**
+   * Takes the streams the node opens to it (a forwarded request, an RPC session, a copy), noting
+   * each one's kind. With `models`, a copy is served from them (the member's own files under the
+   * names it chose); every other stream is refused.
+   */
+  recordStreams(models?: ModelLookup): void {
+    const hasher = new FileHasher();
     void (async () => {
       for (;;) {
         let stream: Stream;
@@ -220,7 +227,8 @@ export class RogueMembership {
         const kind = new Uint8Array(1);
         await stream.recv.readExact(kind).catch(() => undefined);
         this.streamsFromNode.push(kind[0]!);
-        await stream.send.reset(2).catch(() => undefined);
+        if (models && kind[0] === StreamKind.MODEL) void serveModelStream(stream, models, hasher);
+        else await stream.send.reset(2).catch(() => undefined);
       }
     })();
   }

@@ -327,11 +327,17 @@ describe("puller: one member downloads a model nobody has, the others copy it fr
     expect(catalog([...group, seeded({ ref: "org/repo:Q8_0" })])[0]).toMatchObject({ name: m, ref: "org/repo:Q8_0", puller: "b" });
     expect(catalog([...group, seeded({ source: "https://example.invalid/m.gguf" })])[0]).toMatchObject({ puller: "b" });
     expect(catalog([...group, seeded({})])[0]!.puller).toBeUndefined();
-    // Someone has it: the others copy it from there, nobody pulls.
-    const has = member("c", 4, { modelsOnDisk: [model(m, 1)] });
+    // Someone has it under its content identity: the others copy it from there, nobody pulls.
+    const has = member("c", 4, { modelsOnDisk: [model(m, 1, { identity: "x" })] });
     const [entry] = catalog([...group, has, seeded({ ref: "org/repo:Q8_0" })]);
-    expect(entry).toMatchObject({ nodesOnDisk: ["c"], ref: "org/repo:Q8_0" });
+    expect(entry).toMatchObject({ nodesOnDisk: ["c"], copyFrom: ["c"], ref: "org/repo:Q8_0" });
     expect(entry!.puller).toBeUndefined();
+    // It has the files but no identity yet (hashing what it just pulled): it keeps the job, the others wait for it.
+    const hashing = member("c", 4, { modelsOnDisk: [model(m, 1)] });
+    expect(catalog([...group, hashing, seeded({ ref: "org/repo:Q8_0" })])[0]).toMatchObject({ copyFrom: [], puller: "c" });
+    // Two contents under the name: nobody's pull is waited for (a node's own reference is its operator's word).
+    const other = member("d", 4, { modelsOnDisk: [model(m, 1, { identity: "y" })] });
+    expect(catalog([...group, has, other, seeded({ ref: "org/repo:Q8_0" })])[0]!.puller).toBeUndefined();
   });
 
   test("every node works out the same puller and reference, whatever order it hears the announcements in", () => {
@@ -356,5 +362,19 @@ describe("puller: one member downloads a model nobody has, the others copy it fr
     const me = node("me", 24);
     const seeder = node("s", 0, { seeds: [{ name: m, sizeBytes: 0, needBytes: 0, ref: "org/repo:Q8_0" }] });
     expect(allocate(me, catalog([me, seeder]), [m])).toEqual({ model: m, rule: 4, download: true });
+  });
+});
+
+describe("content identity: a name stands for the bytes its holders agree on", () => {
+  const held = (id: string, identity?: string) => node(id, 8, { modelsOnDisk: [model("m", 1, identity ? { identity } : {})] });
+  test.each<[string, NodeView[], { identity?: string; copyFrom: string[]; contested?: true }]>([
+    ["holders agree: that identity, every holder a source", [held("a", "x"), held("b", "x")], { identity: "x", copyFrom: ["a", "b"] }],
+    ["a holder still hashing (none announced): the others", [held("a", "x"), held("b")], { identity: "x", copyFrom: ["a"] }],
+    ["none announced: no identity, no source", [held("a"), held("b")], { copyFrom: [] }],
+    ["two contents under the name: contested, no source", [held("a", "x"), held("b", "y"), held("c", "x")], { copyFrom: [], contested: true }],
+    ["a node listing the model twice with two contents: contested", [node("a", 8, { modelsOnDisk: [model("m", 1, { identity: "x" }), model("m", 1, { identity: "y" })] })], { copyFrom: [], contested: true }],
+  ])("%s", (_, views, want) => {
+    const m = catalog(views).find((c) => c.name === "m")!;
+    expect({ identity: m.identity, copyFrom: m.copyFrom, contested: m.contested }).toEqual({ identity: want.identity, copyFrom: want.copyFrom, contested: want.contested });
   });
 });

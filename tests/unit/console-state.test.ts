@@ -148,7 +148,7 @@ test("groupOf: a host still loading a split runs over the rest of its group, sha
     { nodeId: "h", vramBytes: 3, modelsOnDisk: [], assigned: "m", ready: [], idle: [], hosting: true },
     { nodeId: "w", vramBytes: 1, modelsOnDisk: [], assigned: "m", ready: [], idle: [] },
   ];
-  const m = { name: "m", source: undefined, sizeBytes: 1, needBytes: 4, nodesOnDisk: [], nodesServing: ["h", "w"], capacityBytes: 4, host: "h", servedBy: undefined, servers: [], split: true, idle: false, status: "loading" as const };
+  const m = { name: "m", source: undefined, sizeBytes: 1, needBytes: 4, nodesOnDisk: [], copyFrom: [], nodesServing: ["h", "w"], capacityBytes: 4, host: "h", servedBy: undefined, servers: [], split: true, idle: false, status: "loading" as const };
   expect(groupOf(m, views)).toEqual([
     { id: "h", role: "host", share: 0.75 },
     { id: "w", role: "worker", share: 0.25 },
@@ -161,7 +161,7 @@ test("groupOf: replicas show as such, in the group (a standby's) or outside it",
     { nodeId: "s", vramBytes: 3, modelsOnDisk: [], assigned: "m", ready: ["m"], idle: [], replicating: ["m"] },
     { nodeId: "o", vramBytes: 3, modelsOnDisk: [], assigned: "k", ready: ["k", "m"], idle: [], replicating: ["m"] },
   ];
-  const m = { name: "m", source: undefined, sizeBytes: 1, needBytes: 1, nodesOnDisk: [], nodesServing: ["h", "s"], capacityBytes: 6, host: "h", servedBy: "h", servers: ["h", "o", "s"], split: false, idle: false, status: "ready" as const };
+  const m = { name: "m", source: undefined, sizeBytes: 1, needBytes: 1, nodesOnDisk: [], copyFrom: [], nodesServing: ["h", "s"], capacityBytes: 6, host: "h", servedBy: "h", servers: ["h", "o", "s"], split: false, idle: false, status: "ready" as const };
   expect(groupOf(m, views)).toEqual([
     { id: "h", role: "host", share: 1 },
     { id: "s", role: "replica", share: 1 },

@@ -14,6 +14,7 @@ import { join } from "node:path";
 import type { Log } from "../../log.ts";
 import type { CatalogModel } from "../../mesh/catalog.ts";
 import type { Stream } from "../../mesh/transport.ts";
+import { contentIdentity } from "../../models/content-identity.ts";
 import type { HubConfig } from "../../models/hf-hub.ts";
 import { FileHasher } from "../../models/model-transfer.ts";
 import { serveModelStream, type ModelLookup } from "../../models/peer-transfer.ts";
@@ -106,6 +107,9 @@ const entry = (model: string, ref: string | undefined): CatalogModel => ({
   sizeBytes: data.length,
   needBytes: data.length,
   nodesOnDisk: [PEER],
+  copyFrom: [PEER],
+  // The peer serves `data` as the model's one file: the content the mesh knows it by.
+  identity: contentIdentity([{ name: `${model}.gguf`, size: data.length, sha256: sha256(data) }]),
   nodesServing: ["me"],
   capacityBytes: 0,
   host: undefined,

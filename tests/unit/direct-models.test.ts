@@ -11,6 +11,7 @@ import { join } from "node:path";
 import tls from "node:tls";
 import { createLog } from "../../log.ts";
 import { readFrame, writeFrame } from "../../mesh/wire.ts";
+import { contentIdentity } from "../../models/content-identity.ts";
 import { FileHasher } from "../../models/model-transfer.ts";
 import { fetchModelFromPeer, serveModelStream, type ModelLookup } from "../../models/peer-transfer.ts";
 import { DIRECT_MODEL_RETRY_MS, modelStreamOpener } from "../../node/model-streams.ts";
@@ -74,7 +75,7 @@ describe("the model protocol over the direct path", () => {
     const before = served.length;
     const open = async () => socketStream(await connectDirect(target(), MEMBER, SERVER, secret, signMember, "model"));
     const dest = dirs.fresh("dest");
-    const [path] = await fetchModelFromPeer({ model: "tiny", open, destDir: dest });
+    const [path] = await fetchModelFromPeer({ model: "tiny", open, destDir: dest, identity: contentIdentity([{ name: "tiny.gguf", size: data.length, sha256: sha256(data) }]) });
     expect(sha256(readFileSync(path!))).toBe(sha256(data));
     // The manifest, then the file.
     expect(served.slice(before)).toEqual([MEMBER, MEMBER]);
@@ -89,7 +90,7 @@ describe("the model protocol over the direct path", () => {
       const read = stream.recv.read;
       return { send: stream.send, recv: { ...stream.recv, read: async (buf) => (await Bun.sleep(1), read(buf)) } };
     };
-    const [path] = await fetchModelFromPeer({ model: "big", open, destDir: dirs.fresh("big") });
+    const [path] = await fetchModelFromPeer({ model: "big", open, destDir: dirs.fresh("big"), identity: contentIdentity([{ name: "big.gguf", size: big.length, sha256: sha256(big) }]) });
     expect(sha256(readFileSync(path!))).toBe(sha256(big));
   }, 60_000);
 

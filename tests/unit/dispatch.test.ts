@@ -49,6 +49,7 @@ const entry = (servers: string[]): CatalogModel => ({
   sizeBytes: 1,
   needBytes: 1,
   nodesOnDisk: servers,
+  copyFrom: servers,
   nodesServing: [servers[0]!],
   capacityBytes: 1,
   host: servers[0],

@@ -24,6 +24,8 @@ const entry = (over: Partial<CatalogModel>): CatalogModel => ({
   idle: false,
   status: "loading",
   ...over,
+  // Holders announce the one identity unless a case says otherwise.
+  copyFrom: over.copyFrom ?? over.nodesOnDisk ?? [],
 });
 const none: OwnOrigin = { ref: undefined, source: undefined };
 const HF = "org/repo:Q8_0";
@@ -31,6 +33,10 @@ const URL_REF = "https://example.com/m.gguf";
 
 describe("fetchPlan", () => {
   test.each<[string, CatalogModel | undefined, OwnOrigin, number, FetchPlan["kind"] | FetchPlan]>([
+    ["holders announce different contents: no copy, wait, saying why", entry({ nodesOnDisk: ["a", "b"], copyFrom: [], contested: true }), none, 0, { kind: "wait", why: expect.stringContaining("different contents") as unknown as string }],
+    ["holders announce no identity yet: no copy, wait, saying why", entry({ nodesOnDisk: ["a"], copyFrom: [] }), none, 0, { kind: "wait", why: expect.stringContaining("not announced its content identity") as unknown as string }],
+    ["contested, but this node's operator named a reference: downloaded from it", entry({ nodesOnDisk: ["a", "b"], copyFrom: [], contested: true }), { ref: HF, source: undefined }, 0, { kind: "pull", ref: HF, fromPeer: false }],
+    ["only some holders announce the identity: copied from those", entry({ nodesOnDisk: ["a", "b"], copyFrom: ["b"] }), none, 0, { kind: "peer", peer: "b" }],
     ["a peer has it: copy it from the peer", entry({ nodesOnDisk: ["a"], ref: HF, puller: undefined }), { ref: HF, source: undefined }, 0, { kind: "peer", peer: "a" }],
     ["several peers: taken in turn over tries", entry({ nodesOnDisk: ["a", "b", "me"] }), none, 3, { kind: "peer", peer: "b" }],
     ["only this node has it listed (a rescan pending): not a peer", entry({ nodesOnDisk: ["me"], ref: HF, puller: "me" }), none, 0, { kind: "pull", ref: HF, fromPeer: true }],

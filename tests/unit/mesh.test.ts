@@ -197,7 +197,7 @@ test("mesh status prints the catalog, the assignment and a fetch under way", () 
       assigned: "big",
       fetching: { model: "big", bytes: 2 ** 29, total: 2 ** 30, from: "p1" },
       catalog: [
-        { name: "big", source: undefined, sizeBytes: 2 ** 30, needBytes: 2 ** 31, nodesOnDisk: ["p1"], nodesServing: ["abcdef0123456789"], capacityBytes: 2 ** 30, host: "abcdef0123456789", servedBy: undefined, servers: [], split: false, idle: false, status: "needs-capacity" },
+        { name: "big", source: undefined, sizeBytes: 2 ** 30, needBytes: 2 ** 31, nodesOnDisk: ["p1"], copyFrom: ["p1"], nodesServing: ["abcdef0123456789"], capacityBytes: 2 ** 30, host: "abcdef0123456789", servedBy: undefined, servers: [], split: false, idle: false, status: "needs-capacity" },
       ],
     },
   }, undefined);

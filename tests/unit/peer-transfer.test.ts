@@ -5,8 +5,9 @@ import { join } from "node:path";
 import type { SendSide, Stream } from "../../mesh/transport.ts";
 import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, readFrame } from "../../mesh/wire.ts";
 import { ModelStore } from "../../models/model-store.ts";
-import { FileHasher, type TransferProgress } from "../../models/model-transfer.ts";
-import { answerDeadlineMs, fetchModelFromPeer, serveModelStream, TRANSFER_DEADLINES, type ModelLookup } from "../../models/peer-transfer.ts";
+import { FileHasher, NotTheContent, type TransferProgress } from "../../models/model-transfer.ts";
+import { contentIdentity } from "../../models/content-identity.ts";
+import { answerDeadlineMs, fetchModelFromPeer, filesToServe, serveModelStream, TRANSFER_DEADLINES, type ModelLookup } from "../../models/peer-transfer.ts";
 import { drained, streamPair } from "../helpers/stream-pair.ts";
 import { partsIn, sha256, tempDirs } from "../helpers/transfer.ts";
 import { withDeadline } from "../helpers/wait.ts";
@@ -14,6 +15,10 @@ import { withDeadline } from "../helpers/wait.ts";
 const dirs = tempDirs("mesh-transfer-");
 afterAll(dirs.remove);
 const freshDir = dirs.fresh;
+
+/** The content identity of a model as `lookup` serves it now: what the mesh would know it by. */
+const idFor = (lookup: ModelLookup, model: string) =>
+  contentIdentity([...filesToServe(model, lookup(model)!)].map(([name, path]) => ({ name, size: statSync(path).size, sha256: sha256(readFileSync(path)) })));
 
 
 /**
@@ -111,7 +116,7 @@ describe("fetchModelFromPeer / serveModelStream", () => {
     const dest = freshDir("whole");
     const peer = servingPeer(lookup);
     const progress: TransferProgress[] = [];
-    const paths = await fetchModelFromPeer({ model: "tiny", open: peer.open, destDir: dest, onProgress: (p) => progress.push(p) });
+    const paths = await fetchModelFromPeer({ model: "tiny", identity: idFor(lookup, "tiny"), open: peer.open, destDir: dest, onProgress: (p) => progress.push(p) });
     expect(paths).toEqual([join(dest, "tiny.gguf")]);
     expect(sha256(readFileSync(paths[0]!))).toBe(sha256(tinyData));
     expect(partsIn(dest)).toEqual([]);
@@ -127,7 +132,7 @@ describe("fetchModelFromPeer / serveModelStream", () => {
   test("a split model with a projector arrives so the scan names it as the sender does (the mesh announcing its weights' size, as nodes do)", async () => {
     const dest = freshDir("split");
     const weights = shardData[0]!.length + shardData[1]!.length;
-    const paths = await fetchModelFromPeer({ model: "big", open: servingPeer(lookup).open, destDir: dest, expectedBytes: weights });
+    const paths = await fetchModelFromPeer({ model: "big", identity: idFor(lookup, "big"), open: servingPeer(lookup).open, destDir: dest, expectedBytes: weights });
     expect(paths).toEqual(["big-00001-of-00002.gguf", "big-00002-of-00002.gguf", "mmproj-big.gguf"].map((f) => join(dest, f)));
     expect(paths.map((p) => sha256(readFileSync(p)))).toEqual([...shardData, projData].map(sha256));
     const models = await new ModelStore({ modelsDir: dest, extraFiles: [], hasGpu: false }).refresh();
@@ -137,7 +142,7 @@ describe("fetchModelFromPeer / serveModelStream", () => {
   test.each(["reset", "finish"] as const)("a transfer cut by a %s resumes from the part's length", async (kind) => {
     const dest = freshDir(`resume-${kind}`);
     const cut = servingPeer(lookup, () => ({ kind, at: 1_000_000 }));
-    await expect(fetchModelFromPeer({ model: "tiny", open: cut.open, destDir: dest })).rejects.toThrow("the partial file is kept");
+    await expect(fetchModelFromPeer({ model: "tiny", identity: idFor(lookup, "tiny"), open: cut.open, destDir: dest })).rejects.toThrow("the partial file is kept");
     await Promise.all(cut.served);
     expect(existsSync(join(dest, "tiny.gguf"))).toBe(false);
     const partLength = statSync(join(dest, ".partial", "tiny.gguf.part")).size;
@@ -147,7 +152,7 @@ describe("fetchModelFromPeer / serveModelStream", () => {
 
     const whole = servingPeer(lookup);
     const progress: TransferProgress[] = [];
-    const paths = await fetchModelFromPeer({ model: "tiny", open: whole.open, destDir: dest, onProgress: (p) => progress.push(p) });
+    const paths = await fetchModelFromPeer({ model: "tiny", identity: idFor(lookup, "tiny"), open: whole.open, destDir: dest, onProgress: (p) => progress.push(p) });
     expect(whole.requests[1]).toEqual({ op: "file", model: "tiny", name: "tiny.gguf", offset: partLength });
     expect(Buffer.from(readFileSync(paths[0]!)).equals(tinyData)).toBe(true);
     expect(partsIn(dest)).toEqual([]);
@@ -160,11 +165,11 @@ describe("fetchModelFromPeer / serveModelStream", () => {
     writeFileSync(path, randomBytes(1_500_000));
     const changing: ModelLookup = (model) => (model === "changing" ? { files: [path] } : undefined);
     const dest = freshDir("changing");
-    await expect(fetchModelFromPeer({ model: "changing", open: servingPeer(changing, () => ({ kind: "reset", at: 700_000 })).open, destDir: dest })).rejects.toThrow();
+    await expect(fetchModelFromPeer({ model: "changing", identity: idFor(changing, "changing"), open: servingPeer(changing, () => ({ kind: "reset", at: 700_000 })).open, destDir: dest })).rejects.toThrow();
     const next = randomBytes(1_500_000);
     writeFileSync(path, next);
     const peer = servingPeer(changing);
-    const [got] = await fetchModelFromPeer({ model: "changing", open: peer.open, destDir: dest });
+    const [got] = await fetchModelFromPeer({ model: "changing", identity: idFor(changing, "changing"), open: peer.open, destDir: dest });
     expect(peer.requests[1]).toMatchObject({ op: "file", offset: 0 });
     expect(Buffer.from(readFileSync(got!)).equals(next)).toBe(true);
   });
@@ -172,14 +177,14 @@ describe("fetchModelFromPeer / serveModelStream", () => {
   test("a corrupted byte fails the hash: nothing installed, the part removed", async () => {
     const dest = freshDir("corrupt");
     const peer = servingPeer(lookup, () => ({ kind: "flip", at: 1_234_567 }));
-    await expect(fetchModelFromPeer({ model: "tiny", open: peer.open, destDir: dest })).rejects.toThrow(/SHA-256 [0-9a-f]{64}, expected [0-9a-f]{64}; the partial file was removed/);
+    await expect(fetchModelFromPeer({ model: "tiny", identity: idFor(lookup, "tiny"), open: peer.open, destDir: dest })).rejects.toThrow(/SHA-256 [0-9a-f]{64}, expected [0-9a-f]{64}; the partial file was removed/);
     expect(existsSync(join(dest, "tiny.gguf"))).toBe(false);
     expect(partsIn(dest)).toEqual([]);
   });
 
   test("an unknown model is a clear error", async () => {
     const dest = freshDir("unknown");
-    await expect(fetchModelFromPeer({ model: "nope", open: servingPeer(lookup).open, destDir: dest })).rejects.toThrow('the peer refused model "nope": model "nope" is not on this node');
+    await expect(fetchModelFromPeer({ model: "nope", identity: undefined, open: servingPeer(lookup).open, destDir: dest })).rejects.toThrow('the peer refused model "nope": model "nope" is not on this node');
   });
 
   test("files mesh copied for the model, already present with the right hash, are not fetched again", async () => {
@@ -187,7 +192,7 @@ describe("fetchModelFromPeer / serveModelStream", () => {
     writeFileSync(join(dest, "big-00001-of-00002.gguf"), shardData[0]!);
     writeFileSync(join(dest, "models.json"), JSON.stringify({ big: { file: "big-00001-of-00002.gguf", pulled: true } }));
     const peer = servingPeer(lookup);
-    const paths = await fetchModelFromPeer({ model: "big", open: peer.open, destDir: dest });
+    const paths = await fetchModelFromPeer({ model: "big", identity: idFor(lookup, "big"), open: peer.open, destDir: dest });
     expect(peer.requests.filter((r) => r.op === "file").map((r) => r.name)).toEqual(["big-00002-of-00002.gguf", "mmproj-big.gguf"]);
     expect(paths.map((p) => sha256(readFileSync(p)))).toEqual([...shardData, projData].map(sha256));
   });
@@ -197,7 +202,7 @@ describe("fetchModelFromPeer / serveModelStream", () => {
     const mine = randomBytes(shardData[1]!.length);
     writeFileSync(join(dest, "big-00002-of-00002.gguf"), mine);
     const peer = servingPeer(lookup);
-    await expect(fetchModelFromPeer({ model: "big", open: peer.open, destDir: dest })).rejects.toThrow("is a file mesh did not copy as \"big\"; it is neither replaced nor taken");
+    await expect(fetchModelFromPeer({ model: "big", identity: idFor(lookup, "big"), open: peer.open, destDir: dest })).rejects.toThrow("is a file mesh did not copy as \"big\"; it is neither replaced nor taken");
     expect(sha256(readFileSync(join(dest, "big-00002-of-00002.gguf")))).toBe(sha256(mine));
   });
 
@@ -210,7 +215,7 @@ describe("fetchModelFromPeer / serveModelStream", () => {
     writeFileSync(join(dest, "tiny.gguf"), tinyData);
     if (registry) writeFileSync(join(dest, "models.json"), JSON.stringify(registry));
     const peer = servingPeer(lookup);
-    await expect(fetchModelFromPeer({ model: "tiny", open: peer.open, destDir: dest })).rejects.toThrow("is a file mesh did not copy");
+    await expect(fetchModelFromPeer({ model: "tiny", identity: idFor(lookup, "tiny"), open: peer.open, destDir: dest })).rejects.toThrow("is a file mesh did not copy");
     const models = join(dest, "models.json");
     expect(existsSync(models) && readFileSync(models, "utf8").includes('"tiny"')).toBe(false);
     expect(peer.requests.filter((r) => r.op === "file")).toEqual([]);
@@ -222,11 +227,11 @@ describe("fetchModelFromPeer / serveModelStream", () => {
     const good = servingPeer(lookup);
     // The manifest, the first shard, then the peer is gone.
     const open = async () => (++opened <= 2 ? good.open() : Promise.reject(new Error("the peer left")));
-    await expect(fetchModelFromPeer({ model: "big", open, destDir: dest })).rejects.toThrow("the peer left");
+    await expect(fetchModelFromPeer({ model: "big", identity: idFor(lookup, "big"), open, destDir: dest })).rejects.toThrow("the peer left");
     expect(existsSync(join(dest, "big-00001-of-00002.gguf"))).toBe(false);
     expect(partsIn(dest).length).toBeGreaterThan(0);
     const again = servingPeer(lookup);
-    const paths = await fetchModelFromPeer({ model: "big", open: again.open, destDir: dest });
+    const paths = await fetchModelFromPeer({ model: "big", identity: idFor(lookup, "big"), open: again.open, destDir: dest });
     expect(paths.map((p) => sha256(readFileSync(p)))).toEqual([...shardData, projData].map(sha256));
     expect(again.requests.filter((r) => r.op === "file").map((r) => r.name)).toEqual(["big-00001-of-00002.gguf", "big-00002-of-00002.gguf", "mmproj-big.gguf"]);
   });
@@ -276,7 +281,7 @@ describe("fetchModelFromPeer / serveModelStream", () => {
       await server.send.finish();
     })();
     const dest = freshDir("rogue");
-    await expect(fetchModelFromPeer({ model: "tiny", open: async () => client, destDir: dest })).rejects.toThrow('names "../../evil.gguf", which is not a file of that model');
+    await expect(fetchModelFromPeer({ model: "tiny", identity: undefined, open: async () => client, destDir: dest })).rejects.toThrow('names "../../evil.gguf", which is not a file of that model');
     await rogue;
   });
 });
@@ -308,7 +313,21 @@ describe("what a peer's list of files may have this node write", () => {
     const dest = freshDir("sizes");
     mkdirSync(dest, { recursive: true });
     const open = lyingPeer([{ files: [{ name: "tiny.gguf", size, sha256: sha }] }]);
-    await expect(fetchModelFromPeer({ model: "tiny", open, destDir: dest, ...(announced ? { expectedBytes: announced } : {}) })).rejects.toThrow(says);
+    await expect(fetchModelFromPeer({ model: "tiny", identity: contentIdentity([{ name: "tiny.gguf", size, sha256: sha }]), open, destDir: dest, ...(announced ? { expectedBytes: announced } : {}) })).rejects.toThrow(says);
+    nothingWritten(dest);
+  });
+
+  test.each([
+    ["other bytes under the name (its own honest hashes of them)", (id: string) => id],
+    ["no identity the mesh agrees on", () => undefined],
+  ])("a manifest that is not the content the mesh knows the model by, %s: refused before a byte is written", async (_, known) => {
+    const dest = freshDir("content");
+    mkdirSync(dest, { recursive: true });
+    const open = lyingPeer([{ files: [{ name: "tiny.gguf", size: 1000, sha256: sha }] }]);
+    const theirs = contentIdentity([{ name: "tiny.gguf", size: 1000, sha256: "cd".repeat(32) }]);
+    const err = await fetchModelFromPeer({ model: "tiny", identity: known(theirs), open, destDir: dest, expectedBytes: 1000 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(NotTheContent);
+    expect((err as Error).message).toContain("nothing was written");
     nothingWritten(dest);
   });
 
@@ -316,7 +335,7 @@ describe("what a peer's list of files may have this node write", () => {
     const dest = freshDir("sizes");
     mkdirSync(dest, { recursive: true });
     const open = lyingPeer([{ files: [{ name: "tiny.gguf", size: 1000, sha256: sha }] }, { size: 500e9, sha256: "cd".repeat(32) }]);
-    await expect(fetchModelFromPeer({ model: "tiny", open, destDir: dest, expectedBytes: 1000 })).rejects.toThrow("is now 500000000000 bytes on the sending node");
+    await expect(fetchModelFromPeer({ model: "tiny", identity: contentIdentity([{ name: "tiny.gguf", size: 1000, sha256: sha }]), open, destDir: dest, expectedBytes: 1000 })).rejects.toThrow("is now 500000000000 bytes on the sending node");
     expect(readdirSync(dest, { recursive: true }).map(String).filter((f) => f.endsWith(".gguf"))).toEqual([]);
   });
 });
@@ -336,7 +355,7 @@ describe("a silent or stalling peer is given up on within the deadlines", () => 
   test("a member that never answers the manifest request", async () => {
     const t0 = performance.now();
     const [client] = streamPair();
-    const why = await attempt(fetchModelFromPeer({ model: "quiet", open: async () => client, destDir: freshDir("silent"), deadlines: fast }));
+    const why = await attempt(fetchModelFromPeer({ model: "quiet", identity: idFor(lookup, "quiet"), open: async () => client, destDir: freshDir("silent"), deadlines: fast }));
     expect(why).toBe('the peer did not send its answer to the manifest request for "quiet" within 300 ms; gave up on it');
     expect(performance.now() - t0).toBeLessThan(5_000);
   });
@@ -345,7 +364,7 @@ describe("a silent or stalling peer is given up on within the deadlines", () => 
     const good = servingPeer(lookup);
     let opened = 0;
     const open = async () => (++opened === 1 ? good.open() : streamPair()[0]);
-    const why = await attempt(fetchModelFromPeer({ model: "quiet", open, destDir: freshDir("no-file"), deadlines: fast }));
+    const why = await attempt(fetchModelFromPeer({ model: "quiet", identity: idFor(lookup, "quiet"), open, destDir: freshDir("no-file"), deadlines: fast }));
     expect(why).toBe('the peer did not send its answer to the file request for "quiet" within 300 ms; gave up on it');
   });
 
@@ -360,7 +379,7 @@ describe("a silent or stalling peer is given up on within the deadlines", () => 
         await Bun.sleep(50);
       }
     })();
-    const why = await attempt(fetchModelFromPeer({ model: "quiet", open: async () => client, destDir: freshDir("drip"), deadlines: { ...fast, idleMs: 10_000 } }));
+    const why = await attempt(fetchModelFromPeer({ model: "quiet", identity: idFor(lookup, "quiet"), open: async () => client, destDir: freshDir("drip"), deadlines: { ...fast, idleMs: 10_000 } }));
     dripping = false;
     await drip.catch(() => undefined);
     expect(why).toContain("did not send its answer to the manifest request");
@@ -369,13 +388,13 @@ describe("a silent or stalling peer is given up on within the deadlines", () => 
   test("a member that stops mid-file: the part is kept and the next peer resumes from it", async () => {
     const dest = freshDir("stall");
     const stalling = servingPeer(lookup, () => ({ kind: "stall", at: 700_000 }));
-    const why = await attempt(fetchModelFromPeer({ model: "quiet", open: stalling.open, destDir: dest, deadlines: fast }));
+    const why = await attempt(fetchModelFromPeer({ model: "quiet", identity: idFor(lookup, "quiet"), open: stalling.open, destDir: dest, deadlines: fast }));
     expect(why).toContain("the transfer of quiet.gguf broke (the peer sent nothing for 300 ms; gave up on it)");
     expect(why).toContain("the partial file is kept");
     const part = statSync(join(dest, ".partial", "quiet.gguf.part")).size;
     expect(part).toBeGreaterThan(0);
     const next = servingPeer(lookup);
-    const [got] = await fetchModelFromPeer({ model: "quiet", open: next.open, destDir: dest, deadlines: fast });
+    const [got] = await fetchModelFromPeer({ model: "quiet", identity: idFor(lookup, "quiet"), open: next.open, destDir: dest, deadlines: fast });
     expect(next.requests[1]).toEqual({ op: "file", model: "quiet", name: "quiet.gguf", offset: part });
     expect(sha256(readFileSync(got!))).toBe(sha256(data));
   });

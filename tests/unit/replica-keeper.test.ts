@@ -26,8 +26,8 @@ function setup(over: Partial<ReplicaKeeperOptions> = {}, load: () => Promise<unk
   let onDisk = b.onDisk ?? true;
   const assigned = "assigned" in b ? b.assigned : "m";
   const views = (): NodeView[] => [
-    { nodeId: "b", vramBytes: 16 * GB, modelsOnDisk: onDisk ? [{ name: "m", sizeBytes: 5 * GB, needBytes: 6 * GB }] : [], assigned, ready: [...loaded.keys()], idle: [], ...keeper.announced() },
-    { nodeId: "a", vramBytes: 24 * GB, modelsOnDisk: [{ name: "m", sizeBytes: 5 * GB, needBytes: 6 * GB }], assigned: "m", hosting: true, ready: ["m"], idle: [] },
+    { nodeId: "b", vramBytes: 16 * GB, modelsOnDisk: onDisk ? [{ name: "m", sizeBytes: 5 * GB, needBytes: 6 * GB, identity: "content-of-m" }] : [], assigned, ready: [...loaded.keys()], idle: [], ...keeper.announced() },
+    { nodeId: "a", vramBytes: 24 * GB, modelsOnDisk: [{ name: "m", sizeBytes: 5 * GB, needBytes: 6 * GB, identity: "content-of-m" }], assigned: "m", hosting: true, ready: ["m"], idle: [] },
   ];
   const pool = {
     limit: 1,

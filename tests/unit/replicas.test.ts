@@ -6,7 +6,8 @@ import { demandList } from "../../node/replica-keeper.ts";
 import { fakeAnnouncement } from "../helpers/rogue-peer.ts";
 
 const GB = 1e9;
-const m = (name: string, gb: number): NodeModel => ({ name, sizeBytes: gb * GB, needBytes: gb * GB * 1.2 });
+// Every holder announces the one content identity of each model unless a case says otherwise.
+const m = (name: string, gb: number, identity = `content-of-${name}`): NodeModel => ({ name, sizeBytes: gb * GB, needBytes: gb * GB * 1.2, identity });
 const busy = (model: string, over: Partial<DemandSignal> = {}): DemandSignal => ({ model, queued: 2, waitMs: 900, ...over });
 const calm = (model: string): DemandSignal => ({ model, queued: 0, waitMs: 10 });
 const node = (nodeId: string, vramGb: number, over: Partial<ReplicaView> = {}): ReplicaView => ({
@@ -57,6 +58,12 @@ describe("replicasToAdd", () => {
     ["no free node: none", [host(), node("b", 4, { modelsOnDisk: [m("m", 5)] })], []],
     ["a node that takes no replicas (--replicas off, an older version): none", [host(), node("b", 16, { modelsOnDisk: [m("m", 5)], takesReplicas: false })], []],
     ["a free node without the file copies it from a peer that has it", [host(), node("b", 16)], [{ model: "m", node: "b", copyFrom: "a" }]],
+    [
+      "holders announce different contents under the name: no copy, the replica goes to a node with its own file",
+      [host(), node("b", 32), node("c", 16, { modelsOnDisk: [m("m", 5, "other-content")] })],
+      [{ model: "m", node: "c" }],
+    ],
+    ["the only holder announces no identity (hashing, an older version): no copy", [host({ modelsOnDisk: [{ name: "m", sizeBytes: 5 * GB, needBytes: 6 * GB }] }), node("b", 16)], []],
     ["a node that does not fetch (--fetch off) and has no file: none", [host(), node("b", 16, { fetches: false })], []],
     ["a node that does not fetch but has the file: it may", [host(), node("b", 16, { fetches: false, modelsOnDisk: [m("m", 5)] })], [{ model: "m", node: "b" }]],
     [

@@ -8,6 +8,7 @@ const entry = (over: Partial<CatalogModel>): CatalogModel => ({
   sizeBytes: 100,
   needBytes: 120,
   nodesOnDisk: [],
+  copyFrom: [],
   nodesServing: [],
   capacityBytes: 0,
   host: undefined,

@@ -1,0 +1,80 @@
+/**
+ * This node's own models' content identities (`models/content-identity.ts`), worked out in the
+ * background.
+ */
+import { statSync } from "node:fs";
+import { contentIdentity, type IdentityFile } from "./content-identity.ts";
+import type { ModelInfo } from "./model-store.ts";
+import type { FileHasher } from "./model-transfer.ts";
+import { filesToServe } from "./peer-transfer.ts";
+
+/**
+ * The identities of this node's own models, worked out in the background one model at a time (a
+ * multi-GB model is read once per file version: the hasher keeps what it read) and told to
+ * `onChange`, so the node announces each once it is known.
+ */
+export class ModelIdentities {
+  /** Moves whenever an identity becomes known. */
+  version = 0;
+  private readonly known = new Map<string, { key: string; identity: string }>();
+  private readonly queued = new Map<string, ModelInfo>();
+  private working = false;
+
+  constructor(
+    private readonly hasher: FileHasher,
+    private readonly onChange: () => void,
+  ) {}
+
+  /** `m`'s identity as its files are now; undefined while it is being worked out (it is then queued). */
+  of(m: ModelInfo): string | undefined {
+    const key = versionKey(m);
+    if (key === undefined) return undefined;
+    const hit = this.known.get(m.name);
+    if (hit?.key === key) return hit.identity;
+    this.queued.set(m.name, m);
+    if (!this.working) void this.work();
+    return undefined;
+  }
+
+  private async work(): Promise<void> {
+    this.working = true;
+    // Never within the caller's turn: it is working out an announcement.
+    await Promise.resolve();
+    try {
+      for (let next = this.queued.values().next(); !next.done; next = this.queued.values().next()) {
+        const m = next.value;
+        this.queued.delete(m.name);
+        const key = versionKey(m);
+        if (key === undefined || this.known.get(m.name)?.key === key) continue;
+        try {
+          const files: IdentityFile[] = [];
+          for (const [name, path] of filesToServe(m.name, m)) files.push({ name, ...(await this.hasher.digest(path)) });
+          // A file that changed while it was read is worked out again when next asked for.
+          if (versionKey(m) !== key) continue;
+          this.known.set(m.name, { key, identity: contentIdentity(files) });
+          this.version++;
+          this.onChange();
+        } catch {
+          // Unreadable now (being replaced, removed): none is announced, and the next ask tries again.
+        }
+      }
+    } finally {
+      this.working = false;
+    }
+  }
+}
+
+/** The files' paths, sizes and mtimes: an identity holds while they do. Undefined when one cannot be read (or it lists none). */
+function versionKey(m: Pick<ModelInfo, "files" | "mmproj">): string | undefined {
+  if (m.files.length === 0) return undefined;
+  try {
+    return [...m.files, ...(m.mmproj ? [m.mmproj] : [])]
+      .map((f) => {
+        const s = statSync(f);
+        return `${f}:${s.size}:${s.mtimeMs}`;
+      })
+      .join("\n");
+  } catch {
+    return undefined;
+  }
+}
