@@ -101,11 +101,12 @@ export const workerIds = (workers: string | undefined): string[] => (workers ?? 
  * Whether a server of ours that answers goes for another host's plan (pure). A server that answers
  * stays: another member's word (more memory, a server of its own, a layout) never takes a model
  * from the node running it, and never the prompts of that node's own clients. It goes only on what
- * this node knows itself: the new host is one of our own workers (a node whose rpc-server holds our
+ * this node saw itself: the new host's server answered before ours did (ours was loaded on a view
+ * that had not heard of it yet), the new host is one of our own workers (its rpc-server holds our
  * layers, which it needs for its own load: it serves one client at a time), or our layout lost a
  * worker (it left the mesh), so ours cannot answer for long.
  */
-export function yieldsTo(ourWorkers: string | undefined, plan: { host: string }, isMember: (id: string) => boolean): boolean {
-  const ours = workerIds(ourWorkers);
-  return ours.includes(plan.host) || ours.some((id) => !isMember(id));
+export function yieldsTo(ours: { workers: string | undefined; answeredFirst: boolean }, plan: { host: string }, isMember: (id: string) => boolean): boolean {
+  const workers = workerIds(ours.workers);
+  return ours.answeredFirst || workers.includes(plan.host) || workers.some((id) => !isMember(id));
 }
