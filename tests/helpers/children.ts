@@ -2,8 +2,10 @@
  * Child processes started by tests. Every child is tracked from the moment it is spawned and killed
  * by `killAllChildren()` (each e2e file calls it in afterAll) or, at the latest, when the test
  * process exits, so a failing test never leaves a llama-server or node behind. Each child leads its
- * own process group, and cleanup kills the whole group: the rpc-server and llama-servers a node
- * started go with it, even when the test killed the node itself with SIGKILL.
+ * own process group, and cleanup kills the whole group. The rpc-server and llama-servers a node
+ * started run in groups of their own (out of a terminal's Ctrl-C) and die with the node by the
+ * parent-death signal it gives them (`pool/child-process.ts`), even when the test killed the node
+ * itself with SIGKILL; where that signal is not to be had they stay in its group, which cleanup kills.
  */
 import type { Subprocess } from "bun";
 import { withDeadline } from "./wait.ts";
