@@ -98,15 +98,11 @@ export function loadLayout(
 export const workerIds = (workers: string | undefined): string[] => (workers ?? "").split(",").filter((id) => id !== "");
 
 /**
- * Whether a server of ours that answers goes for another host's plan (pure). A server that answers
- * stays: another member's word (more memory, a server of its own, a layout) never takes a model
- * from the node running it, and never the prompts of that node's own clients. It goes only on what
- * this node saw itself: the new host's server answered before ours did (ours was loaded on a view
- * that had not heard of it yet), the new host is one of our own workers (its rpc-server holds our
- * layers, which it needs for its own load: it serves one client at a time), or our layout lost a
- * worker (it left the mesh), so ours cannot answer for long.
+ * Whether a server of ours, loaded over `ourWorkers` (comma-joined node ids), holds an rpc-server
+ * that the split `plan` of another host needs: this node is one of its workers (a CPU node's own
+ * server runs on its own rpc-server), or one of our workers is its host or one of its workers.
  */
-export function yieldsTo(ours: { workers: string | undefined; answeredFirst: boolean }, plan: { host: string }, isMember: (id: string) => boolean): boolean {
-  const workers = workerIds(ours.workers);
-  return ours.answeredFirst || workers.includes(plan.host) || workers.some((id) => !isMember(id));
+export function holdsWhatTheyNeed(self: string, ourWorkers: string | undefined, plan: { host: string; workers: readonly string[] }): boolean {
+  const needed = new Set([plan.host, ...plan.workers]);
+  return plan.workers.includes(self) || workerIds(ourWorkers).some((id) => needed.has(id));
 }

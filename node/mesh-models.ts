@@ -7,7 +7,7 @@
  */
 import { allocate, type Assignment } from "../mesh/allocation.ts";
 import { catalog, splitCandidates, type CatalogModel, type NodeView } from "../mesh/catalog.ts";
-import { loadLayout, yieldsTo, splitPlan, workerIds, type SplitPlan } from "../mesh/election.ts";
+import { holdsWhatTheyNeed, loadLayout, splitPlan, workerIds, type SplitPlan } from "../mesh/election.ts";
 import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
 import { gib, hostAllowed, routeModel, withinHosts, type Chooser, type Route } from "../mesh/route.ts";
 import type { Log } from "../log.ts";
@@ -19,7 +19,6 @@ import type { Pool } from "../pool/pool.ts";
 import type { FetchProgress, ModelFetcher } from "./model-fetcher.ts";
 import { ModelIdentities } from "../models/model-identities.ts";
 import { HostSchedule } from "./host-schedule.ts";
-import { ServingSince } from "./serving-since.ts";
 import { AnnouncedDisk, hasFiles, nodeView, type ModelFields } from "./model-fields.ts";
 
 /** One and a half heartbeats without a word: the peer is probably gone (it is dropped at three). */
@@ -69,8 +68,6 @@ export class MeshModels {
   private toldUnknown = false;
   /** Our models' content identities, announced once worked out (a copy from us is checked against them). */
   private readonly identities: ModelIdentities;
-  /** When this node first saw each node's server of each model answer (its own included). */
-  private readonly servingSince = new ServingSince();
   private readonly disk: AnnouncedDisk;
   /** Bumped by every change this node hears of (see `reconcile`). */
   private changes = 0;
@@ -356,15 +353,12 @@ export class MeshModels {
       this.hosting = Boolean(runnable);
       this.o.mesh()?.announceIfChanged();
     }
-    this.servingSince.saw(views);
     const server = this.o.pool.server(name);
-    // Another node hosts it now: ours stays while it answers, unless what this node saw itself says
-    // it must go (`yieldsTo`): theirs answered first, the new host is our own worker, or our layout lost one.
-    const self = views[0]!.nodeId;
-    const handOver = plan && plan.host !== self && hostAllowed(this.o.hosts, self, plan.host);
-    const isMember = (id: string) => views.some((v) => v.nodeId === id);
-    const answeredFirst = plan !== undefined && this.servingSince.answeredFirst(plan.host, self, name);
-    if (server && !server.draining && plan && handOver && !this.o.replicas?.().replicating.includes(name) && yieldsTo({ workers: this.loadedSplit, answeredFirst }, plan, isMember)) {
+    // Another node hosts it now (one with more memory joined): ours goes once theirs answers, or at
+    // once when their split needs an rpc-server ours holds (this node's, or a worker's of ours): an
+    // rpc-server serves one client at a time, so theirs would wait for ours to go, and ours for theirs.
+    const handOver = plan && plan.host !== views[0]!.nodeId && hostAllowed(this.o.hosts, views[0]!.nodeId, plan.host);
+    if (server && !server.draining && plan && handOver && !this.o.replicas?.().replicating.includes(name) && (entry.servedBy === plan.host || holdsWhatTheyNeed(views[0]!.nodeId, this.loadedSplit, plan))) {
       this.o.log.info("another node hosts the model now; unloading ours", { model: name, host: plan.host.slice(0, 10) });
       this.handingOver.add(name);
       void this.o.pool.unload(name).catch(() => this.handingOver.delete(name));

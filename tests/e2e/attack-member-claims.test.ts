@@ -1,10 +1,9 @@
 /**
  * Issue 27, claims acted on as facts: a member that announces more memory than anyone and a server
- * of the model a node runs is elected its host in the catalog (the rules say so, from claims alike
- * on every node), but the node running the model keeps it while it answers and serves its own
- * clients itself: no prompt of theirs reaches the member. So by default, and with `--hosts self`
- * (the operator's list of nodes that may serve its clients) too. Real nodes; the member is built
- * from our own modules.
+ * of the model a node runs is elected its host, and the node hands its model over and sends its
+ * own clients' prompts there. With `--hosts` the operator names the nodes that may serve its
+ * clients: the node keeps its model and serves its clients itself, and no prompt reaches the
+ * member. A real node; the member is built from our own modules.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
@@ -19,26 +18,19 @@ import { RoguePeer, type RogueMembership } from "../helpers/rogue-peer.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const TINY = "tiny-q8_0";
-const SETUPS = { "by default": [], "with --hosts self": ["--hosts", "self"] } as const;
-type Setup = keyof typeof SETUPS;
-const meshes = new Map<Setup, { node: MeshTestNode; rogue: RoguePeer; member: RogueMembership }>();
-
-async function start(setup: Setup, tiny: string) {
-  const [node, rogue] = await Promise.all([startMeshNode([...SMALL_LLAMA, "--model", TINY, ...SETUPS[setup]], { models: { [`${TINY}.gguf`]: tiny } }), RoguePeer.start()]);
-  meshes.set(setup, { node, rogue, member: undefined as unknown as RogueMembership });
-  await waitFor(async () => (await loaded(node)).some((s) => s.model_name === TINY && s.state === "ready"), { what: "tiny to load", timeoutMs: 120_000 });
-  const member = await rogue.member(decodeJoinToken(node.token));
-  member.recordStreams();
-  meshes.set(setup, { node, rogue, member });
-}
-
+let node: MeshTestNode;
+let rogue: RoguePeer;
+let member: RogueMembership;
 beforeAll(async () => {
   const tiny = await testModel("tiny", "q8_0");
-  await Promise.all((Object.keys(SETUPS) as Setup[]).map((s) => start(s, tiny)));
+  [node, rogue] = await Promise.all([startMeshNode([...SMALL_LLAMA, "--model", TINY, "--hosts", "self"], { models: { [`${TINY}.gguf`]: tiny } }), RoguePeer.start()]);
+  await waitFor(async () => (await loaded(node)).some((s) => s.model_name === TINY && s.state === "ready"), { what: "tiny to load", timeoutMs: 120_000 });
+  member = await rogue.member(decodeJoinToken(node.token));
+  member.recordStreams();
 });
 afterAll(async () => {
-  for (const m of meshes.values()) m.member?.close();
-  await Promise.all([...meshes.values()].flatMap((m) => [m.node.stop(), m.rogue.close()]));
+  member?.close();
+  await Promise.all([node?.stop(), rogue?.close()]);
   await killAllChildren();
 });
 
@@ -47,8 +39,7 @@ interface Listed {
   mesh?: { host: string | null; nodes_serving: string[] };
 }
 
-test.each(Object.keys(SETUPS) as Setup[])("a member claiming to run the model with a terabyte of memory, %s: the node keeps its model and serves its clients; no prompt reaches the member", async (setup) => {
-  const { node, rogue, member } = meshes.get(setup)!;
+test("a member claiming to run the model with a terabyte of memory: with --hosts self the node keeps its model and serves its clients; no prompt reaches the member", async () => {
   const running = await server(node, TINY);
   const need = await waitFor(async () => member.announcement?.modelsOnDisk.find((m) => m.name === TINY), { what: "the node to announce tiny" });
   // The claims: a server of tiny, hosting it for its group, far more memory than the node.
