@@ -5,7 +5,7 @@
 import { statSync } from "node:fs";
 import { contentIdentity, type IdentityFile } from "./content-identity.ts";
 import type { ModelInfo } from "./model-store.ts";
-import type { FileHasher } from "./model-transfer.ts";
+import type { FileHasher } from "./file-hasher.ts";
 import { filesToServe } from "./peer-transfer.ts";
 
 /**

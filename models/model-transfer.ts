@@ -82,37 +82,6 @@ export async function hashFileInto(hasher: Bun.CryptoHasher, path: string, lengt
   for await (const chunk of (length === undefined ? file : file.slice(0, length)).stream()) hasher.update(chunk);
 }
 
-/** SHA-256 of files on disk, kept per path, size and mtime: a multi-GB model is hashed once per version. */
-export class FileHasher {
-  private readonly cache = new Map<string, { key: string; sha256: string }>();
-  // Two peers asking for the same file at once share one pass over it.
-  private readonly running = new Map<string, Promise<{ size: number; sha256: string }>>();
-
-  async digest(path: string): Promise<{ size: number; sha256: string }> {
-    const before = await stat(path);
-    const key = `${before.size}:${before.mtimeMs}`;
-    const hit = this.cache.get(path);
-    if (hit?.key === key) return { size: before.size, sha256: hit.sha256 };
-    const runKey = `${path}\0${key}`;
-    const running = this.running.get(runKey);
-    if (running) return running;
-    const work = (async () => {
-      const hasher = new Bun.CryptoHasher("sha256");
-      await hashFileInto(hasher, path, before.size);
-      const sha256 = hasher.digest("hex");
-      const after = await stat(path);
-      // A file written while we read it has no hash worth remembering.
-      if (`${after.size}:${after.mtimeMs}` === key) this.cache.set(path, { key, sha256 });
-      return { size: before.size, sha256 };
-    })();
-    this.running.set(runKey, work);
-    try {
-      return await work;
-    } finally {
-      this.running.delete(runKey);
-    }
-  }
-}
 
 /** Where a file comes from, kept beside its part: a part of another version is not resumed. */
 const PartOriginSchema = z.object({ size: z.int().min(0).optional(), sha256: z.string().optional(), etag: z.string().optional() });

@@ -13,6 +13,7 @@ import { existsSync } from "node:fs";
 import { open, rm, stat } from "node:fs/promises";
 import { z } from "zod";
 import { contentIdentity } from "./content-identity.ts";
+import { FileHasher } from "./file-hasher.ts";
 import { copyRoom } from "./download-rules.ts";
 import { readRegistry, REGISTRY_FILE } from "./registry.ts";
 import { TimedRecv, TimedSend } from "../mesh/read-deadline.ts";
@@ -20,7 +21,6 @@ import type { Stream } from "../mesh/transport.ts";
 import { encodeFrame, readFrame, writeFrame } from "../mesh/wire.ts";
 import {
   arrivalName,
-  FileHasher,
   freeBytes,
   NotTheContent,
   TransferRefused,
@@ -269,7 +269,12 @@ export async function fetchModelFromPeer(opts: PeerFetchOptions): Promise<string
     // All of them or none: a copy cut short leaves parts to resume, never files in place that no
     // entry in models.json says mesh copied. The first file goes last, so a scan never sees a model
     // without its other shards.
-    for (const { part, sha256 } of arrived.reverse()) installed.push((await part.install(sha256)).path);
+    for (const { part, sha256 } of arrived.reverse()) {
+      const { path } = await part.install(sha256);
+      installed.push(path);
+      // Checked as it arrived: announcing its content identity needs no second read of it.
+      opts.hasher?.remember(path, sha256);
+    }
   } catch (err) {
     // An install that failed part-way takes back the ones before it (each was checked; the next copy fetches them again).
     if (installed.length < arrived.length) for (const path of installed) await rm(path, { force: true });

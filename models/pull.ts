@@ -17,7 +17,8 @@ import { checkFileAccess, listRepoFiles, authHeaders, resolveUrl, type HubConfig
 import { defaultModelName, exactRef, fileNameOf, pullableRef, refSatisfies, type ModelRef } from "./model-ref.ts";
 import { groupModelFiles } from "./model-files.ts";
 import { listGguf } from "./model-store.ts";
-import { DiskFull, FileHasher, freeBytes, hashFileInto, HashMismatch, isSafeModelName, moveUnlessTaken, PARTIAL_DIR, SizeRefused, TransferError, TransferRefused } from "./model-transfer.ts";
+import { FileHasher } from "./file-hasher.ts";
+import { DiskFull, freeBytes, hashFileInto, HashMismatch, isSafeModelName, moveUnlessTaken, PARTIAL_DIR, SizeRefused, TransferError, TransferRefused } from "./model-transfer.ts";
 import { PullError } from "./pull-error.ts";
 import { PULLS_DIR, readRegistry, REGISTRY_FILE, writeRegistryEntry, type RegistryEntry } from "./registry.ts";
 import { downloadFromUrl } from "./url-download.ts";

@@ -23,7 +23,8 @@ import type { Log } from "../log.ts";
 import { PEER_SOURCE_RULE, peerSizeLimit, withoutCredentials } from "../models/download-rules.ts";
 import type { HubConfig } from "../models/hf-hub.ts";
 import { modelRefOf } from "../models/model-ref.ts";
-import { DiskFull, FileHasher, NotTheContent, sleep, TransferError, TransferRefused } from "../models/model-transfer.ts";
+import { FileHasher } from "../models/file-hasher.ts";
+import { DiskFull, NotTheContent, sleep, TransferError, TransferRefused } from "../models/model-transfer.ts";
 import { fetchModelFromPeer } from "../models/peer-transfer.ts";
 import { PullError, type PullErrorCode } from "../models/pull-error.ts";
 import { pullModel } from "../models/pull.ts";
@@ -155,6 +156,8 @@ export interface ModelFetcherOptions {
   onDone: (model: string) => Promise<void>;
   /** How a copy over the mesh connection, and the download tried instead, are measured (COPY_RATE_WINDOW). */
   rateWindow?: RateWindow;
+  /** Where the SHA-256s of the models' files are kept across restarts (the state dir): none, this process only. */
+  hashCache?: string;
 }
 
 interface Attempt {
@@ -168,7 +171,7 @@ interface Attempt {
 
 export class ModelFetcher {
   progress: FetchProgress | undefined;
-  readonly hasher = new FileHasher();
+  readonly hasher: FileHasher;
   private abort: AbortController | undefined;
   private attempt: Attempt | undefined;
   private wake: (() => void) | undefined;
@@ -176,6 +179,7 @@ export class ModelFetcher {
   private readonly copies: CopyOrDownload;
 
   constructor(private readonly o: ModelFetcherOptions) {
+    this.hasher = new FileHasher(o.hashCache);
     this.copies = new CopyOrDownload({
       modelsDir: o.modelsDir,
       hub: o.hub,

@@ -198,6 +198,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     ownSource: (model) => store.list().find((m) => m.name === model)?.source,
     ownRef: (model) => refs.get(model) ?? store.list().find((m) => m.name === model)?.ref,
     hub,
+    hashCache: join(config.stateDir, "file-hashes.json"),
     // Until it hears from its mesh a joining node would pull what a member may have; not forever, should the mesh be gone.
     joining: () => config.join !== undefined && (mesh?.membership.peers.size ?? 0) === 0 && performance.now() - startedAt < JOIN_GRACE_MS,
     log,

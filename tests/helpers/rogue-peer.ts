@@ -11,7 +11,7 @@ import { PROTOCOL_VERSION, type Announcement } from "../../mesh/messages.ts";
 import { nodeSigner, Transport, type PeerConnection, type Signer, type Stream, type TransportLine } from "../../mesh/transport.ts";
 import { directMac, directStatement, encodeDirectHello, type DirectPurpose } from "../../tunnel/direct-auth.ts";
 import { encodeFrame, readFrame, StreamKind } from "../../mesh/wire.ts";
-import { FileHasher } from "../../models/model-transfer.ts";
+import { FileHasher } from "../../models/file-hasher.ts";
 import { serveModelStream, type ModelLookup } from "../../models/peer-transfer.ts";
 
 export type Junk = "random-bytes" | "oversized-length" | "invalid-json" | "wrong-shape";

@@ -16,7 +16,7 @@ import type { CatalogModel } from "../../mesh/catalog.ts";
 import type { Stream } from "../../mesh/transport.ts";
 import { contentIdentity } from "../../models/content-identity.ts";
 import type { HubConfig } from "../../models/hf-hub.ts";
-import { FileHasher } from "../../models/model-transfer.ts";
+import { FileHasher } from "../../models/file-hasher.ts";
 import { serveModelStream, type ModelLookup } from "../../models/peer-transfer.ts";
 import { PULLS_DIR, readRegistry, REGISTRY_FILE } from "../../models/registry.ts";
 import type { RateWindow } from "../../models/transfer-rate.ts";

@@ -12,7 +12,7 @@ import tls from "node:tls";
 import { createLog } from "../../log.ts";
 import { readFrame, writeFrame } from "../../mesh/wire.ts";
 import { contentIdentity } from "../../models/content-identity.ts";
-import { FileHasher } from "../../models/model-transfer.ts";
+import { FileHasher } from "../../models/file-hasher.ts";
 import { fetchModelFromPeer, serveModelStream, type ModelLookup } from "../../models/peer-transfer.ts";
 import { DIRECT_MODEL_RETRY_MS, modelStreamOpener } from "../../node/model-streams.ts";
 import { nodeIdOf, nodeSigner, type Signer, type Stream } from "../../mesh/transport.ts";

@@ -1,8 +1,10 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { utimesSync, writeFileSync } from "node:fs";
+import { existsSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { arrivalName, FileHasher, isArrivalNameOf, throttledProgress, type TransferProgress } from "../../models/model-transfer.ts";
+import { FileHasher } from "../../models/file-hasher.ts";
+import { arrivalName, isArrivalNameOf, throttledProgress, type TransferProgress } from "../../models/model-transfer.ts";
 import { sha256, tempDirs } from "../helpers/transfer.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 const dirs = tempDirs("mesh-transfer-");
 afterAll(dirs.remove);
@@ -42,6 +44,38 @@ describe("FileHasher", () => {
     writeFileSync(path, "b".repeat(1000));
     utimesSync(path, new Date(), new Date(Date.now() + 5000));
     expect((await hasher.digest(path)).sha256).toBe(sha256(new TextEncoder().encode("b".repeat(1000))));
+  });
+
+  /** Writes `text` over `path` with the same size and a fixed mtime: only a cached hash can still give the old one. */
+  const writeAtFixedTime = (path: string, text: string) => {
+    writeFileSync(path, text);
+    utimesSync(path, 1_700_000_000, 1_700_000_000);
+  };
+  const hashOf = (text: string) => sha256(new TextEncoder().encode(text));
+
+  test("with a cache file, a new process knows what the last one read (a restart reads no model again)", async () => {
+    const dir = freshDir("hasher-cache");
+    const path = join(dir, "f.gguf");
+    const cache = join(dir, "file-hashes.json");
+    writeAtFixedTime(path, "a".repeat(1000));
+    const first = new FileHasher(cache);
+    await first.digest(path);
+    await waitFor(() => existsSync(cache), { what: "the cache file to be written" });
+    expect(statSync(cache).mode & 0o777).toBe(0o600);
+    writeAtFixedTime(path, "c".repeat(1000));
+    expect((await new FileHasher(cache).digest(path)).sha256).toBe(hashOf("a".repeat(1000)));
+    // Without the cache file (or with junk in it) the file is read.
+    expect((await new FileHasher().digest(path)).sha256).toBe(hashOf("c".repeat(1000)));
+    writeFileSync(cache, "{not json");
+    expect((await new FileHasher(cache).digest(path)).sha256).toBe(hashOf("c".repeat(1000)));
+  });
+
+  test("a hash an install already checked is remembered without reading the file", async () => {
+    const path = join(freshDir("hasher-remember"), "f.gguf");
+    writeFileSync(path, "a".repeat(1000));
+    const hasher = new FileHasher();
+    hasher.remember(path, hashOf("told"));
+    expect((await hasher.digest(path)).sha256).toBe(hashOf("told"));
   });
 });
 
