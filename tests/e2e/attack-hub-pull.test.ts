@@ -7,13 +7,13 @@
  *   children it starts (the rpc-server mesh members talk to, llama-server).
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
-import { readdirSync, readFileSync } from "node:fs";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
 import { killAllChildren } from "../helpers/children.ts";
 import { startFakeHub, type FakeHub } from "../helpers/fake-hub.ts";
 import { startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
 import { testModel } from "../helpers/models.ts";
 import { SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
+import { descendantsOf } from "../helpers/processes.ts";
 import { RoguePeer } from "../helpers/rogue-peer.ts";
 import { waitFor } from "../helpers/wait.ts";
 
@@ -49,22 +49,6 @@ test("a member's reference to a Hub file that is no GGUF: the node gives up afte
   expect(tries()).toBeLessThanOrEqual(3);
 }, 120_000);
 
-/** pid, command line and environment of every live process in `pgid`'s group but its leader. */
-function groupChildren(pgid: number): { pid: number; cmdline: string; environ: string }[] {
-  const out: { pid: number; cmdline: string; environ: string }[] = [];
-  for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p)).map(Number)) {
-    if (pid === pgid) continue;
-    try {
-      // Field 5 of stat is the process group; the name in field 2 may hold spaces, so count from its ')'.
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]) !== pgid) continue;
-      out.push({ pid, cmdline: readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" "), environ: readFileSync(`/proc/${pid}/environ`, "utf8") });
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
 
 test("the Hugging Face token, as HF_TOKEN or HUGGING_FACE_HUB_TOKEN, is in no child's environment", async () => {
   const secrets = { HF_TOKEN: "hf_secret_in_HF_TOKEN_0123", HUGGING_FACE_HUB_TOKEN: "hf_secret_in_HUB_TOKEN_4567" };
@@ -80,7 +64,7 @@ test("the Hugging Face token, as HF_TOKEN or HUGGING_FACE_HUB_TOKEN, is in no ch
   await res.body?.cancel();
   const children = await waitFor(
     () => {
-      const c = groupChildren(node.child.proc.pid);
+      const c = descendantsOf(node.child.proc.pid);
       return c.some((p) => p.cmdline.includes("rpc-server")) && c.some((p) => p.cmdline.includes("llama-server")) ? c : undefined;
     },
     { what: "the node's rpc-server and llama-server", timeoutMs: 60_000 },

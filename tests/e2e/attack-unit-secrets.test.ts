@@ -8,7 +8,7 @@
  * secret on any command line of its process group.
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
-import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
@@ -17,6 +17,7 @@ import { killAllChildren, spawnChild, type Child } from "../helpers/children.ts"
 import { devLlamaDir } from "../helpers/llama.ts";
 import { peerIds, startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
 import { meshCommand, TRANSPORT_ARGS } from "../helpers/node.ts";
+import { descendantsOf } from "../helpers/processes.ts";
 import { directives, execStartArgv, parseEnvFile, unitEnvironment } from "../helpers/systemd-unit.ts";
 import { waitFor } from "../helpers/wait.ts";
 
@@ -30,21 +31,8 @@ afterEach(async () => {
 });
 afterAll(killAllChildren);
 
-/** The command lines of every live process in `pgid`'s group (the node and the children it started). */
-function groupCommandLines(pgid: number): string[] {
-  const lines: string[] = [];
-  for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
-    try {
-      // Field 5 of stat is the process group; the name in field 2 may hold spaces, so count from its ')'.
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]) !== pgid) continue;
-      lines.push(readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" "));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return lines;
-}
+/** The command lines of the node and of every process it started. */
+const treeCommandLines = (pid: number): string[] => [readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" "), ...descendantsOf(pid).map((p) => p.cmdline)];
 
 test("install --api-key --join: the 0644 unit holds no secret, the 0600 env file does; the node runs with them and none is in its argv", async () => {
   const founder = await startMeshNode([]);
@@ -102,7 +90,7 @@ test("install --api-key --join: the 0644 unit holds no secret, the 0600 env file
 
   // `ps`: no secret on the command line of the node or of anything it started; the key reached it
   // through its environment, which only its own user (and root) can read.
-  const lines = groupCommandLines(node.proc.pid);
+  const lines = treeCommandLines(node.proc.pid);
   expect(lines.some((l) => l.includes("main.ts") || l.includes("mesh"))).toBe(true);
   for (const line of lines) for (const leaked of [KEY, token, ...secretForms]) expect(line).not.toContain(leaked);
   expect(readFileSync(`/proc/${node.proc.pid}/environ`, "utf8").split("\0")).toContain(`MESH_API_KEY=${KEY}`);
@@ -177,5 +165,5 @@ test.skipIf(!canNamespace || !reachable)("as root, live: the mesh user is create
   expect((await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${KEY}` } })).status).toBe(200);
   const uids = /^Uid:\s+(\d+)\s+(\d+)/m.exec(readFileSync(`/proc/${node.proc.pid}/status`, "utf8"));
   expect([Number(uids?.[1]), Number(uids?.[2])]).toEqual([uid, uid]);
-  for (const line of groupCommandLines(node.proc.pid)) expect(line).not.toContain(KEY);
+  for (const line of treeCommandLines(node.proc.pid)) expect(line).not.toContain(KEY);
 });
