@@ -230,7 +230,10 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
       // Only a model no holder of its agreed content offers needs pulling from the world, and only
       // one it can be pulled from; under two contents, nobody's pull is waited for.
       const copyFrom = identity ? [...new Set(identity[1])].sort(byCodePoint) : [];
-      const pulledBy = copyFrom.length === 0 && content.length <= 1 && (m.ref !== undefined || m.source !== undefined) ? puller(group, m.name) : undefined;
+      // A holder still hashing what it has is waited for: one in the group keeps the pull (below),
+      // one outside it pulls nothing, and nobody downloads a second copy meanwhile.
+      const holderWaitedFor = nodesOnDisk.length > 0 && !group.some((n) => n.modelsOnDisk.some((d) => d.name === m.name));
+      const pulledBy = copyFrom.length === 0 && content.length <= 1 && !holderWaitedFor && (m.ref !== undefined || m.source !== undefined) ? puller(group, m.name) : undefined;
       return {
         name: m.name,
         source: m.source,

@@ -140,8 +140,8 @@ export function agreesWithGgufMagic(offset: number, chunk: Uint8Array): boolean 
  * What a peer's list of a model's files may have this node write (pure). Its weights may not add up
  * to more than the mesh announced for the model (nodes announce the weights, not the projector),
  * and what is still to arrive (less the bytes already here, in place or in parts) may not take the
- * free space below FREE_SPACE_MARGIN. `spare` is what may still arrive beyond the list, should a
- * file change on the sender mid-copy.
+ * free space below FREE_SPACE_MARGIN. Undefined when it may; else why not. (A file that changed on
+ * the sender since its list is not taken at all: the list is checked against the model's content.)
  */
 export function copyRoom(
   files: readonly { name: string; size: number }[],
@@ -149,11 +149,11 @@ export function copyRoom(
   announcedBytes: number,
   freeBytes: number,
   alreadyHere: (name: string) => number,
-): { problem: string | undefined; spare: number } {
+): string | undefined {
   const weights = files.filter((f) => f.name !== projector).reduce((sum, f) => sum + f.size, 0);
   const toArrive = files.reduce((sum, f) => sum + Math.max(0, f.size - alreadyHere(f.name)), 0);
   const room = Math.max(0, freeBytes - FREE_SPACE_MARGIN);
-  if (announcedBytes > 0 && weights > announcedBytes) return { problem: `the peer lists ${weights} bytes of weights, more than the ${announcedBytes} bytes the mesh announced for it`, spare: 0 };
-  if (toArrive > room) return { problem: `${toArrive} bytes are still to arrive, more than the free space of the models dir less ${FREE_SPACE_MARGIN / 2 ** 30} GiB (${room} bytes)`, spare: 0 };
-  return { problem: undefined, spare: room - toArrive };
+  if (announcedBytes > 0 && weights > announcedBytes) return `the peer lists ${weights} bytes of weights, more than the ${announcedBytes} bytes the mesh announced for it`;
+  if (toArrive > room) return `${toArrive} bytes are still to arrive, more than the free space of the models dir less ${FREE_SPACE_MARGIN / 2 ** 30} GiB (${room} bytes)`;
+  return undefined;
 }

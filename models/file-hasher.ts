@@ -19,7 +19,9 @@ const CacheFile = z.object({
   files: z.record(z.string(), z.object({ key: z.string(), sha256: z.string().regex(SHA256_HEX) })),
 });
 
-const versionOf = (s: { size: number; mtimeMs: number }) => `${s.size}:${s.mtimeMs}`;
+// The inode and ctime too: a file replaced by one of the same size and mtime (`cp -p`, `rsync -a`)
+// is another file, and ctime is not one a user can set.
+const versionOf = (s: { size: number; mtimeMs: number; ctimeMs: number; ino: number; dev: number }) => `${s.size}:${s.mtimeMs}:${s.ctimeMs}:${s.ino}:${s.dev}`;
 
 export class FileHasher {
   private readonly cache = new Map<string, { key: string; sha256: string }>();

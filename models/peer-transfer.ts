@@ -246,8 +246,8 @@ export async function fetchModelFromPeer(opts: PeerFetchOptions): Promise<string
     } else throw new TransferRefused(`${entry.name} in ${opts.destDir} is a file mesh did not copy as "${opts.model}"; it is neither replaced nor taken for a copy (rename it, or remove it if it is stale)`);
   }
   // Its sizes too are checked before a byte is written.
-  const room = copyRoom(manifest, arrivalName(opts.model, "", "projector"), opts.expectedBytes ?? 0, await freeBytes(opts.destDir), (name) => here.get(name) ?? 0);
-  if (room.problem) throw new SizeRefused(`the copy of "${opts.model}" is refused: ${room.problem}; nothing was written`);
+  const problem = copyRoom(manifest, arrivalName(opts.model, "", "projector"), opts.expectedBytes ?? 0, await freeBytes(opts.destDir), (name) => here.get(name) ?? 0);
+  if (problem) throw new SizeRefused(`the copy of "${opts.model}" is refused: ${problem}; nothing was written`);
   opts.onManifest?.(manifest);
   const progress = throttledProgress(opts.model, opts.onProgress);
   let done = 0;
@@ -260,7 +260,7 @@ export async function fetchModelFromPeer(opts: PeerFetchOptions): Promise<string
       opts.signal?.throwIfAborted();
       if (!inPlace.has(entry.name)) {
         const before = done;
-        arrived.push(await fetchFile(opts, entry, entry.size + room.spare, (bytes) => progress.set({ bytes: before + bytes })));
+        arrived.push(await fetchFile(opts, entry, (bytes) => progress.set({ bytes: before + bytes })));
       }
       done += entry.size;
       progress.set({ bytes: done });
@@ -344,40 +344,34 @@ async function requestManifest(opts: PeerFetchOptions): Promise<ManifestEntry[]>
  * One file into its part, whole and no larger than `maxBytes` whatever the peer's head says once the
  * manifest is read; the caller installs it (with the SHA-256 it arrived with) and closes it.
  */
-async function fetchFile(opts: PeerFetchOptions, expected: ManifestEntry, maxBytes: number, report: (bytes: number) => void): Promise<{ part: PartFile; sha256: string }> {
-  const part = await PartFile.open(opts.destDir, expected.name);
+async function fetchFile(opts: PeerFetchOptions, want: ManifestEntry, report: (bytes: number) => void): Promise<{ part: PartFile; sha256: string }> {
+  const part = await PartFile.open(opts.destDir, want.name);
   try {
-    let want = expected;
     if (part.offset > 0 && part.origin?.sha256 === want.sha256 && part.offset <= want.size) await part.resume();
     else await part.restart({ size: want.size, sha256: want.sha256 });
-    for (let attempt = 0; ; attempt++) {
-      report(part.offset);
-      const { stream, head, release } = await request(opts, { op: "file", model: opts.model, name: want.name, offset: part.offset }, want.size);
-      try {
-        const got = FileHead.safeParse(head);
-        if (!got.success) throw new TransferError(`the peer's head for ${want.name} is malformed`);
-        if (got.data.size !== want.size || got.data.sha256 !== want.sha256) {
-          // The file changed on the sender since its manifest: the bytes here belong to the old one.
-          await stream.recv.stop(0).catch(() => undefined);
-          if (attempt > 0) throw new TransferError(`${want.name} of "${opts.model}" keeps changing on the sending node; try again later`);
-          if (got.data.size > maxBytes) throw new TransferError(`${want.name} of "${opts.model}" is now ${got.data.size} bytes on the sending node, more than the model's files may take here`);
-          want = { ...want, ...got.data };
-          await part.restart({ size: want.size, sha256: want.sha256 });
-          continue;
-        }
-        await receiveBytes(stream, part, want, report);
-      } catch (err) {
-        // Whatever the peer still sends is not wanted, and a socket must not stay open for it.
-        void stream.send.reset(0).catch(() => undefined);
-        void stream.recv.stop(0).catch(() => undefined);
-        opts.signal?.throwIfAborted();
-        throw err;
-      } finally {
-        release();
+    report(part.offset);
+    const { stream, head, release } = await request(opts, { op: "file", model: opts.model, name: want.name, offset: part.offset }, want.size);
+    try {
+      const got = FileHead.safeParse(head);
+      if (!got.success) throw new TransferError(`the peer's head for ${want.name} is malformed`);
+      // The manifest was checked against the content the mesh knows the model by: another file is
+      // not taken, whether it changed on the sender since or was never the one listed. The part
+      // here still belongs to the listed file, and a copy from another holder resumes it.
+      if (got.data.size !== want.size || got.data.sha256 !== want.sha256) {
+        throw new NotTheContent(`${want.name} of "${opts.model}" is now ${got.data.size} bytes on the sending node (SHA-256 ${got.data.sha256.slice(0, 12)}), not the file its list named; none of it is taken`);
       }
-      await part.verify(want.sha256);
-      return { part, sha256: want.sha256 };
+      await receiveBytes(stream, part, want, report);
+    } catch (err) {
+      // Whatever the peer still sends is not wanted, and a socket must not stay open for it.
+      void stream.send.reset(0).catch(() => undefined);
+      void stream.recv.stop(0).catch(() => undefined);
+      opts.signal?.throwIfAborted();
+      throw err;
+    } finally {
+      release();
     }
+    await part.verify(want.sha256);
+    return { part, sha256: want.sha256 };
   } catch (err) {
     await part.close();
     throw err;

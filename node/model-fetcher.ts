@@ -24,7 +24,7 @@ import { PEER_SOURCE_RULE, peerSizeLimit, withoutCredentials } from "../models/d
 import type { HubConfig } from "../models/hf-hub.ts";
 import { modelRefOf } from "../models/model-ref.ts";
 import { FileHasher } from "../models/file-hasher.ts";
-import { DiskFull, NotTheContent, sleep, TransferError, TransferRefused } from "../models/model-transfer.ts";
+import { DiskFull, HashMismatch, NotTheContent, sleep, TransferError, TransferRefused } from "../models/model-transfer.ts";
 import { fetchModelFromPeer } from "../models/peer-transfer.ts";
 import { PullError, type PullErrorCode } from "../models/pull-error.ts";
 import { pullModel } from "../models/pull.ts";
@@ -39,6 +39,8 @@ import type { ModelStream } from "./model-streams.ts";
 const MAX_PAUSE_MS = 30_000;
 /** Failures no retry can fix (a hash that never matches, a refusal) before the node gives up on the model. */
 const GIVE_UP_AFTER = 3;
+/** How long a holder that offered other files than the model's content is not asked again (a glitch is not for ever). */
+const MISLED_PAUSE_MS = 120_000;
 /** A wait for the puller looks again at least this often, should a change go unheard. */
 const RECHECK_MS = 30_000;
 /** What a pull says the same way every time: trying again cannot help. */
@@ -164,8 +166,8 @@ interface Attempt {
   model: string;
   plan: FetchPlan;
   entry: () => CatalogModel | undefined;
-  /** Holders that offered other files than the model's content in this fetch. */
-  misled: ReadonlySet<string>;
+  /** Holders that offered other files than the model's content in this fetch, and until when they are not asked again. */
+  misled: ReadonlyMap<string, number>;
   abort: AbortController;
 }
 
@@ -239,10 +241,11 @@ export class ModelFetcher {
     return { ref: this.o.ownRef(model), source: this.o.ownSource(model) };
   }
 
-  /** The plan for this try; `misled`: holders whose files were not the model's content, not copied from again. */
-  private plan(model: string, entry: () => CatalogModel | undefined, attempt: number, misled: ReadonlySet<string>): FetchPlan {
+  /** The plan for this try; `misled`: holders whose files were not the model's content, not asked again for a while. */
+  private plan(model: string, entry: () => CatalogModel | undefined, attempt: number, misled: ReadonlyMap<string, number>): FetchPlan {
     const e = entry();
-    const copyFrom = e?.copyFrom.filter((id) => !misled.has(id));
+    const now = Date.now();
+    const copyFrom = e?.copyFrom.filter((id) => (misled.get(id) ?? 0) <= now);
     const plan = fetchPlan(e && copyFrom ? { ...e, copyFrom } : e, this.o.selfId(), this.own(model), attempt, this.o.joining());
     if (plan.kind === "wait" && copyFrom?.length === 0 && e!.copyFrom.length > 0) return { kind: "wait", why: "the holders that announce its content sent other files; waiting for another holder" };
     return plan;
@@ -252,7 +255,7 @@ export class ModelFetcher {
     const started = performance.now();
     let lasting = 0;
     let waitingFor: string | undefined;
-    const misled = new Set<string>();
+    const misled = new Map<string, number>();
     for (let failures = 0; !signal.aborted; ) {
       const plan = this.plan(model, entry, failures, misled);
       if (plan.kind === "wait") {
@@ -287,9 +290,10 @@ export class ModelFetcher {
         // A pull wraps what its download met (a file that is no GGUF, a 404): judged by that, so a
         // peer's reference to such a file is given up, not downloaded again for as long as the node runs.
         const met = err instanceof PullError && err.cause instanceof TransferError ? err.cause : err;
-        // A member that offered other bytes under the name is not asked again; the model still comes from another.
-        if (met instanceof NotTheContent && plan.kind === "peer") {
-          misled.add(plan.peer);
+        // A member that offered other files under the name (or bytes that are not its list's) is not
+        // asked again for a while, and is no reason to give the model up: it comes from another holder.
+        if ((met instanceof NotTheContent || met instanceof HashMismatch) && plan.kind === "peer") {
+          misled.set(plan.peer, Date.now() + MISLED_PAUSE_MS);
           this.o.log.warn("a member offered other files than the model's content; not copying from it", { model, peer: plan.peer.slice(0, 10), error: met.message });
           continue;
         }

@@ -248,7 +248,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     catalog: () => models.catalog(),
     route: (model, forwarded, choose) => models.route(model, forwarded, choose),
     announcedLoad: (id, model) => announcedLoad(mesh?.membership.peers.get(id)?.announcement, model),
-    ownLoad: (model) => pool.queueFigures().find((f) => f.model === model),
+    // A server draining for a reload or an eviction has no slot for a new request, whatever it counts.
+    ownLoad: (model) => (pool.server(model)?.draining ? undefined : pool.queueFigures().find((f) => f.model === model)),
     forward: async (peerId, req, signal) => {
       for (let attempt = 0; ; attempt++) {
         const carrier = mesh?.membership.peers.get(peerId)?.conn;

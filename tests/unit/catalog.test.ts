@@ -335,6 +335,9 @@ describe("puller: one member downloads a model nobody has, the others copy it fr
     // It has the files but no identity yet (hashing what it just pulled): it keeps the job, the others wait for it.
     const hashing = member("c", 4, { modelsOnDisk: [model(m, 1)] });
     expect(catalog([...group, hashing, seeded({ ref: "org/repo:Q8_0" })])[0]).toMatchObject({ copyFrom: [], puller: "c" });
+    // A node outside the group has it, still hashing: nobody pulls a second copy meanwhile.
+    const outside = node("e", 4, { modelsOnDisk: [model(m, 1)] });
+    expect(catalog([...group, outside, seeded({ ref: "org/repo:Q8_0" })])[0]!.puller).toBeUndefined();
     // Two contents under the name: nobody's pull is waited for (a node's own reference is its operator's word).
     const other = member("d", 4, { modelsOnDisk: [model(m, 1, { identity: "y" })] });
     expect(catalog([...group, has, other, seeded({ ref: "org/repo:Q8_0" })])[0]!.puller).toBeUndefined();

@@ -46,28 +46,36 @@ describe("FileHasher", () => {
     expect((await hasher.digest(path)).sha256).toBe(sha256(new TextEncoder().encode("b".repeat(1000))));
   });
 
-  /** Writes `text` over `path` with the same size and a fixed mtime: only a cached hash can still give the old one. */
+  /** Writes `text` over `path` with the same size and a fixed mtime, as `cp -p` or `rsync -a` would. */
   const writeAtFixedTime = (path: string, text: string) => {
     writeFileSync(path, text);
     utimesSync(path, 1_700_000_000, 1_700_000_000);
   };
   const hashOf = (text: string) => sha256(new TextEncoder().encode(text));
 
-  test("with a cache file, a new process knows what the last one read (a restart reads no model again)", async () => {
+  test("with a cache file, a new process knows what the last one knew (a restart reads no model again), while the file is the same file", async () => {
     const dir = freshDir("hasher-cache");
     const path = join(dir, "f.gguf");
     const cache = join(dir, "file-hashes.json");
     writeAtFixedTime(path, "a".repeat(1000));
-    const first = new FileHasher(cache);
-    await first.digest(path);
+    // A hash only the cache can give: what the first process was told, not what the file holds.
+    new FileHasher(cache).remember(path, hashOf("told"));
     await waitFor(() => existsSync(cache), { what: "the cache file to be written" });
     expect(statSync(cache).mode & 0o777).toBe(0o600);
-    writeAtFixedTime(path, "c".repeat(1000));
-    expect((await new FileHasher(cache).digest(path)).sha256).toBe(hashOf("a".repeat(1000)));
-    // Without the cache file (or with junk in it) the file is read.
-    expect((await new FileHasher().digest(path)).sha256).toBe(hashOf("c".repeat(1000)));
+    expect((await new FileHasher(cache).digest(path)).sha256).toBe(hashOf("told"));
+    // Without the cache file, or with junk in it, the file is read.
+    expect((await new FileHasher().digest(path)).sha256).toBe(hashOf("a".repeat(1000)));
     writeFileSync(cache, "{not json");
-    expect((await new FileHasher(cache).digest(path)).sha256).toBe(hashOf("c".repeat(1000)));
+    expect((await new FileHasher(cache).digest(path)).sha256).toBe(hashOf("a".repeat(1000)));
+  });
+
+  test("a file replaced by one of the same size and mtime is read again", async () => {
+    const path = join(freshDir("hasher-replaced"), "f.gguf");
+    writeAtFixedTime(path, "a".repeat(1000));
+    const hasher = new FileHasher();
+    await hasher.digest(path);
+    writeAtFixedTime(path, "c".repeat(1000));
+    expect((await hasher.digest(path)).sha256).toBe(hashOf("c".repeat(1000)));
   });
 
   test("a hash an install already checked is remembered without reading the file", async () => {

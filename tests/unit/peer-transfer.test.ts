@@ -332,6 +332,16 @@ describe("what a peer's list of files may have this node write", () => {
     nothingWritten(dest);
   });
 
+  test("a file's head naming other bytes of the same size after an honest manifest: not the content, none of it taken", async () => {
+    const dest = freshDir("sizes");
+    mkdirSync(dest, { recursive: true });
+    const open = lyingPeer([{ files: [{ name: "tiny.gguf", size: 1000, sha256: sha }] }, { size: 1000, sha256: "cd".repeat(32) }]);
+    const err = await fetchModelFromPeer({ model: "tiny", identity: contentIdentity([{ name: "tiny.gguf", size: 1000, sha256: sha }]), open, destDir: dest, expectedBytes: 1000 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(NotTheContent);
+    expect((err as Error).message).toContain("not the file its list named");
+    expect(readdirSync(dest, { recursive: true }).map(String).filter((f) => f.endsWith(".gguf"))).toEqual([]);
+  });
+
   test("a file's head that grows past the bound after an honest manifest: refused, nothing kept", async () => {
     const dest = freshDir("sizes");
     mkdirSync(dest, { recursive: true });
