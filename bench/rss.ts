@@ -3,7 +3,8 @@
  * with it), read from /proc, sampled on a timer into a series per process; and whether a stretch of
  * a series is flat within a tolerance.
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
+import { processTree } from "../tests/helpers/processes.ts";
 
 /** VmRSS of `pid` in MiB, or undefined when it is gone. */
 export function rssMiB(pid: number): number | undefined {
@@ -15,32 +16,11 @@ export function rssMiB(pid: number): number | undefined {
   }
 }
 
-function parents(): Map<number, number> {
-  const out = new Map<number, number>();
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      // The command name sits in parentheses and may hold spaces: the fields after the last ")" are fixed.
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      out.set(Number(entry), ppid);
-    } catch {
-      // gone while we looked
-    }
-  }
-  return out;
-}
-
 /** RSS in MiB of `pid` and every descendant of it. */
 export function treeRssMiB(pid: number): number | undefined {
   const own = rssMiB(pid);
   if (own === undefined) return undefined;
-  const ppid = parents();
-  const tree = new Set([pid]);
-  for (let grew = true; grew; ) {
-    grew = false;
-    for (const [child, parent] of ppid) if (tree.has(parent) && !tree.has(child)) (tree.add(child), (grew = true));
-  }
+  const tree = processTree(pid);
   let sum = 0;
   for (const p of tree) sum += rssMiB(p) ?? 0;
   return sum;

@@ -1,7 +1,7 @@
 /**
  * A node's process tree from /proc: the children it started run in process groups of their own
- * (out of a terminal's Ctrl-C), so tests that look at "everything the node started" follow parent
- * pids, not the node's group.
+ * (out of a terminal's Ctrl-C), so tests (and benches: the memory of a node with its children)
+ * that look at "everything the node started" follow parent pids, not the node's group.
  */
 import { readdirSync, readFileSync } from "node:fs";
 
@@ -27,8 +27,8 @@ function parents(): Map<number, number> {
   return out;
 }
 
-/** Every live process descended from `pid` (not `pid` itself), with its command line and environment. */
-export function descendantsOf(pid: number): ProcessInfo[] {
+/** `pid` and every live process descended from it. */
+export function processTree(pid: number): Set<number> {
   const parent = parents();
   const tree = new Set([pid]);
   // Parents come before children in no fixed order: repeat until nothing joins.
@@ -36,6 +36,12 @@ export function descendantsOf(pid: number): ProcessInfo[] {
     grew = false;
     for (const [p, pp] of parent) if (!tree.has(p) && tree.has(pp)) (tree.add(p), (grew = true));
   }
+  return tree;
+}
+
+/** Every live process descended from `pid` (not `pid` itself), with its command line and environment. */
+export function descendantsOf(pid: number): ProcessInfo[] {
+  const tree = processTree(pid);
   tree.delete(pid);
   const out: ProcessInfo[] = [];
   for (const p of tree) {
