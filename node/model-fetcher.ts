@@ -25,7 +25,7 @@ import type { HubConfig } from "../models/hf-hub.ts";
 import { modelRefOf } from "../models/model-ref.ts";
 import { FileHasher } from "../models/file-hasher.ts";
 import { DiskFull, HashMismatch, NotTheContent, sleep, TransferError, TransferRefused } from "../models/model-transfer.ts";
-import { fetchModelFromPeer } from "../models/peer-transfer.ts";
+import { fetchModelFromPeer } from "../models/peer-fetch.ts";
 import { PullError, type PullErrorCode } from "../models/pull-error.ts";
 import { pullModel } from "../models/pull.ts";
 import { freeBytes } from "../models/model-transfer.ts";
