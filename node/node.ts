@@ -248,8 +248,11 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     catalog: () => models.catalog(),
     route: (model, forwarded, choose) => models.route(model, forwarded, choose),
     announcedLoad: (id, model) => announcedLoad(mesh?.membership.peers.get(id)?.announcement, model),
-    // A server draining for a reload or an eviction has no slot for a new request, whatever it counts.
-    ownLoad: (model) => (pool.server(model)?.draining ? undefined : pool.queueFigures().find((f) => f.model === model)),
+    // Live, per request with a choice; one draining for a reload or an eviction has no slot for a new request.
+    ownLoad: (model) => {
+      const s = pool.server(model);
+      return s?.state === "ready" && !s.draining ? s.queue.figures() : undefined;
+    },
     forward: async (peerId, req, signal) => {
       for (let attempt = 0; ; attempt++) {
         const carrier = mesh?.membership.peers.get(peerId)?.conn;
