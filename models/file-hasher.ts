@@ -21,7 +21,7 @@ const CacheFile = z.object({
 
 // The inode and ctime too: a file replaced by one of the same size and mtime (`cp -p`, `rsync -a`)
 // is another file, and ctime is not one a user can set.
-const versionOf = (s: { size: number; mtimeMs: number; ctimeMs: number; ino: number; dev: number }) => `${s.size}:${s.mtimeMs}:${s.ctimeMs}:${s.ino}:${s.dev}`;
+export const fileVersion = (s: { size: number; mtimeMs: number; ctimeMs: number; ino: number; dev: number }) => `${s.size}:${s.mtimeMs}:${s.ctimeMs}:${s.ino}:${s.dev}`;
 
 export class FileHasher {
   private readonly cache = new Map<string, { key: string; sha256: string }>();
@@ -43,7 +43,7 @@ export class FileHasher {
 
   async digest(path: string): Promise<{ size: number; sha256: string }> {
     const before = await stat(path);
-    const key = versionOf(before);
+    const key = fileVersion(before);
     const hit = this.cache.get(path);
     if (hit?.key === key) return { size: before.size, sha256: hit.sha256 };
     const runKey = `${path}\0${key}`;
@@ -54,7 +54,7 @@ export class FileHasher {
       await hashFileInto(hasher, path, before.size);
       const sha256 = hasher.digest("hex");
       // A file written while we read it has no hash worth remembering.
-      if (versionOf(await stat(path)) === key) this.keep(path, { key, sha256 });
+      if (fileVersion(await stat(path)) === key) this.keep(path, { key, sha256 });
       return { size: before.size, sha256 };
     })();
     this.running.set(runKey, work);
@@ -68,7 +68,7 @@ export class FileHasher {
   /** Notes the hash of a file this node just checked while writing it (an install): it is not read again for it. */
   remember(path: string, sha256: string): void {
     try {
-      this.keep(path, { key: versionOf(statSync(path)), sha256 });
+      this.keep(path, { key: fileVersion(statSync(path)), sha256 });
     } catch {
       // gone already: nothing to remember
     }

@@ -5,16 +5,20 @@
 import { statSync } from "node:fs";
 import { contentIdentity, type IdentityFile } from "./content-identity.ts";
 import type { ModelInfo } from "./model-store.ts";
-import type { FileHasher } from "./file-hasher.ts";
+import { fileVersion, type FileHasher } from "./file-hasher.ts";
 import { filesToServe } from "./peer-transfer.ts";
 
 /**
  * The identities of this node's own models, worked out in the background one model at a time (a
  * multi-GB model is read once per file version: the hasher keeps what it read) and told to
- * `onChange`, so the node announces each once it is known.
+ * `onChange`, so the node announces them once known: at most once a second while it works, and
+ * when it is done (a models dir of thousands, hashed already, is one change, not thousands of
+ * announcements worked out again).
  */
+const TELL_EVERY_MS = 1_000;
+
 export class ModelIdentities {
-  /** Moves whenever an identity becomes known. */
+  /** Moves whenever identities become known (in batches, see above). */
   version = 0;
   private readonly known = new Map<string, { key: string; identity: string }>();
   private readonly queued = new Map<string, ModelInfo>();
@@ -40,6 +44,14 @@ export class ModelIdentities {
     this.working = true;
     // Never within the caller's turn: it is working out an announcement.
     await Promise.resolve();
+    let told = performance.now();
+    let untold = false;
+    const tell = () => {
+      this.version++;
+      this.onChange();
+      told = performance.now();
+      untold = false;
+    };
     try {
       for (let next = this.queued.values().next(); !next.done; next = this.queued.values().next()) {
         const m = next.value;
@@ -52,28 +64,24 @@ export class ModelIdentities {
           // A file that changed while it was read is worked out again when next asked for.
           if (versionKey(m) !== key) continue;
           this.known.set(m.name, { key, identity: contentIdentity(files) });
-          this.version++;
-          this.onChange();
+          untold = true;
+          if (performance.now() - told >= TELL_EVERY_MS) tell();
         } catch {
           // Unreadable now (being replaced, removed): none is announced, and the next ask tries again.
         }
       }
     } finally {
       this.working = false;
+      if (untold) tell();
     }
   }
 }
 
-/** The files' paths, sizes and mtimes: an identity holds while they do. Undefined when one cannot be read (or it lists none). */
+/** The files' paths and versions (as the hasher tells them): an identity holds while they do. Undefined when one cannot be read (or it lists none). */
 function versionKey(m: Pick<ModelInfo, "files" | "mmproj">): string | undefined {
   if (m.files.length === 0) return undefined;
   try {
-    return [...m.files, ...(m.mmproj ? [m.mmproj] : [])]
-      .map((f) => {
-        const s = statSync(f);
-        return `${f}:${s.size}:${s.mtimeMs}`;
-      })
-      .join("\n");
+    return [...m.files, ...(m.mmproj ? [m.mmproj] : [])].map((f) => `${f}:${fileVersion(statSync(f))}`).join("\n");
   } catch {
     return undefined;
   }
