@@ -80,20 +80,22 @@ export interface OwnOrigin {
  * that pulls it. A node still joining its mesh (it has heard from no member yet) pulls nothing: a
  * member may have the model, or be pulling it already. Holders that announce no identity, or
  * different ones, are never copied from: a name a member announces is its word, not the bytes.
+ * `misled`: holders that sent other files than that content lately, not asked again for now.
  */
-export function fetchPlan(entry: CatalogModel | undefined, self: string | undefined, own: OwnOrigin, attempt: number, joining = false): FetchPlan {
-  const peers = entry?.copyFrom.filter((id) => id !== self) ?? [];
+export function fetchPlan(entry: CatalogModel | undefined, self: string | undefined, own: OwnOrigin, attempt: number, joining = false, misled: ReadonlySet<string> = new Set()): FetchPlan {
+  const peers = entry?.copyFrom.filter((id) => id !== self && !misled.has(id)) ?? [];
   if (peers.length) return { kind: "peer", peer: peers[attempt % peers.length]! };
   if (joining) return { kind: "wait", why: "joining the mesh first: a member may have it, or be downloading it" };
   const puller = entry?.puller;
   const mine = puller !== undefined ? puller === self : own.ref !== undefined || own.source !== undefined;
-  if (!mine) return { kind: "wait", why: puller ? `node ${puller.slice(0, 10)} downloads it for the mesh; it is copied from there` : unverifiedHolders(entry, self) };
+  if (!mine) return { kind: "wait", why: puller ? `node ${puller.slice(0, 10)} downloads it for the mesh; it is copied from there` : unverifiedHolders(entry, self, misled) };
   return downloadPlan(entry, own) ?? { kind: "wait", why: "no member has it and none knows where to get it" };
 }
 
 /** Why the model's holders give no copy, when some have it (pure). */
-function unverifiedHolders(entry: CatalogModel | undefined, self: string | undefined): string {
+function unverifiedHolders(entry: CatalogModel | undefined, self: string | undefined, misled: ReadonlySet<string>): string {
   if (!entry?.nodesOnDisk.some((id) => id !== self)) return "no member has it and none knows where to get it";
+  if (entry.copyFrom.some((id) => id !== self && misled.has(id))) return "the holders that announce its content sent other files; waiting for another holder";
   if (entry.contested) return "members announce different contents under its name, so none is copied (a --model reference or source of this node's own would be downloaded)";
   return "its holders have not announced its content identity yet (they may still be hashing it, or run an older version)";
 }
@@ -241,14 +243,11 @@ export class ModelFetcher {
     return { ref: this.o.ownRef(model), source: this.o.ownSource(model) };
   }
 
-  /** The plan for this try; `misled`: holders whose files were not the model's content, not asked again for a while. */
+  /** The plan for this try; `misled`: holders whose files were not the model's content, and until when they are not asked again. */
   private plan(model: string, entry: () => CatalogModel | undefined, attempt: number, misled: ReadonlyMap<string, number>): FetchPlan {
-    const e = entry();
     const now = Date.now();
-    const copyFrom = e?.copyFrom.filter((id) => (misled.get(id) ?? 0) <= now);
-    const plan = fetchPlan(e && copyFrom ? { ...e, copyFrom } : e, this.o.selfId(), this.own(model), attempt, this.o.joining());
-    if (plan.kind === "wait" && copyFrom?.length === 0 && e!.copyFrom.length > 0) return { kind: "wait", why: "the holders that announce its content sent other files; waiting for another holder" };
-    return plan;
+    const avoid = new Set([...misled].filter(([, until]) => until > now).map(([id]) => id));
+    return fetchPlan(entry(), this.o.selfId(), this.own(model), attempt, this.o.joining(), avoid);
   }
 
   private async run(model: string, entry: () => CatalogModel | undefined, signal: AbortSignal, giveUp: (why: string) => void): Promise<void> {

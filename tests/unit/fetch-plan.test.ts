@@ -61,6 +61,14 @@ describe("fetchPlan", () => {
     expect(fetchPlan(undefined, "me", own, 0, true).kind).toBe("wait");
     expect(fetchPlan(entry({ nodesOnDisk: ["a"] }), "me", own, 0, true)).toEqual({ kind: "peer", peer: "a" });
   });
+
+  test("a holder that sent other files than the model's content lately is not asked; the others are, and with none left the node waits, saying why", () => {
+    const both = entry({ nodesOnDisk: ["a", "b"] });
+    expect([0, 1, 2].map((attempt) => fetchPlan(both, "me", none, attempt, false, new Set(["a"])))).toEqual([0, 1, 2].map(() => ({ kind: "peer", peer: "b" })));
+    expect(fetchPlan(both, "me", none, 0, false, new Set(["a", "b"]))).toEqual({ kind: "wait", why: expect.stringContaining("sent other files") as unknown as string });
+    // This node's operator named a reference: downloaded from it instead.
+    expect(fetchPlan(both, "me", { ref: HF, source: undefined }, 0, false, new Set(["a", "b"]))).toEqual({ kind: "pull", ref: HF, fromPeer: false });
+  });
 });
 
 describe("--model values", () => {
