@@ -24,7 +24,7 @@ import { PEER_SOURCE_RULE, peerSizeLimit, withoutCredentials } from "../models/d
 import type { HubConfig } from "../models/hf-hub.ts";
 import { modelRefOf } from "../models/model-ref.ts";
 import { FileHasher } from "../models/file-hasher.ts";
-import { DiskFull, HashMismatch, NotTheContent, sleep, TransferError, TransferRefused } from "../models/model-transfer.ts";
+import { DiskFull, NotTheContent, sleep, TransferError, TransferRefused } from "../models/model-transfer.ts";
 import { fetchModelFromPeer } from "../models/peer-fetch.ts";
 import { PullError, type PullErrorCode } from "../models/pull-error.ts";
 import { pullModel } from "../models/pull.ts";
@@ -39,7 +39,7 @@ import type { ModelStream } from "./model-streams.ts";
 const MAX_PAUSE_MS = 30_000;
 /** Failures no retry can fix (a hash that never matches, a refusal) before the node gives up on the model. */
 const GIVE_UP_AFTER = 3;
-/** How long a holder that offered other files than the model's content is not asked again (a glitch is not for ever). */
+/** How long a holder whose copy failed (other files than the model's content, a refusal) is not asked again (a glitch is not for ever). */
 const MISLED_PAUSE_MS = 120_000;
 /** A wait for the puller looks again at least this often, should a change go unheard. */
 const RECHECK_MS = 30_000;
@@ -289,11 +289,13 @@ export class ModelFetcher {
         // A pull wraps what its download met (a file that is no GGUF, a 404): judged by that, so a
         // peer's reference to such a file is given up, not downloaded again for as long as the node runs.
         const met = err instanceof PullError && err.cause instanceof TransferError ? err.cause : err;
-        // A member that offered other files under the name (or bytes that are not its list's) is not
-        // asked again for a while, and is no reason to give the model up: it comes from another holder.
-        if ((met instanceof NotTheContent || met instanceof HashMismatch) && plan.kind === "peer") {
+        // A member that failed its copy (other files than the model's content, bytes that are not
+        // its list's, a refusal, a stall) is not asked again for a while, and is no reason to give
+        // the model up: it comes from another holder. What this node refuses by its own rule (a file
+        // in the way) or its full disk stays its own lasting failure.
+        if (plan.kind === "peer" && met instanceof TransferError && !(met instanceof TransferRefused) && !(met instanceof DiskFull)) {
           misled.set(plan.peer, Date.now() + MISLED_PAUSE_MS);
-          this.o.log.warn("a member offered other files than the model's content; not copying from it", { model, peer: plan.peer.slice(0, 10), error: met.message });
+          this.o.log.warn(met instanceof NotTheContent ? "a member offered other files than the model's content; not copying from it for now" : "a member's copy failed; not copying from it for now", { model, peer: plan.peer.slice(0, 10), error: met.message });
           continue;
         }
         const final = met instanceof TransferRefused || met instanceof DiskFull || (err instanceof PullError && FINAL_PULL_ERRORS.has(err.code));
