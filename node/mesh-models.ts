@@ -66,16 +66,14 @@ export class MeshModels {
   private readonly unfetchable = new Set<string>();
   /** An explicit --model the mesh does not know yet, said once. */
   private toldUnknown = false;
-  /** Our models' content identities, announced once worked out (a copy from us is checked against them). */
-  private readonly identities: ModelIdentities;
   private readonly disk: AnnouncedDisk;
   /** Bumped by every change this node hears of (see `reconcile`). */
   private changes = 0;
   private worked: { key: string; views: NodeView[]; catalog: CatalogModel[] } | undefined;
 
   constructor(private readonly o: MeshModelsOptions) {
-    this.identities = new ModelIdentities(o.fetcher.hasher, () => o.mesh()?.announceIfChanged());
-    this.disk = new AnnouncedDisk(() => this.o, (m) => this.needOf(m), this.identities);
+    // Our models' content identities are announced once worked out (a copy from us is checked against them).
+    this.disk = new AnnouncedDisk(() => this.o, (m) => this.needOf(m), new ModelIdentities(o.fetcher.hasher, () => o.mesh()?.announceIfChanged()));
   }
 
   private get loadedSplit(): string | undefined {
