@@ -374,6 +374,14 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     log,
   });
 
+  // A signal came: nothing loads, reloads or restarts a child from here (`stop` begins with it too).
+  function beginShutdown(): void {
+    replicas.stop();
+    models.stop();
+    pool.beginShutdown();
+    rpc.beginShutdown();
+  }
+
   return {
     store,
     pool,
@@ -387,16 +395,10 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     setHttpHandler: (handler) => void (httpHandler = handler),
     meshStatus: () => mesh?.status() ?? { state: "starting", nodeId: null, peers: [] },
     start,
-    beginShutdown: () => {
-      replicas.stop();
-      models.stop();
-      pool.beginShutdown();
-      rpc.beginShutdown();
-    },
+    beginShutdown,
     stop: async () => {
       clearInterval(logCap);
-      replicas.stop();
-      models.stop();
+      beginShutdown();
       // A mesh endpoint still starting has no peers to tell; exiting ends it.
       if (mesh) await Promise.race([mesh.stop(), Bun.sleep(5_000)]);
       direct?.close();
