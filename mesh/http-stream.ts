@@ -77,12 +77,8 @@ async function readAll(recv: RecvSide, limit: number, hold: (bytes: number) => b
   return Buffer.concat(parts);
 }
 
-/** What an SSE client sees when the node answering it vanishes mid-stream. */
-const SSE_GONE = new TextEncoder().encode(
-  `data: ${JSON.stringify({ error: { message: "the node serving this model went away mid-stream; retry", type: "service_unavailable", code: "peer_gone" } })}\n\n`,
-);
-
-function bodyStream(stream: Stream, sse: boolean, onDone: () => void): ReadableStream<Uint8Array> {
+/** The answer's body; a read that fails (the peer gone, its deadline passed) fails it: the router ends the stream in its client's dialect. */
+function bodyStream(stream: Stream, onDone: () => void): ReadableStream<Uint8Array> {
   const buf = new Uint8Array(READ_BUFFER);
   return new ReadableStream<Uint8Array>(
     {
@@ -96,9 +92,7 @@ function bodyStream(stream: Stream, sse: boolean, onDone: () => void): ReadableS
           controller.enqueue(buf.slice(0, n));
         } catch (err) {
           onDone();
-          if (!sse) return controller.error(err);
-          controller.enqueue(SSE_GONE);
-          controller.close();
+          controller.error(err);
         }
       },
       async cancel() {
@@ -179,8 +173,7 @@ export async function forwardHttp(
     giveUp();
     throw new Error(`${peer} sent no response head`);
   }
-  const sse = (head.headers?.["content-type"] ?? "").includes("text/event-stream");
-  return new Response(bodyStream({ send, recv }, sse, () => signal.removeEventListener("abort", giveUp)), { status: head.status, headers: head.headers ?? {} });
+  return new Response(bodyStream({ send, recv }, () => signal.removeEventListener("abort", giveUp)), { status: head.status, headers: head.headers ?? {} });
 }
 
 export interface ServeOptions {

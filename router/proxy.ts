@@ -10,7 +10,7 @@
 import type { Lease } from "../pool/pool.ts";
 import { serverGone } from "../pool/errors.ts";
 import { figuresOf, figuresOfSse, toStats, type RequestStats } from "./request-stats.ts";
-import { emptySse, isFinalEvent, readSse } from "./sse-events.ts";
+import { guardSse } from "./sse-guard.ts";
 import { keepLast, SSE_TAIL_BYTES } from "./passing-stats.ts";
 import { wholeBody } from "./outstanding.ts";
 
@@ -90,9 +90,6 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
 
   const reader = upstream.body.getReader();
   let tail = new Uint8Array(0);
-  // Events as they pass, to tell a finished stream from a cut one whatever the size of its last event.
-  let events = emptySse();
-  const eventDecoder = new TextDecoder();
   let firstByteMs: number | undefined;
   let finished = false;
   let lastSentAt = performance.now();
@@ -131,23 +128,21 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
         let read: Awaited<ReturnType<typeof reader.read>>;
         try {
           read = await reader.read();
-        } catch {
-          if (!input.clientSignal.aborted) controller.enqueue(errorEvent(model));
-          controller.close();
+        } catch (err) {
+          // The guard ends the stream in its dialect's words (a client that left reads nothing more).
+          controller.error(err);
           finish();
           return;
         }
         const { done, value } = read;
         if (done) {
-          // A server killed mid-answer closes the socket like a finished one; only the terminator tells.
-          if (!isFinalEvent(events.last)) controller.enqueue(errorEvent(model));
+          // A server killed mid-answer closes the socket like a finished one: the guard tells them apart.
           controller.close();
           finish();
           return;
         }
         firstByteMs ??= performance.now() - started;
         keepTail(value);
-        events = readSse(events, eventDecoder.decode(value, { stream: true }));
         controller.enqueue(value);
         lastSentAt = performance.now();
       },
@@ -159,7 +154,8 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
     },
     { highWaterMark: 0 },
   );
-  return new Response(stream, { status: upstream.status, headers });
+  const gone = { message: `the server for model "${model}" exited mid-stream; retry to reload it`, code: "model_server_exited" };
+  return new Response(guardSse(stream, path, gone), { status: upstream.status, headers });
 }
 
 function parseJson(buf: ArrayBuffer): unknown {
@@ -175,14 +171,4 @@ export function atEventBoundary(tail: Uint8Array): boolean {
   if (tail.length === 0) return true;
   const end = decoder.decode(tail.subarray(Math.max(0, tail.length - 4)));
   return end.endsWith("\n\n") || end.endsWith("\r\n\r\n");
-}
-
-/** What a client reading the stream sees when the model's server dies mid-answer. */
-function errorEvent(model: string): Uint8Array {
-  const error = {
-    message: `the server for model "${model}" exited mid-stream; retry to reload it`,
-    type: "service_unavailable",
-    code: "model_server_exited",
-  };
-  return encoder.encode(`data: ${JSON.stringify({ error })}\n\n`);
 }

@@ -1,6 +1,6 @@
 /**
  * Reads an SSE stream event by event as its text arrives (pure, incremental) to tell whether the
- * stream ended with its API's final event: `data: [DONE]` (chat and text completions),
+ * stream ended with its API's final event: `data: [DONE]` or an error (chat and text completions),
  * `response.completed` / `.failed` / `.incomplete` / `error` (Responses), `message_stop` or `error`
  * (Anthropic messages). It keeps only the head of each line and of each event's data, so a final
  * event of any size (llama-server's `response.completed` repeats the whole answer) costs the
@@ -89,6 +89,8 @@ function typeOfData(data: string): string | undefined {
 export function isFinalEvent(last: SseEvent | undefined): boolean {
   if (!last) return false;
   if (last.data.trim() === "[DONE]") return true;
+  // A stream another node already ended with its error (chat and text completions have no error event name).
+  if (last.event === "message" && /^\{\s*"error"\s*:/.test(last.data)) return true;
   const name = last.event === "message" ? typeOfData(last.data) : last.event;
   return name !== undefined && FINAL_EVENTS.has(name);
 }

@@ -1,0 +1,102 @@
+/**
+ * A broken stream ends in its dialect's words, never inside an event: the boundary rule as a table,
+ * the endings each SDK reads, and the guard over streams that finish, stop short, or fail.
+ */
+import { describe, expect, test } from "bun:test";
+import { guardSse } from "../../router/sse-guard.ts";
+import { brokenStreamEnding, endOfLastEvent } from "../../router/stream-endings.ts";
+import { readSse, emptySse } from "../../router/sse-events.ts";
+
+const encoder = new TextEncoder();
+
+describe("endOfLastEvent", () => {
+  test.each([
+    ["nothing", "", 0],
+    ["a line, no blank one", "data: x\n", 0],
+    ["one event", "data: x\n\n", 9],
+    ["one event and part of the next", "data: x\n\ndata: y", 9],
+    ["two events", "data: x\n\ndata: y\n\n", 18],
+    ["CRLF", "data: x\r\n\r\n", 11],
+    ["CRLF cut before the last LF", "data: x\r\n\r", 0],
+    ["CR only", "data: x\r\r", 9],
+    ["an event line then data cut", "event: a\ndata: {\"t", 0],
+  ])("%s", (_, text, end) => expect(endOfLastEvent(encoder.encode(text))).toBe(end));
+});
+
+describe("brokenStreamEnding: what each dialect's SDK reads as an error", () => {
+  const last = (route: string) => readSse(emptySse(), brokenStreamEnding(route, "gone", "peer_gone")).last!;
+  test("Anthropic messages: an `error` event with an error object", () => {
+    const e = last("/v1/messages");
+    expect(e.event).toBe("error");
+    expect(JSON.parse(e.data)).toEqual({ type: "error", error: { type: "api_error", message: "gone" } });
+  });
+  test("Responses: an `error` event of type error", () => {
+    const e = last("/v1/responses");
+    expect(e.event).toBe("error");
+    expect(JSON.parse(e.data)).toMatchObject({ type: "error", code: "peer_gone", message: "gone" });
+  });
+  test.each(["/v1/chat/completions", "/v1/completions"])("%s: a data line with an error object", (route) => {
+    const e = last(route);
+    expect(e.event).toBe("message");
+    expect(JSON.parse(e.data)).toEqual({ error: { message: "gone", type: "service_unavailable", code: "peer_gone" } });
+  });
+});
+
+/** A source that sends `chunks`, then ends or fails. */
+function source(chunks: string[], then: "end" | "fail"): ReadableStream<Uint8Array> {
+  let i = 0;
+  return new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (i < chunks.length) return controller.enqueue(encoder.encode(chunks[i++]!));
+      if (then === "end") controller.close();
+      else controller.error(new Error("the peer went away"));
+    },
+  });
+}
+
+/** What a client reads through the guard, piece by piece. */
+async function read(stream: ReadableStream<Uint8Array>): Promise<string[]> {
+  const pieces: string[] = [];
+  const decoder = new TextDecoder();
+  for await (const piece of stream) pieces.push(decoder.decode(piece));
+  return pieces;
+}
+
+const GONE = { message: "gone", code: "peer_gone" };
+
+describe("guardSse", () => {
+  test("a finished chat stream passes unchanged", async () => {
+    const text = ['data: {"a":1}\n\n', "data: [DONE]\n\n"];
+    expect((await read(guardSse(source(text, "end"), "/v1/chat/completions", GONE))).join("")).toBe(text.join(""));
+  });
+
+  test("an event split across reads reaches the client whole", async () => {
+    const pieces = await read(guardSse(source(['data: {"a"', ':1}\n\ndata: [DO', "NE]\n\n"], "end"), "/v1/chat/completions", GONE));
+    expect(pieces).toEqual(['data: {"a":1}\n\n', "data: [DONE]\n\n"]);
+  });
+
+  test("an Anthropic stream cut inside an event: the half event is dropped, then an error event", async () => {
+    const cut = ["event: message_start\ndata: {}\n\n", "event: content_block_delta\ndata: {\"ty"];
+    const text = (await read(guardSse(source(cut, "end"), "/v1/messages", GONE))).join("");
+    expect(text).toBe(`event: message_start\ndata: {}\n\n${brokenStreamEnding("/v1/messages", "gone", "peer_gone")}`);
+  });
+
+  test("a source that fails ends with the error event, after what came whole", async () => {
+    const text = (await read(guardSse(source(['data: {"a":1}\n\n', 'data: {"b"'], "fail"), "/v1/chat/completions", GONE))).join("");
+    expect(text).toBe(`data: {"a":1}\n\n${brokenStreamEnding("/v1/chat/completions", "gone", "peer_gone")}`);
+  });
+
+  test("a stream another node already ended with its error gets no second one", async () => {
+    const ended = brokenStreamEnding("/v1/chat/completions", "exited", "model_server_exited");
+    expect((await read(guardSse(source(['data: {"a":1}\n\n', ended], "end"), "/v1/chat/completions", GONE))).join("")).toBe(`data: {"a":1}\n\n${ended}`);
+  });
+
+  test("an Anthropic stream ended with its error event gets no second one", async () => {
+    const ended = brokenStreamEnding("/v1/messages", "exited", "model_server_exited");
+    expect((await read(guardSse(source([ended], "end"), "/v1/messages", GONE))).join("")).toBe(ended);
+  });
+
+  test("keep-alive comments pass between events", async () => {
+    expect((await read(guardSse(source([": keep-alive\n\n", "data: [DONE]\n\n"], "end"), "/v1/completions", GONE))).join("")).toBe(": keep-alive\n\ndata: [DONE]\n\n");
+  });
+});
