@@ -5,6 +5,7 @@
  * a time) to Ollama's JSON and NDJSON lines with their final statistics. The routes
  * (`router/ollama.ts`) only move bytes through these functions.
  */
+import { isObject, type Json, type JsonObject } from "./json.ts";
 
 /** Ollama's routes under `/api` (beside ours, `/api/v1/*` and `/api/status`): its clients read `error` as a string. */
 export const OLLAMA_ROUTES: readonly string[] = ["version", "tags", "ps", "show", "chat", "generate", "embed", "embeddings", "pull", "delete", "copy", "create", "push"];
@@ -12,10 +13,7 @@ export const OLLAMA_ROUTES: readonly string[] = ["version", "tags", "ps", "show"
 /** Whether `path` is one of Ollama's routes, whose errors take its shape. */
 export const isOllamaPath = (path: string): boolean => path.startsWith("/api/") && OLLAMA_ROUTES.includes(path.slice(5));
 
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-export type JsonObject = { [key: string]: Json };
-
-const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+export type { Json, JsonObject } from "./json.ts";
 
 /** Our model names carry no tag: `x:latest` and `x` are the same model; other tags are part of the name. */
 export function modelName(ollamaName: string): string {

@@ -20,11 +20,17 @@ import { requestSource, takesSlot } from "./request-source.ts";
 import { dispatch } from "./dispatch.ts";
 import type { Route } from "../mesh/route.ts";
 import { INFERENCE_ROUTES, LLAMA_ROUTES } from "./route-table.ts";
+import { applyKeepAlive, KEEP_ALIVE_HEADER, keepAliveHeaderValue, parseKeepAliveHeader, type KeepAliveBinding } from "./keep-alive.ts";
+import { untilBodyEnds } from "./outstanding.ts";
 import { catalogListing } from "./catalog-listing.ts";
 import { knownModels } from "../models/known-models.ts";
 import { acquireModel, findModel, modelStatus, type Serving } from "./serving.ts";
+import { TRANSLATORS } from "./dialects.ts";
+import type { JsonObject } from "./json.ts";
+import { guardedAnswer } from "./sse-guard.ts";
 
 const decoder = new TextDecoder();
+const encoder = new TextEncoder();
 
 export { INFERENCE_PATHS, INFERENCE_ROUTES, LLAMA_ROUTES } from "./route-table.ts";
 
@@ -99,9 +105,11 @@ function remoteEntry(m: CatalogModel) {
   return { id: m.name, object: "model" as const, created: 0, owned_by: "mesh", size: m.sizeBytes, ...meshFields(m), status: MESH_STATUS[m.status] };
 }
 
-async function forward(serving: Serving, peer: string, path: string, body: ArrayBuffer, signal: AbortSignal): Promise<Response> {
+async function forward(serving: Serving, peer: string, path: string, body: ArrayBuffer, signal: AbortSignal, keepAlive: KeepAlive | undefined): Promise<Response> {
+  const carried = keepAliveHeaderValue(keepAlive?.ms);
+  const headers = { "content-type": "application/json", ...(carried === undefined ? {} : { [KEEP_ALIVE_HEADER]: carried }) };
   try {
-    return await serving.routing!.forward(peer, { method: "POST", path, headers: { "content-type": "application/json" }, body: new Uint8Array(body) }, signal);
+    return await serving.routing!.forward(peer, { method: "POST", path, headers, body: new Uint8Array(body) }, signal);
   } catch (err) {
     // iroh's errors carry their causes and a native stack trace over several lines: the causes are enough.
     const why = (err as Error).message.split(/\n\s*Stack backtrace:/)[0]!.replace(/\s+/g, " ").trim();
@@ -141,7 +149,7 @@ export function openAiRoutes(serving: Serving, observer?: InferenceObserver, kee
     return c.json(modelEntry(serving, m.name, entry, c.req.header(FORWARDED_HEADER) !== undefined));
   });
 
-  for (const [route, upstreamPath] of Object.entries(INFERENCE_ROUTES)) v1.post(route, inference(serving, upstreamPath, observer, keepAliveMs));
+  for (const route of Object.keys(INFERENCE_ROUTES)) v1.post(route, inference(serving, `/v1${route}`, observer, keepAliveMs));
 
   v1.all("*", noRoute);
   return v1;
@@ -150,50 +158,81 @@ export function openAiRoutes(serving: Serving, observer?: InferenceObserver, kee
 /** llama-server's own model routes at the root (`/tokenize`, `/detokenize`, `/apply-template`). */
 export function llamaRoutes(serving: Serving, observer?: InferenceObserver, keepAliveMs?: number): Hono {
   const root = new Hono();
-  for (const [route, upstreamPath] of Object.entries(LLAMA_ROUTES)) root.post(route, inference(serving, upstreamPath, observer, keepAliveMs));
+  for (const route of Object.keys(LLAMA_ROUTES)) root.post(route, inference(serving, route, observer, keepAliveMs));
   return root;
 }
 
-/** One inference route: the body's model, served here or by the peer the mesh routes it to. */
-function inference(serving: Serving, upstreamPath: string, observer: InferenceObserver | undefined, keepAliveMs: number | undefined): Handler {
+/** The llama-server path of a public inference path (one of `INFERENCE_PATHS`). */
+const upstreamPathOf = (path: string): string => (path.startsWith("/v1/") ? INFERENCE_ROUTES[path.slice(3)]! : LLAMA_ROUTES[path]!);
+
+/** A client's Ollama keep_alive, in ms (undefined: it gave none), to apply where the request is answered. */
+type KeepAlive = { ms: number | undefined };
+
+/**
+ * The keep_alive a request carries: the Ollama adapter's (in its bindings, which no client sets),
+ * or the header of a request a member forwarded; nothing anyone else sends counts (`keep-alive.ts`).
+ */
+function keepAliveOf(c: Context, forwarded: boolean): KeepAlive | undefined {
+  if (!forwarded) return (c.env as KeepAliveBinding | undefined)?.ollamaKeepAlive;
+  const ms = parseKeepAliveHeader(c.req.header(KEEP_ALIVE_HEADER));
+  return ms === undefined ? undefined : { ms };
+}
+
+/**
+ * One inference route (`path`, as public: `/v1/...` or llama-server's own at the root): the body's
+ * model, served here or by the peer the mesh routes it to, translated first when its dialect is
+ * one the mesh does not pass on as it is (`TRANSLATORS`).
+ */
+function inference(serving: Serving, path: string, observer: InferenceObserver | undefined, keepAliveMs: number | undefined): Handler {
   return async (c) => {
     const started = performance.now();
-    const body = await c.req.arrayBuffer();
+    let body = await c.req.arrayBuffer();
     const parsed = modelOfBody(decoder.decode(body));
     if ("error" in parsed) return badRequest(c, parsed.error, "invalid_body");
+    const translation = TRANSLATORS[path]?.(parsed.json as JsonObject);
+    if (translation && "error" in translation) return badRequest(c, translation.error, "invalid_body");
+    if (translation) body = encoder.encode(JSON.stringify(translation.body)).buffer as ArrayBuffer;
+    const sentTo = translation?.path ?? path;
     observer?.named(c, parsed.model);
     // Checked here, on the node a client or a member sent it to, before it goes anywhere.
     const remote = remoteMediaUrl(parsed.json);
     if (remote !== undefined) {
       return badRequest(c, `media by URL is not fetched (${remote.slice(0, 200)}): send images and files inline, as data: URLs or base64 sources`, "remote_media_refused");
     }
-    const send = sender(serving, c, { model: parsed.model, body, upstreamPath, started }, observer, keepAliveMs);
     const forwarded = c.req.header(FORWARDED_HEADER) !== undefined;
-    return dispatch({ serving, model: parsed.model, json: parsed.json, header: (name) => c.req.header(name), forwarded, signal: c.req.raw.signal, send });
+    const send = sender(serving, c, { model: parsed.model, body, path: sentTo, started, keepAlive: keepAliveOf(c, forwarded) }, observer, keepAliveMs);
+    const res = await dispatch({ serving, model: parsed.model, json: parsed.json, header: (name) => c.req.header(name), forwarded, signal: c.req.raw.signal, send });
+    return translation ? translation.answer(res) : res;
   };
 }
+
+/** How a stream from a peer ends when the peer goes away mid-answer (before it could end it itself). */
+const PEER_GONE = { message: "the node serving this model went away mid-stream; retry", code: "peer_gone" };
 
 /** Sends a request where its route says: to a peer, a 503 the route gives, or this node's pool (none: no mesh). */
 function sender(
   serving: Serving,
   c: Context,
-  req: { model: string; body: ArrayBuffer; upstreamPath: string; started: number },
+  req: { model: string; body: ArrayBuffer; path: string; started: number; keepAlive: KeepAlive | undefined },
   observer: InferenceObserver | undefined,
   keepAliveMs: number | undefined,
 ): (route: Route | undefined) => Promise<Response> {
   return async (route: Route | undefined): Promise<Response> => {
     if (route?.to === "peer") {
       observer?.forwarded(route.peerId);
-      const res = await forward(serving, route.peerId, c.req.path, req.body, c.req.raw.signal);
+      // Its keep_alive goes along: the peer that answers applies it there.
+      const res = await forward(serving, route.peerId, req.path, req.body, c.req.raw.signal, req.keepAlive);
       // The answer passes through here: this node's /api/v1/stats tells it too.
-      return recordPassingStats(res, req.model, req.upstreamPath, req.started, (s) => (serving.lastStats = s));
+      const passed = recordPassingStats(res, req.model, upstreamPathOf(req.path), req.started, (s) => (serving.lastStats = s));
+      return guardedAnswer(passed, req.path, PEER_GONE);
     }
     if (route?.to === "unavailable") return errorResponse(c, 503, route.message, "service_unavailable", "model_not_ready", route.retryAfterS);
-    const lease = await acquireModel(serving, req.model, c.req.raw.signal, takesSlot(req.upstreamPath) ? requestSource(c.req.raw.headers) : undefined);
-    return proxyToServer({
+    const upstreamPath = upstreamPathOf(req.path);
+    const lease = await acquireModel(serving, req.model, c.req.raw.signal, takesSlot(upstreamPath) ? requestSource(c.req.raw.headers) : undefined);
+    const res = await proxyToServer({
       lease,
       model: req.model,
-      path: req.upstreamPath,
+      path: upstreamPath,
       body: req.body,
       clientSignal: c.req.raw.signal,
       extraHeaders: answeredBy(serving),
@@ -203,5 +242,8 @@ function sender(
         observer?.answered(c, s, stream);
       },
     });
+    const keepAlive = req.keepAlive;
+    // Answered here: its keep_alive applies to this node's server once the answer has gone.
+    return keepAlive && res.ok ? untilBodyEnds(res, () => applyKeepAlive(serving.pool, req.model, keepAlive.ms)) : res;
   };
 }

@@ -1,0 +1,22 @@
+/**
+ * Requests a client sends in words the mesh does not pass on as they are, turned into ones it
+ * does, and their answers turned back. The turn happens on the node the client called, so a
+ * request crosses the mesh in words every node's llama-server speaks, and the client hears its own
+ * dialect whichever node answered (and whatever version of llama-server that node runs).
+ * Each translator is keyed by the public path it serves (`/v1/...`).
+ */
+import type { JsonObject } from "./json.ts";
+
+export interface Translation {
+  /** The public path the request goes to instead (one of `INFERENCE_PATHS`). */
+  path: string;
+  body: JsonObject;
+  /** The client's answer, from the answer of `path` (a broken stream already ended in that path's words). */
+  answer(res: Response): Response | Promise<Response>;
+}
+
+/** A request's translation; undefined when it passes as it is, or the reason it cannot be served. */
+export type Translator = (body: JsonObject) => Translation | { error: string } | undefined;
+
+/** The translators, by the public path they serve. */
+export const TRANSLATORS: Readonly<Record<string, Translator>> = {};
