@@ -104,6 +104,7 @@ export function electionCandidates(nodes: readonly NodeView[], model: string): C
       hosting: n.hosting === true,
       // Only a node with the files can run llama-server for it; one still fetching hosts once it has them.
       canHost: n.modelsOnDisk.some((d) => d.name === model),
+      canGet: n.fetches !== false || n.modelsOnDisk.some((d) => d.name === model),
       ...(n.layout ? { layout: n.layout } : {}),
       ...(n.keepsLayouts === false ? { keepsLayouts: false } : {}),
     }));

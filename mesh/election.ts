@@ -3,8 +3,10 @@
  * llama-server; a model that fits on its host alone runs there without RPC, otherwise the rest of
  * the group are its RPC workers. Ties go to the node whose server for it already answers, then to
  * one that has decided to host it (it may be reloading), so an equal newcomer causes no churn; then
- * to the larger node id, so every node picks the same one. A node that
- * cannot get the file (it does not fetch models) hosts only when nobody else can.
+ * to the larger node id, so every node picks the same one. A node still without the file hosts
+ * only when nobody with it can (it fetches first); one that can never get it (no file, and it does
+ * not fetch models) never hosts: it lends its memory to a host that can, and until one joins the
+ * model has none (a host that cannot load it would hold its clients off with "being fetched").
  */
 
 export interface Candidate {
@@ -14,8 +16,10 @@ export interface Candidate {
   ready?: boolean;
   /** It has decided to host the model (loaded, loading or reloading). */
   hosting?: boolean;
-  /** It has the model's files or may fetch them. */
+  /** It has the model's files now. */
   canHost?: boolean;
+  /** False: it has no files and fetches none, so it never hosts. */
+  canGet?: boolean;
   /** The workers its running server for the model uses (it announced them), when it runs one. */
   layout?: readonly string[];
   /** False for a node of an older version, which elects afresh: then the whole group does. */
@@ -26,6 +30,7 @@ export function elect(group: readonly Candidate[]): string | undefined {
   const rank = (n: Candidate) => [Number(n.canHost !== false), n.vramBytes, Number(n.ready === true), Number(n.hosting === true)];
   let best: Candidate | undefined;
   for (const n of group) {
+    if (n.canGet === false) continue;
     if (!best) {
       best = n;
       continue;

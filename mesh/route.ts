@@ -92,6 +92,10 @@ export function routeModel(entry: CatalogModel | undefined, self: LocalView, for
       return entry.nodesOnDisk.includes(host) ? { to: "peer", peerId: host } : fetching(`node ${short(host)}`);
     }
     case "needs-capacity":
+      // A group without a host: its members lend memory but none has the files or fetches them.
+      if (entry.host === undefined) {
+        return { to: "unavailable", message: `model "${entry.name}" has no host: the nodes assigned to it neither have its files nor fetch them; it runs once a node that has them joins`, retryAfterS: 30 };
+      }
       return {
         to: "unavailable",
         message: `model "${entry.name}" needs ${gib(entry.needBytes)} and the nodes assigned to it offer ${gib(entry.capacityBytes)}; it runs once more nodes join`,

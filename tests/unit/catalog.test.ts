@@ -18,7 +18,9 @@ describe("election", () => {
     ["a server that answers beats a claim to host (a load not started yet)", [{ nodeId: "z", vramBytes: 8, hosting: true }, { nodeId: "a", vramBytes: 8, ready: true }], "a"],
     ["more memory beats hosting", [{ nodeId: "a", vramBytes: 8, hosting: true }, { nodeId: "b", vramBytes: 9 }], "b"],
     ["a node that cannot get the file hosts only if nobody else can", [{ nodeId: "z", vramBytes: 64, canHost: false }, { nodeId: "a", vramBytes: 8 }], "a"],
-    ["...and then it does", [{ nodeId: "z", vramBytes: 64, canHost: false }], "z"],
+    ["...and then it does (it fetches first)", [{ nodeId: "z", vramBytes: 64, canHost: false }], "z"],
+    ["a node that can never get the file (no file, no fetching) never hosts", [{ nodeId: "z", vramBytes: 64, canHost: false, canGet: false }, { nodeId: "a", vramBytes: 8, canHost: false }], "a"],
+    ["...even alone: no host", [{ nodeId: "z", vramBytes: 64, canHost: false, canGet: false }], undefined],
   ] as const)("%s", (_, group, host) => expect(elect(group)).toBe(host));
 
   test.each([
@@ -37,6 +39,12 @@ describe("catalog", () => {
     ["nobody assigned: unloaded", [node("a", 24, { modelsOnDisk: [model("m", 5)] })], "unloaded", undefined],
     ["assigned, host not up yet: loading", [node("a", 24, { modelsOnDisk: [model("m", 5)], assigned: "m" })], "loading", "a"],
     ["the group has too little memory: needs-capacity", [node("a", 4, { modelsOnDisk: [model("m", 5)], assigned: "m" })], "needs-capacity", "a"],
+    [
+      "its host gone, the group left with a member that cannot get the file (--fetch off): no host, needs-capacity",
+      [node("a", 24, { modelsOnDisk: [model("m", 5)] }), node("b", 24, { fetches: false, assigned: "m" })],
+      "needs-capacity",
+      undefined,
+    ],
     [
       "two nodes together have enough; the bigger hosts",
       [node("a", 4, { modelsOnDisk: [model("m", 5)], assigned: "m" }), node("b", 4.5, { modelsOnDisk: [model("m", 5)], assigned: "m", ready: ["m"] })],
@@ -128,6 +136,13 @@ describe("allocate", () => {
       { model: "big", rule: 1, download: true },
     ],
     ["--fetch off, alone with nothing on disk: nothing to take", node("me", 24, { fetches: false }), [node("a", 8, { modelsOnDisk: [model("m", 5)] })], [], undefined],
+    [
+      "a holder back after its host role passed to a --fetch off member: it takes its model again (rule 1: the group has no host)",
+      node("me", 24, { modelsOnDisk: [model("m", 5), model("other", 5)] }),
+      [node("b", 24, { fetches: false, assigned: "m" })],
+      [],
+      { model: "m", rule: 1, download: false },
+    ],
     [
       "2: nobody serves it, it fits, it is on my disk",
       node("me", 24, { modelsOnDisk: [model("m", 5)] }),

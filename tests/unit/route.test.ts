@@ -61,6 +61,8 @@ test("503 messages say why and when to retry", () => {
   expect(beyond).toMatchObject({ to: "unavailable", retryAfterS: 30, message: expect.stringContaining('model "m" needs 2.00 GiB and this node offers 1.00 GiB') });
   const short = routeModel(entry({ host: "a", status: "needs-capacity", needBytes: 2 * 2 ** 30, capacityBytes: 2 ** 30 }), me(), false);
   expect(short).toMatchObject({ to: "unavailable", retryAfterS: 30, message: expect.stringContaining("needs 2.00 GiB") });
+  const hostless = routeModel(entry({ host: undefined, status: "needs-capacity", nodesServing: ["b"] }), me(), false);
+  expect(hostless).toMatchObject({ to: "unavailable", retryAfterS: 30, message: expect.stringContaining("has no host: the nodes assigned to it neither have its files nor fetch them") });
   const fetching = routeModel(entry({ host: "abcdef0123456789", status: "loading" }), me(), false);
   expect(fetching).toMatchObject({ to: "unavailable", retryAfterS: 10, message: expect.stringContaining("being fetched by node abcdef0123") });
 });
