@@ -17,6 +17,10 @@ export interface NodeModel {
   ref?: string;
   /** Its content identity as this node announced it (`models/content-identity.ts`): a claim, checked by a copy. */
   identity?: string;
+  /** What this node says the model is (GGUF architecture, weights, quant): display-only claims. */
+  family?: string;
+  parameters?: number;
+  quant?: string;
 }
 
 /** What the catalog needs to know about one node (ours included), from its announcement. */
@@ -90,6 +94,13 @@ export interface CatalogModel {
   status: ModelStatus;
   /** Why its host's last load failed (status `failed`), and in how many seconds it tries again. */
   failure?: { error: string; retryInS: number };
+  /**
+   * What it is (family, weights, quant) as one holder says (`describer`): shown to clients (Ollama's
+   * details), never used to decide anything.
+   */
+  family?: string;
+  parameters?: number;
+  quant?: string;
 }
 
 /** A model's group as election sees it. */
@@ -144,6 +155,7 @@ export function puller(group: readonly NodeView[], model: string): string | unde
 /** Who has, serves and idles each model: one pass over every view, so the catalog costs what the views hold. */
 function indexViews(nodes: readonly NodeView[]) {
   const onDisk = new Map<string, string[]>();
+  const entries = new Map<string, Map<string, NodeModel>>();
   const identities = new Map<string, Map<string, string[]>>();
   const readyOn = new Map<string, string[]>();
   const replicaOn = new Map<string, string[]>();
@@ -158,6 +170,10 @@ function indexViews(nodes: readonly NodeView[]) {
     // A node that lists a model twice is one node that has it.
     for (const name of new Set(n.modelsOnDisk.map((d) => d.name))) add(onDisk, name, n.nodeId);
     for (const d of n.modelsOnDisk) {
+      const byNode = entries.get(d.name) ?? entries.set(d.name, new Map()).get(d.name)!;
+      if (!byNode.has(n.nodeId)) byNode.set(n.nodeId, d);
+    }
+    for (const d of n.modelsOnDisk) {
       if (d.identity === undefined) continue;
       const byIdentity = identities.get(d.name) ?? identities.set(d.name, new Map()).get(d.name)!;
       add(byIdentity, d.identity, n.nodeId);
@@ -167,7 +183,7 @@ function indexViews(nodes: readonly NodeView[]) {
     for (const name of n.idle) idle.add(name);
     if (n.assigned !== undefined) add(groups, n.assigned, n);
   }
-  return { onDisk, identities, readyOn, replicaOn, groups, idle };
+  return { onDisk, entries, identities, readyOn, replicaOn, groups, idle };
 }
 
 /**
@@ -216,11 +232,12 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
       // group member, or any node, whose server for it still answers.
       const servedBy = host && ownReadyOn.includes(host) ? host : (ownReadyOn.find((id) => group.some((n) => n.nodeId === id)) ?? ownReadyOn[0]);
       const failure = hostNode?.loadFailed?.model === m.name ? hostNode.loadFailed : undefined;
+      // A group none of whose members can get the files has no host, whatever its memory: it needs a node that can.
       const status: ModelStatus = servedBy
         ? "ready"
         : group.length === 0
           ? "unloaded"
-          : capacityBytes < m.needBytes
+          : host === undefined || capacityBytes < m.needBytes
             ? "needs-capacity"
             : failure
               ? "failed"
@@ -234,6 +251,8 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
       // A holder still hashing what it has is waited for: one in the group keeps the pull (below),
       // one outside it pulls nothing, and nobody downloads a second copy meanwhile.
       const holderWaitedFor = nodesOnDisk.length > 0 && !group.some((n) => n.modelsOnDisk.some((d) => d.name === m.name));
+      // Told as one holder tells it, the same one on every node: one with the agreed content first.
+      const describer = index.entries.get(m.name)?.get(copyFrom[0] ?? nodesOnDisk[0] ?? "");
       const pulledBy = copyFrom.length === 0 && content.length <= 1 && !holderWaitedFor && (m.ref !== undefined || m.source !== undefined) ? puller(group, m.name) : undefined;
       return {
         name: m.name,
@@ -256,6 +275,9 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
         idle: ownReadyOn.length === 0 && index.idle.has(m.name),
         status,
         ...(status === "failed" && failure ? { failure: { error: failure.error, retryInS: failure.retryInS } } : {}),
+        ...(describer?.family !== undefined ? { family: describer.family } : {}),
+        ...(describer?.parameters !== undefined ? { parameters: describer.parameters } : {}),
+        ...(describer?.quant !== undefined ? { quant: describer.quant } : {}),
       };
     })
     .sort((a, b) => byCodePoint(a.name, b.name));

@@ -38,6 +38,8 @@ export interface StartNodeOptions {
   models?: Record<string, string>;
   /** Files written into the state dir before the node starts, by name (e.g. `{ "config.toml": text }`). */
   stateFiles?: Record<string, string>;
+  /** The state dir of a node killed before, to start it again as itself (removed when this one stops). */
+  stateDir?: string;
   /** `--relay` values instead of `disabled` (none: the node decides, e.g. from its join token). */
   relay?: string[];
   /** Leave out the suite's `--transport` (TRANSPORT_ARGS): the node decides its line, as a user's would. */
@@ -65,7 +67,7 @@ export const TRANSPORT_ARGS: string[] = TEST_TRANSPORT ? ["--transport", TEST_TR
 export const SMALL_LLAMA = ["--ctx-size", "512", "--llamacpp-args", "--threads 1 --threads-batch 1 --parallel 1", "--rpc-threads", "1"];
 
 export async function startNode(args: string[] = [], opts: StartNodeOptions = {}): Promise<TestNode> {
-  const stateDir = mkdtempSync(join(tmpdir(), "mesh-test-state-"));
+  const stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), "mesh-test-state-"));
   const modelsDir = mkdtempSync(join(tmpdir(), "mesh-test-models-"));
   for (const [file, source] of Object.entries(opts.models ?? {})) copyFileSync(source, join(modelsDir, file));
   for (const [file, text] of Object.entries(opts.stateFiles ?? {})) writeFileSync(join(stateDir, file), text);

@@ -45,6 +45,7 @@ describe("catalog", () => {
       "needs-capacity",
       undefined,
     ],
+    ["...and when no holder is left to say its size", [node("b", 24, { fetches: false, assigned: "m" })], "needs-capacity", undefined],
     [
       "two nodes together have enough; the bigger hosts",
       [node("a", 4, { modelsOnDisk: [model("m", 5)], assigned: "m" }), node("b", 4.5, { modelsOnDisk: [model("m", 5)], assigned: "m", ready: ["m"] })],
