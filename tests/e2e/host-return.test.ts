@@ -18,10 +18,10 @@ afterAll(killAllChildren);
 
 // Two models on the host's disk: it serves one (allocation rule 2), and could take the other
 // instead when it comes back.
-const MODELS = ["tiny-q8_0", "tiny-q4_0"];
+const MODELS = ["tiny-q8_0", "tiny-f32"];
 let files: Record<string, string>;
 beforeAll(async () => {
-  files = { "tiny-q8_0.gguf": await testModel("tiny", "q8_0"), "tiny-q4_0.gguf": await testModel("tiny", "q4_0") };
+  files = { "tiny-q8_0.gguf": await testModel("tiny", "q8_0"), "tiny-f32.gguf": await testModel("tiny", "f32") };
 });
 const modelArgs = MODELS.flatMap((m) => ["--model", m]);
 
