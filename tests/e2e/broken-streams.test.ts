@@ -1,0 +1,75 @@
+/**
+ * A host that dies mid-stream, seen through the node that forwarded to it: each client hears the
+ * end of its stream in its own dialect and raises its own error (the OpenAI SDK an APIError from the
+ * error data line, the Anthropic SDK an APIError from `event: error`, the Ollama client the `error`
+ * line), never a stream that just stops, and never an event cut in half.
+ */
+import Anthropic from "@anthropic-ai/sdk";
+import { afterAll, expect, test } from "bun:test";
+import { Ollama } from "ollama";
+import OpenAI from "openai";
+import { loaded } from "../helpers/api.ts";
+import { killAllChildren } from "../helpers/children.ts";
+import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
+import { testModel } from "../helpers/models.ts";
+import { waitFor } from "../helpers/wait.ts";
+
+const nodes: MeshTestNode[] = [];
+afterAll(async () => {
+  await Promise.all(nodes.map((n) => n.stop()));
+  await killAllChildren();
+});
+
+const MODEL = "tiny-q8_0";
+// Room for three long answers at once: one slot each, each far from its end when the host dies.
+const HOST_LLAMA = ["--ctx-size", "6144", "--llamacpp-args", "--threads 1 --threads-batch 1 --parallel 3", "--rpc-threads", "1", "--rpc-direct", "off"];
+const LONG = 1500;
+const prompt = "hello there";
+
+/** Reads `stream` until its first piece, then hands back the rest as a promise of how it ended. */
+async function afterFirst<T>(stream: AsyncIterable<T>): Promise<() => Promise<{ pieces: number; error?: unknown }>> {
+  const it = stream[Symbol.asyncIterator]();
+  const first = await it.next();
+  expect(first.done).toBe(false);
+  return async () => {
+    let pieces = 1;
+    try {
+      while (!(await it.next()).done) pieces++;
+      return { pieces };
+    } catch (error) {
+      return { pieces, error };
+    }
+  };
+}
+
+test("the host killed mid-stream: OpenAI, Anthropic and Ollama clients on the forwarding node each get their dialect's error", async () => {
+  const host = await startMeshNode([...HOST_LLAMA, "--model", await testModel("tiny", "q8_0")], { name: "host" });
+  nodes.push(host);
+  const entry = await startMeshNode(["--ctx-size", "512", "--rpc-threads", "1", "--join", host.token], { name: "entry" });
+  nodes.push(entry);
+  await waitForFullMesh([host, entry]);
+  await waitFor(async () => (await loaded(host)).some((s) => s.model_name === MODEL && s.state === "ready"), { what: "the host to serve the model", timeoutMs: 60_000 });
+  await waitFor(async () => (await meshStatus(entry)).peers.some((p) => p.serving.includes(MODEL)), { what: "the entry to see the model" });
+
+  // Greedy, with the end of text never picked: the answers run until the host dies.
+  const openai = new OpenAI({ baseURL: `${entry.url}/v1`, apiKey: "unused", maxRetries: 0 });
+  const chat = await afterFirst(
+    await openai.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: prompt }], max_tokens: LONG, stream: true, temperature: 0, ...{ ignore_eos: true } }),
+  );
+  const anthropic = new Anthropic({ baseURL: entry.url, apiKey: "unused", maxRetries: 0 });
+  const messages = await afterFirst(
+    await anthropic.messages.create({ model: MODEL, max_tokens: LONG, messages: [{ role: "user", content: prompt }], stream: true, temperature: 0, ...{ ignore_eos: true } }),
+  );
+  const ollama = new Ollama({ host: entry.url });
+  const ollamaChat = await afterFirst(await ollama.chat({ model: MODEL, messages: [{ role: "user", content: prompt }], stream: true, options: { num_predict: LONG, temperature: 0 } }));
+
+  host.child.proc.kill("SIGKILL");
+  const [c, m, o] = await Promise.all([chat(), messages(), ollamaChat()]);
+
+  expect(c.error).toBeInstanceOf(OpenAI.APIError);
+  expect((c.error as InstanceType<typeof OpenAI.APIError>).message).toContain("went away mid-stream");
+  expect(m.error).toBeInstanceOf(Anthropic.APIError);
+  expect((m.error as InstanceType<typeof Anthropic.APIError>).message).toContain("went away mid-stream");
+  expect(o.error).toBeInstanceOf(Error);
+  expect((o.error as Error).message).toContain("went away mid-stream");
+}, 180_000);
