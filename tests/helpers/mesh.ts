@@ -56,9 +56,10 @@ export async function waitForFullMesh(nodes: readonly MeshTestNode[], timeoutMs 
  * A host started with `hostArgs` that serves `model`, and an entry node joined to it (started with
  * `entryArgs`) that knows the host serves it: requests to the entry are forwarded. Both are pushed
  * onto `nodes` as they start, so the caller's cleanup stops them even when a wait fails.
+ * `hostOpts` start the host with more (other models in its models dir).
  */
-export async function hostAndEntry(model: string, hostArgs: string[], entryArgs: string[], nodes: MeshTestNode[]): Promise<{ host: MeshTestNode; entry: MeshTestNode }> {
-  const host = await startMeshNode(hostArgs);
+export async function hostAndEntry(model: string, hostArgs: string[], entryArgs: string[], nodes: MeshTestNode[], hostOpts: StartNodeOptions = {}): Promise<{ host: MeshTestNode; entry: MeshTestNode }> {
+  const host = await startMeshNode(hostArgs, hostOpts);
   nodes.push(host);
   const entry = await startMeshNode([...entryArgs, "--join", host.token]);
   nodes.push(entry);
