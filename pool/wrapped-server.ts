@@ -12,6 +12,7 @@ import { childLaunch, readLogTail, terminate } from "./child-process.ts";
 import type { DeviceMask } from "./devices.ts";
 import { serverGone } from "./errors.ts";
 import { DEFAULT_SLOTS, SlotQueue, slotsFromArgv, slotsFromProps, type QueueObserver } from "./slot-queue.ts";
+import { templateCapsFromProps, type TemplateCaps } from "./template-caps.ts";
 
 export type ServerState = "starting" | "ready" | "stopping" | "stopped" | "failed";
 /** What a change told to listeners was: the server's state moved, or a request gave it back. */
@@ -69,6 +70,8 @@ export class WrappedServer {
   inflight = 0;
   /** Its slots and the requests waiting for one: slots from its argv until `/props` tells. */
   readonly queue: SlotQueue;
+  /** What its chat template can do, once `/props` told (undefined: not told). */
+  templateCaps: TemplateCaps | undefined;
   /** Set when the process ends; aborts every request in flight to it. */
   readonly gone: AbortSignal;
   readonly exited: Promise<number | null>;
@@ -160,7 +163,7 @@ export class WrappedServer {
         const res = await fetch(`${this.url}/health`, { headers: this.headers, signal: AbortSignal.any([AbortSignal.timeout(2000), this.gone]) });
         await res.body?.cancel();
         if (res.status === 200) {
-          await this.readSlots();
+          await this.readProps();
           this.touch();
           this.setState("ready");
           return;
@@ -181,12 +184,17 @@ export class WrappedServer {
     }
   }
 
-  /** The slots the server really has (`/props` `total_slots`); its argv's guess stays when it does not say. */
-  private async readSlots(): Promise<void> {
+  /**
+   * The slots the server really has (`/props` `total_slots`; its argv's guess stays when it does not
+   * say) and what its chat template can do.
+   */
+  private async readProps(): Promise<void> {
     try {
       const res = await fetch(`${this.url}/props`, { headers: this.headers, signal: AbortSignal.any([AbortSignal.timeout(2000), this.gone]) });
-      const slots = res.ok ? slotsFromProps(await res.json()) : (await res.body?.cancel(), undefined);
+      const props: unknown = res.ok ? await res.json() : (await res.body?.cancel(), undefined);
+      const slots = slotsFromProps(props);
       if (slots !== undefined) this.queue.setSlots(slots);
+      this.templateCaps = templateCapsFromProps(props);
     } catch {
       // An older or busy server: the argv's number serves.
     }

@@ -6,6 +6,9 @@
  * Each translator is keyed by the public path it serves (`/v1/...`).
  */
 import type { JsonObject } from "./json.ts";
+import { messagesTranslator } from "./anthropic-stop.ts";
+import { completionsTranslator } from "./legacy-completions.ts";
+import { responsesTranslator } from "./responses-dialect.ts";
 
 export interface Translation {
   /** The public path the request goes to instead (one of `INFERENCE_PATHS`). */
@@ -19,4 +22,8 @@ export interface Translation {
 export type Translator = (body: JsonObject) => Translation | { error: string } | undefined;
 
 /** The translators, by the public path they serve. */
-export const TRANSLATORS: Readonly<Record<string, Translator>> = {};
+export const TRANSLATORS: Readonly<Record<string, Translator>> = {
+  "/v1/completions": completionsTranslator,
+  "/v1/messages": messagesTranslator,
+  "/v1/responses": responsesTranslator,
+};

@@ -47,6 +47,13 @@ describe.each([
     expect(msg.usage.output_tokens).toBeGreaterThan(0);
   });
 
+  test("an unknown model: NotFoundError in Anthropic's shape, its message the node's words", async () => {
+    const err = await client(node()).messages.create({ model: "nowhere", max_tokens: 4, messages }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.NotFoundError);
+    const e = err as InstanceType<typeof Anthropic.NotFoundError>;
+    expect(e.error).toMatchObject({ type: "error", error: { type: "not_found_error", message: expect.stringContaining('model "nowhere"') } });
+  });
+
   test("messages.create streamed, to message_stop", async () => {
     const stream = await client(node()).messages.create({ model: MODEL, max_tokens: 4, messages, stream: true, ...GREEDY });
     const types: string[] = [];

@@ -58,7 +58,7 @@ test("the host killed mid-stream: OpenAI, Anthropic and Ollama clients on the fo
   );
   const anthropic = new Anthropic({ baseURL: entry.url, apiKey: "unused", maxRetries: 0 });
   const messages = await afterFirst(
-    await anthropic.messages.create({ model: MODEL, max_tokens: LONG, messages: [{ role: "user", content: prompt }], stream: true, temperature: 0, ...{ ignore_eos: true } }),
+    await anthropic.messages.create({ model: MODEL, max_tokens: LONG, messages: [{ role: "user", content: prompt }], stream: true, ...{ temperature: 0, ignore_eos: true } }),
   );
   const ollama = new Ollama({ host: entry.url });
   const ollamaChat = await afterFirst(await ollama.chat({ model: MODEL, messages: [{ role: "user", content: prompt }], stream: true, options: { num_predict: LONG, temperature: 0 } }));

@@ -1,0 +1,75 @@
+/**
+ * Rewriting an answer on its way to the client: where whole events end in a stream's text, which
+ * events a rewrite touches (the rest keep their exact bytes), and answers that pass as they came.
+ */
+import { describe, expect, test } from "bun:test";
+import { rewriteAnswer, rewriteEvent, splitEvents, type AnswerRewrite } from "../../router/answer-rewrite.ts";
+import { isObject, type JsonObject } from "../../router/json.ts";
+
+describe("splitEvents", () => {
+  test.each([
+    ["nothing", "", [], ""],
+    ["a line, no blank one", "data: x\n", [], "data: x\n"],
+    ["one event", "data: x\n\n", ["data: x\n\n"], ""],
+    ["two events and part of a third", "data: a\n\nevent: e\ndata: b\n\ndata: c", ["data: a\n\n", "event: e\ndata: b\n\n"], "data: c"],
+    ["CRLF", "data: x\r\n\r\ndata: y", ["data: x\r\n\r\n"], "data: y"],
+    ["a CR at the end waits for its LF", "data: x\r\n\r", [], "data: x\r\n\r"],
+    ["a comment is an event of its own", ": keep-alive\n\ndata: x\n\n", [": keep-alive\n\n", "data: x\n\n"], ""],
+  ])("%s", (_, text, events, rest) => expect(splitEvents(text)).toEqual({ events, rest }));
+});
+
+const tagged = (event: string, data: JsonObject): JsonObject | undefined => (data.n === 1 ? { ...data, seen: event } : undefined);
+
+describe("rewriteEvent", () => {
+  test.each([
+    ["JSON data the rewrite takes", 'data: {"n":1}\n\n', 'data: {"n":1,"seen":"message"}\n\n'],
+    ["its event name kept and given to the rewrite", 'event: message_delta\ndata: {"n":1}\n\n', 'event: message_delta\ndata: {"n":1,"seen":"message_delta"}\n\n'],
+    ["JSON data the rewrite leaves: the same bytes", 'data:  {"n":2}\r\n\r\n', 'data:  {"n":2}\r\n\r\n'],
+    ["[DONE]", "data: [DONE]\n\n", "data: [DONE]\n\n"],
+    ["a comment", ": keep-alive\n\n", ": keep-alive\n\n"],
+    ["not an object", "data: [1]\n\n", "data: [1]\n\n"],
+    ["data over two lines", 'data: {"n":\ndata: 1}\n\n', 'data: {"n":1,"seen":"message"}\n\n'],
+  ])("%s", (_, raw, out) => expect(rewriteEvent(raw, tagged)).toBe(out));
+});
+
+const marking: AnswerRewrite = {
+  whole: (json) => (isObject(json) ? { ...json, marked: true } : json),
+  stream: () => {
+    let count = 0;
+    return (_, data) => ({ ...data, count: ++count });
+  },
+};
+
+/** A body that arrives in these pieces. */
+const pieces = (parts: string[]) =>
+  new ReadableStream<Uint8Array>({
+    start(controller) {
+      for (const p of parts) controller.enqueue(new TextEncoder().encode(p));
+      controller.close();
+    },
+  });
+
+describe("rewriteAnswer", () => {
+  test("a 200 JSON answer, whole, its length header gone", async () => {
+    const res = await rewriteAnswer(new Response('{"a":1}', { headers: { "content-type": "application/json", "content-length": "7" } }), marking);
+    expect(res.headers.get("content-length")).toBeNull();
+    expect(await res.json()).toEqual({ a: 1, marked: true });
+  });
+
+  test("an error answer as it came", async () => {
+    const res = await rewriteAnswer(new Response('{"error":{"message":"x"}}', { status: 400, headers: { "content-type": "application/json" } }), marking);
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ error: { message: "x" } });
+  });
+
+  test("a stream event by event, whatever its pieces, with one rewrite's state across it", async () => {
+    const body = pieces(['data: {"a":1}\n\nda', 'ta: {"a":2}\n', "\n: keep-alive\n\ndata: [DONE]\n\n"]);
+    const res = await rewriteAnswer(new Response(body, { headers: { "content-type": "text/event-stream" } }), marking);
+    expect(await res.text()).toBe('data: {"a":1,"count":1}\n\ndata: {"a":2,"count":2}\n\n: keep-alive\n\ndata: [DONE]\n\n');
+  });
+
+  test("a stream's unfinished tail is passed on as it came", async () => {
+    const res = await rewriteAnswer(new Response(pieces(['data: {"a":1}\n\ndata: {"a"']), { headers: { "content-type": "text/event-stream" } }), marking);
+    expect(await res.text()).toBe('data: {"a":1,"count":1}\n\ndata: {"a"');
+  });
+});
