@@ -21,6 +21,8 @@ export interface NodeModel {
   family?: string;
   parameters?: number;
   quant?: string;
+  /** Its kind as this node says (`models/model-type.ts`: llm, embedding...): a claim. */
+  type?: string;
 }
 
 /** What the catalog needs to know about one node (ours included), from its announcement. */
@@ -101,6 +103,11 @@ export interface CatalogModel {
   family?: string;
   parameters?: number;
   quant?: string;
+  /**
+   * Its kind (`models/model-type.ts`) as the same holder says: what a request it cannot serve is
+   * told (an embedding asked of a chat model), and which models to ask instead.
+   */
+  type?: string;
 }
 
 /** A model's group as election sees it. */
@@ -278,6 +285,7 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
         ...(describer?.family !== undefined ? { family: describer.family } : {}),
         ...(describer?.parameters !== undefined ? { parameters: describer.parameters } : {}),
         ...(describer?.quant !== undefined ? { quant: describer.quant } : {}),
+        ...(describer?.type !== undefined ? { type: describer.type } : {}),
       };
     })
     .sort((a, b) => byCodePoint(a.name, b.name));

@@ -29,6 +29,10 @@ export const ANNOUNCEMENT_LIMITS = {
   replicating: 16,
   /** Characters of a failed load's error as announced. */
   error: 300,
+  /** Characters of a model's family (its GGUF `general.architecture`: "llama", "qwen2", "nomic-bert"). */
+  family: 64,
+  /** A model's weights as announced: beyond any model there is (10^15). */
+  parameters: 1e15,
   /** The models on disk and the seeds together, as JSON: at typical sizes about 800 models. */
   modelBytes: 128 * 1024,
   /** The whole announcement as JSON, leaving room under the control message cap for a hello's member list. */
@@ -44,6 +48,8 @@ const Source = z.string().url().max(L.source);
  * the limit, is dropped on its own: the model it names stays, and so does the peer.
  */
 const Ref = z.string().max(L.ref).refine(isModelRef).optional().catch(undefined);
+/** A family as GGUF architectures are named: letters, digits, `_`, `-`, `.`; nothing a client could read as markup or a new line. */
+export const FAMILY = /^[A-Za-z0-9_.-]+$/;
 export const ModelOnDiskSchema = z.object({
   name: ModelName,
   size: z.number().nonnegative(),
@@ -53,6 +59,9 @@ export const ModelOnDiskSchema = z.object({
   // Shown by consoles only: one a node cannot read is dropped on its own, never the model.
   type: z.string().max(32).optional().catch(undefined),
   quant: z.string().max(32).optional().catch(undefined),
+  /** Its family and weights, for Ollama's details of a model on another node: display-only claims. */
+  family: z.string().max(L.family).regex(FAMILY).optional().catch(undefined),
+  parameters: z.number().int().min(0).max(L.parameters).optional().catch(undefined),
   /** Its content identity (`models/content-identity.ts`), once worked out: what a copy of it is checked against. */
   identity: z.string().regex(/^[0-9a-f]{64}$/).optional().catch(undefined),
 });

@@ -1,7 +1,8 @@
 /**
  * The facts mesh needs from a GGUF header, read with @huggingface/gguf (about 40 ms a file): what
  * the model is (architecture, pooling, whether it is a vision projector), how big its context is,
- * and how its weights are quantized (`general.file_type`, named as llama.cpp names it).
+ * how its weights are quantized (`general.file_type`, named as llama.cpp names it), and how many
+ * weights the file holds (the sum over its tensors' shapes; Ollama shows it as the parameter size).
  */
 import { gguf } from "@huggingface/gguf";
 
@@ -19,6 +20,8 @@ export interface GgufFacts {
   name: string | undefined;
   /** `general.file_type`: llama.cpp's `llama_ftype` (see `quantName`). */
   fileType: number | undefined;
+  /** Weights in this file (one shard's, for a split model); none when its tensor shapes do not add up. */
+  parameterCount?: number;
 }
 
 /**
@@ -96,7 +99,15 @@ export function factsFromMetadata(md: Record<string, unknown>): GgufFacts {
   };
 }
 
+/** Pure: the weights in tensors of these shapes; undefined when the sum is no safe whole number. */
+export function parameterCountOf(tensors: readonly { shape: readonly (bigint | number)[] }[]): number | undefined {
+  let total = 0n;
+  for (const t of tensors) total += t.shape.reduce<bigint>((n, d) => n * BigInt(d), 1n);
+  return total <= BigInt(Number.MAX_SAFE_INTEGER) && total >= 0n ? Number(total) : undefined;
+}
+
 export async function readGgufFacts(path: string): Promise<GgufFacts> {
-  const { metadata } = await gguf(path, { allowLocalFile: true });
-  return factsFromMetadata(metadata as Record<string, unknown>);
+  const { metadata, tensorInfos } = await gguf(path, { allowLocalFile: true });
+  const parameterCount = parameterCountOf(tensorInfos);
+  return { ...factsFromMetadata(metadata as Record<string, unknown>), ...(parameterCount !== undefined ? { parameterCount } : {}) };
 }

@@ -49,6 +49,8 @@ export interface ModelInfo {
   pulled: boolean;
   /** From the GGUF's `general.file_type`: "Q4_K_M", "Q8_0", "F16"...; undefined when unknown. */
   quant: string | undefined;
+  /** Its weights, every shard's together; absent when a header could not be read. */
+  parameters?: number;
 }
 
 export interface ModelStoreOptions {
@@ -108,6 +110,18 @@ export class ModelStore {
     return facts;
   }
 
+  /** The weights of a model's files: its one file's, or the sum over a split model's shards. */
+  private async parameters(files: readonly string[], first: GgufFacts | undefined): Promise<number | undefined> {
+    if (files.length <= 1) return first?.parameterCount;
+    let total = 0;
+    for (const file of files) {
+      const count = (await this.facts(file))?.parameterCount;
+      if (count === undefined) return undefined;
+      total += count;
+    }
+    return total;
+  }
+
   private async describe(
     name: string,
     path: string,
@@ -118,6 +132,7 @@ export class ModelStore {
     store: ModelStoreKind,
   ): Promise<ModelInfo> {
     const facts = await this.facts(path);
+    const parameters = await this.parameters(files, facts);
     const labels = entry.labels ?? [];
     const recipe = entry.recipe ?? "llamacpp";
     return {
@@ -140,6 +155,7 @@ export class ModelStore {
       ref: entry.ref,
       pulled: entry.pulled === true,
       quant: quantName(facts?.fileType),
+      ...(parameters !== undefined ? { parameters } : {}),
     };
   }
 

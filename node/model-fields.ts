@@ -6,13 +6,23 @@
 import { existsSync } from "node:fs";
 import { announcedRef, describeLeftOut, fitModels } from "../mesh/announcement.ts";
 import type { NodeModel, NodeView } from "../mesh/catalog.ts";
-import { ANNOUNCEMENT_LIMITS, type Announcement } from "../mesh/messages.ts";
+import { ANNOUNCEMENT_LIMITS, FAMILY, type Announcement } from "../mesh/messages.ts";
 import type { Log } from "../log.ts";
 import { hasCredentials } from "../models/download-rules.ts";
 import type { ModelIdentities } from "../models/model-identities.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 
 export type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching" | "rpcProtocol" | "keepsLayouts" | "layout" | "loadFailed" | "replicating" | "takesReplicas">;
+
+/** Its family and weights as peers accept them (Ollama's details elsewhere in the mesh); what they would drop is left off. */
+function familyAndWeights(m: ModelInfo): { family?: string; parameters?: number } {
+  const family = m.facts?.architecture;
+  const p = m.parameters;
+  return {
+    ...(family !== undefined && family.length <= ANNOUNCEMENT_LIMITS.family && FAMILY.test(family) ? { family } : {}),
+    ...(p !== undefined && Number.isSafeInteger(p) && p >= 0 && p <= ANNOUNCEMENT_LIMITS.parameters ? { parameters: p } : {}),
+  };
+}
 
 /** Every file of the model is here and whole, as far as a stat can tell. */
 export const hasFiles = (m: ModelInfo) => !m.problem && m.files.every((f) => existsSync(f));
@@ -41,7 +51,7 @@ export function diskFields(
   return {
     modelsOnDisk: onDisk.map((m) => {
       const identity = identityOf(m);
-      return { name: m.name, size: m.sizeBytes, need: needOf(m), ...source(m), ...ref(m.name, m.ref), type: m.type, ...(m.quant ? { quant: m.quant } : {}), ...(identity ? { identity } : {}) };
+      return { name: m.name, size: m.sizeBytes, need: needOf(m), ...source(m), ...ref(m.name, m.ref), type: m.type, ...(m.quant ? { quant: m.quant } : {}), ...familyAndWeights(m), ...(identity ? { identity } : {}) };
     }),
     seeds: [
       ...seeds.map((m) => ({ name: m.name, ...source(m), ...ref(m.name, m.ref) })),
@@ -91,7 +101,19 @@ export function nodeView(nodeId: string, vramBytes: number, a: ModelFields): Nod
   return {
     nodeId,
     vramBytes,
-    modelsOnDisk: a.modelsOnDisk.map((m): NodeModel => ({ name: m.name, sizeBytes: m.size, needBytes: m.need, ...described(m), ...(m.identity ? { identity: m.identity } : {}) })),
+    modelsOnDisk: a.modelsOnDisk.map(
+      (m): NodeModel => ({
+        name: m.name,
+        sizeBytes: m.size,
+        needBytes: m.need,
+        ...described(m),
+        ...(m.identity ? { identity: m.identity } : {}),
+        ...(m.family ? { family: m.family } : {}),
+        ...(m.parameters !== undefined ? { parameters: m.parameters } : {}),
+        ...(m.quant ? { quant: m.quant } : {}),
+        ...(m.type ? { type: m.type } : {}),
+      }),
+    ),
     assigned: a.assigned,
     ready: a.serving,
     hosting: a.hosting,

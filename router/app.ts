@@ -14,6 +14,7 @@ import { ConsoleFeed } from "./console-feed.ts";
 import { LOCAL_PROOF_PATH } from "../node/local-proof.ts";
 import { consoleRoutes } from "./console.ts";
 import { badRequest, errorResponse, respondToError } from "./errors.ts";
+import { anthropicErrors } from "./anthropic-errors.ts";
 import { KEEP_ALIVE_MS } from "./proxy.ts";
 import { managementRoutes } from "./management.ts";
 import { requestMetrics, scrapeMetrics } from "./metrics.ts";
@@ -21,6 +22,7 @@ import { openAiCall, ollamaRoutes } from "./ollama.ts";
 import { llamaRoutes, LLAMA_ROUTES, openAiRoutes } from "./openai.ts";
 import { noRoute } from "./no-route.ts";
 import { openAiUnderApi } from "./openai-under-api.ts";
+import { LEMONADE_BASES } from "./route-table.ts";
 import type { Serving } from "./serving.ts";
 
 export interface AppOptions {
@@ -79,6 +81,8 @@ export function createApp(serving: Serving, opts: AppOptions): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const metrics = new NodeMetrics({ pool: serving.pool, ...opts.meshMetrics });
   const { count, countAs, observer } = requestMetrics(metrics);
+  // Outermost: every error on Anthropic's routes, whoever refused, reaches its SDK in its shape.
+  app.use("*", anthropicErrors);
   // First, so requests the guard, the API keys or the body limit refuse are counted too.
   app.use("/v1/*", count);
   for (const path of Object.keys(LLAMA_ROUTES)) app.use(path, count);
@@ -103,7 +107,7 @@ export function createApp(serving: Serving, opts: AppOptions): Hono<AppEnv> {
   });
   // The key before any byte of the body is read: a caller without one costs the node nothing (the
   // limit buffers chunked bodies whole). Other paths read no body at all: they answer 404.
-  for (const path of ["/v1/*", "/api/*", ...Object.keys(LLAMA_ROUTES)]) {
+  for (const path of ["/v1/*", "/api/*", "/v0/*", ...Object.keys(LLAMA_ROUTES)]) {
     app.use(path, requireApiKey(opts.apiKeys));
     app.use(path, limit);
     app.use(path, readBody);
@@ -119,9 +123,13 @@ export function createApp(serving: Serving, opts: AppOptions): Hono<AppEnv> {
   app.route("/", llamaRoutes(serving, observer, opts.keepAliveMs));
   // Ollama's routes are `/api/<name>`, beside `/api/v1` and `/api/status`; they are served by `v1`.
   app.route("/api", ollamaRoutes(serving, openAiCall(v1, countAs), opts.keepAliveMs));
-  // Lemonade's base URL serves the OpenAI routes too; what is not one of them is management.
-  app.use("/api/v1/*", openAiUnderApi<AppEnv>(openAiRoutes(serving, observer, opts.keepAliveMs), count));
-  app.route("/api/v1", managementRoutes(serving, { backends: opts.backends, devices: opts.devices ?? [], keepAliveMs: opts.keepAliveMs }));
+  // Lemonade's base URLs (each alike) serve the OpenAI routes too; what is not one of them is management.
+  const underApi = openAiRoutes(serving, observer, opts.keepAliveMs);
+  const management = managementRoutes(serving, { backends: opts.backends, devices: opts.devices ?? [], keepAliveMs: opts.keepAliveMs });
+  for (const base of LEMONADE_BASES) {
+    app.use(`${base}/*`, openAiUnderApi<AppEnv>(underApi, count, base));
+    app.route(base, management);
+  }
   // A known path with the wrong method: 405 with `Allow`; an unknown path: 404.
   app.notFound(noRoute);
   app.onError((err, c) => respondToError(c, err));

@@ -4,7 +4,9 @@
  * rebinds to 127.0.0.1 even lets it read the answers. So requests from outside the mesh must name
  * this node in `Host` (a loopback name or address, when it listens on loopback), state-changing ones
  * must come from no page, the node's own origin or an `--cors-origin`, and management ones must say
- * `application/json` (which a page cannot send without a preflight). `browserVerdict` decides
+ * `application/json` (which a page cannot send without a preflight), but for Lemonade's bodyless
+ * "unload all" (a POST with no body and no type: nothing in it to misread, and a page's own still
+ * fails the origin rule). `browserVerdict` decides
  * (pure); `browserGuard` applies it to requests from outside. Requests a peer forwarded carry the
  * mesh's marker (which `fromOutside` strips from everything else) and come from no browser.
  */
@@ -12,6 +14,7 @@ import type { MiddlewareHandler } from "hono";
 import { isIPv4 } from "node:net";
 import { FORWARDED_HEADER } from "../mesh/http-stream.ts";
 import { errorResponse } from "./errors.ts";
+import { asApiV1 } from "./route-table.ts";
 
 export interface BrowserPolicy {
   /** `--listen`: on loopback, only loopback names and addresses may stand in `Host`. */
@@ -27,6 +30,8 @@ export interface BrowserRequest {
   origin: string | null;
   contentType: string | null;
   path: string;
+  /** It has no body and says no type (no Content-Type, no Transfer-Encoding, no or a 0 Content-Length). */
+  bodyless?: boolean;
 }
 
 export type BrowserVerdict =
@@ -36,6 +41,10 @@ export type BrowserVerdict =
   | { action: "refuse"; status: 403 | 415 | 421; code: string; message: string };
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+/** Management POSTs that mean something with no body at all: Lemonade's "unload all". */
+const BODYLESS_POSTS = new Set(["/api/v1/unload"]);
+/** Where state-changing requests must say JSON: the management and Ollama routes, under every Lemonade base. */
+const needsJson = (path: string) => path.startsWith("/api/") || path.startsWith("/v0/");
 export const CORS_METHODS = "GET, HEAD, POST, OPTIONS";
 export const CORS_HEADERS = ["authorization", "content-type", "x-api-key"];
 
@@ -96,7 +105,8 @@ export function browserVerdict(req: BrowserRequest, policy: BrowserPolicy): Brow
       message: `${method} from a web page at "${origin.slice(0, 200)}" refused: pages may change nothing on this node unless it was started with --cors-origin ${origin === "null" ? "<their origin>" : origin.slice(0, 200)}`,
     };
   }
-  if (!SAFE_METHODS.has(method) && req.path.startsWith("/api/") && mediaType(req.contentType) !== "application/json") {
+  const bodylessOk = req.bodyless === true && method === "POST" && BODYLESS_POSTS.has(asApiV1(req.path));
+  if (!SAFE_METHODS.has(method) && needsJson(req.path) && !bodylessOk && mediaType(req.contentType) !== "application/json") {
     return {
       action: "refuse",
       status: 415,
@@ -124,6 +134,7 @@ export function browserGuard(policy: BrowserPolicy): MiddlewareHandler {
         origin: c.req.header("origin") ?? null,
         contentType: c.req.header("content-type") ?? null,
         path: c.req.path,
+        bodyless: c.req.header("content-type") === undefined && c.req.header("transfer-encoding") === undefined && (c.req.header("content-length") ?? "0").trim() === "0",
       },
       policy,
     );

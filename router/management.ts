@@ -1,5 +1,6 @@
 /**
- * The management API under `/api/v1`, shaped like Lemonade's so its clients and scripts work:
+ * The management API under `/api/v1` (and Lemonade's other bases, `/api/v0` and `/v0`, mounted
+ * alike in `app.ts`), shaped like Lemonade's so its clients and scripts work:
  * health with every loaded server, stats of the last request, system info, load and unload, and
  * pull and delete (`router/lemonade-pull.ts`). Its errors take Lemonade's shape (`router/lemonade.ts`).
  * The OpenAI routes under `/api/v1` (`models`, `chat/completions`, ...) are answered before these.
@@ -132,6 +133,8 @@ export function managementRoutes(serving: Serving, { backends, devices, keepAliv
     return c.json({ status: "success", message: `Loaded model: ${server.model}`, model_name: server.model, backend_url: server.url });
   });
 
+  // No body (Lemonade's "unload all"; the browser guard lets it come without a type): every model
+  // loaded here, pinned ones too, as an unload naming a pinned model unloads it.
   api.post("/unload", async (c) => {
     const body = await jsonBody(c);
     if (!body.ok) return badRequest(c, body.error, "invalid_body");

@@ -1,17 +1,17 @@
 /**
  * The answer to a request no route took: 405 with `Allow` when the path is known and only the
  * method is wrong (so a client learns its mistake), 404 otherwise; in the shape of the API the
- * path belongs to: Lemonade's under `/api/v1`, Ollama's string on its routes (`errorResponse`
+ * path belongs to: Lemonade's under its base URLs (`/api/v1`, `/api/v0`, `/v0`), Ollama's string on its routes (`errorResponse`
  * switches), OpenAI's elsewhere.
  */
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { errorResponse } from "./errors.ts";
 import { lemonadeErrorResponse } from "./lemonade.ts";
-import { allowedMethods } from "./route-table.ts";
+import { allowedMethods, LEMONADE_BASES } from "./route-table.ts";
 
-/** Whether `path` is under the management API's base URL, whose errors take Lemonade's shape (pure). */
-export const isManagementPath = (path: string): boolean => path === "/api/v1" || path.startsWith("/api/v1/");
+/** Whether `path` is under one of the management API's base URLs, whose errors take Lemonade's shape (pure). */
+export const isManagementPath = (path: string): boolean => LEMONADE_BASES.some((base) => path === base || path.startsWith(`${base}/`));
 
 export function noRoute(c: Context): Response {
   const fail = (status: ContentfulStatusCode, message: string, type: string, code: string) =>

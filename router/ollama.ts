@@ -5,23 +5,31 @@
  * the OpenAI request it means and served by the same code as `/v1` (model lookup, loading,
  * routing to the peer that hosts the model, proxying), and the answer is translated back: SSE to
  * NDJSON, JSON to Ollama's JSON. Members of the mesh forward only `/v1` routes, so a request
- * crosses the mesh in OpenAI's words. Errors are Ollama's `{"error": "..."}` with the status `/v1` gave.
+ * crosses the mesh in OpenAI's words, its `keep_alive` beside it for the node that answers
+ * (`keep-alive.ts`). `/api/ps` lists the models loaded anywhere in the mesh, and `/api/show` and
+ * `/api/tags` describe another node's model as its catalog entry does (what its holders announce).
+ * Errors are Ollama's `{"error": "..."}` with the status `/v1` gave.
  */
 import { Hono, type Context, type MiddlewareHandler } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { statSync } from "node:fs";
+import type { CatalogModel } from "../mesh/catalog.ts";
 import type { ModelInfo } from "../models/model-store.ts";
 import { PoolError } from "../pool/errors.ts";
 import { linkModelAs, ModelCopyError } from "../models/model-copy.ts";
 import { inProcessV1, type InProcessV1 } from "./in-process.ts";
-import { keepAliveIdleMs, keepAliveMs, mapChat, mapEmbed, mapGenerate, modelName, ollamaError, StreamTranslator, wholeAnswer, type AnswerKind, type JsonObject, type Mapped } from "./ollama-mapping.ts";
-import { psEntry, remoteTagsEntry, showAnswer, tagsEntry } from "./ollama-models.ts";
+import { applyKeepAlive, type KeepAliveBinding } from "./keep-alive.ts";
+import { keepAliveMs, mapChat, mapEmbed, mapGenerate, modelName, ollamaError, StreamTranslator, wholeAnswer, type AnswerKind, type JsonObject, type Mapped } from "./ollama-mapping.ts";
+import { meshPsEntries, psEntry, remoteShowAnswer, remoteTagsEntry, showAnswer, tagsEntry } from "./ollama-models.ts";
 import { ollamaModelFileRoutes } from "./ollama-pull.ts";
 import { KEEP_ALIVE_MS } from "./proxy.ts";
 import { findModel, type Serving } from "./serving.ts";
 
-/** Serves one OpenAI request (`path` under `/v1`) the way `/v1` does, for the Ollama route `route`. */
-export type OpenAiCall = (route: string, path: string, body: JsonObject, signal: AbortSignal) => Promise<Response>;
+/**
+ * Serves one OpenAI request (`path` under `/v1`) the way `/v1` does, for the Ollama route `route`,
+ * with the request's `keep_alive` in ms (undefined: none given), which the node that answers applies.
+ */
+export type OpenAiCall = (route: string, path: string, body: JsonObject, signal: AbortSignal, keepAliveMs: number | undefined) => Promise<Response>;
 
 /**
  * Calls the `/v1` routes in-process, as a request of their own: the same lookup, routing and
@@ -31,10 +39,12 @@ export type OpenAiCall = (route: string, path: string, body: JsonObject, signal:
 export function openAiCall(v1: Hono, countAs: (route: string) => MiddlewareHandler): OpenAiCall {
   // One per Ollama route (a handful): the middleware knows its label.
   const byRoute = new Map<string, InProcessV1>();
-  return (route, path, body, signal) => {
+  return (route, path, body, signal, keepAliveMs) => {
     let inner = byRoute.get(route);
     if (!inner) byRoute.set(route, (inner = inProcessV1(v1, countAs(route))));
-    return inner(new Request(`http://mesh.local/v1${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal }));
+    // In the bindings, where no client can put one: `/v1` applies it here or carries it to the peer that answers.
+    const env: KeepAliveBinding = { ollamaKeepAlive: { ms: keepAliveMs } };
+    return inner(new Request(`http://mesh.local/v1${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal }), env);
   };
 }
 
@@ -62,37 +72,20 @@ async function jsonBody(c: Context): Promise<unknown> {
   }
 }
 
-/**
- * A request's `keep_alive`, applied once its answer is complete (here; a peer's model is the
- * peer's): 0 unloads the model now, a duration becomes its idle unload, a negative one keeps it
- * loaded, and none gives it the node's `--idle-unload` again (Ollama's default applies per request).
- */
-function afterAnswer(serving: Serving, model: string, keepAlive: unknown): void {
-  const server = serving.pool.server(model);
-  // The operator's pin outranks a client's keep_alive.
-  if (!server || server.pinned) return;
-  const ms = keepAliveIdleMs(keepAliveMs(keepAlive));
-  if (ms === 0) {
-    serving.pool.unload(model).catch(() => undefined);
-    return;
-  }
-  serving.pool.setIdleUnload(model, ms);
-}
-
 async function errorOf(c: Context, res: Response): Promise<Response> {
   const body = (await res.json().catch(() => undefined)) as unknown;
   return ollamaFail(c, res.status as ContentfulStatusCode, ollamaError(body, `request failed with status ${res.status}`).error as string);
 }
 
-async function answer(c: Context, serving: Serving, call: OpenAiCall, kind: AnswerKind, mapped: Mapped, keepAlive: unknown): Promise<Response> {
+async function answer(c: Context, call: OpenAiCall, kind: AnswerKind, mapped: Mapped, keepAliveMs: number | undefined): Promise<Response> {
   if (!mapped.ok) return ollamaFail(c, 400, mapped.error);
   const started = performance.now();
-  const res = await call(c.req.path, mapped.path, mapped.body, c.req.raw.signal);
+  // Its keep_alive is applied by the node that answers, once the answer is complete (`keep-alive.ts`).
+  const res = await call(c.req.path, mapped.path, mapped.body, c.req.raw.signal, keepAliveMs);
   if (!res.ok) return errorOf(c, res);
   const isSse = (res.headers.get("content-type") ?? "").includes("text/event-stream");
   if (!mapped.stream || !isSse || !res.body) {
     const whole = wholeAnswer(kind, mapped.model, await res.json(), performance.now() - started, new Date());
-    afterAnswer(serving, mapped.model, keepAlive);
     if (!mapped.stream) return c.json(whole);
     return new Response(`${JSON.stringify(whole)}\n`, { headers: { "content-type": "application/x-ndjson" } });
   }
@@ -109,7 +102,6 @@ async function answer(c: Context, serving: Serving, call: OpenAiCall, kind: Answ
           if (done) {
             controller.enqueue(encoder.encode(translator.close(new Date(), performance.now() - started)));
             controller.close();
-            afterAnswer(serving, mapped.model, keepAlive);
             return;
           }
           const lines = translator.push(decoder.decode(value, { stream: true }), new Date());
@@ -126,11 +118,11 @@ async function answer(c: Context, serving: Serving, call: OpenAiCall, kind: Answ
 }
 
 /** The model a show/tags request names: on this node, or only elsewhere in the mesh. */
-async function describe(serving: Serving, name: string): Promise<{ local: ModelInfo } | { remote: true } | undefined> {
+async function describe(serving: Serving, name: string): Promise<{ local: ModelInfo } | { remote: CatalogModel } | undefined> {
   const local = await serving.store.find(name);
   if (local) return { local };
-  if (serving.routing?.catalog().some((m) => m.name === name)) return { remote: true };
-  return undefined;
+  const remote = serving.routing?.catalog().find((m) => m.name === name);
+  return remote ? { remote } : undefined;
 }
 
 export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = KEEP_ALIVE_MS): Hono {
@@ -146,13 +138,18 @@ export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = K
     return c.json({ models: [...models.map((m) => tagsEntry(m, mtimeOf(m.path))), ...remote] });
   });
 
+  // The mesh's loaded models: this node's own, then those other nodes serve (`meshPsEntries`).
   api.get("/ps", async (c) => {
     const models = [];
+    const here = new Set<string>();
+    const self = serving.routing?.nodeId();
     for (const s of serving.pool.loaded()) {
       const m = await serving.store.find(s.model);
-      if (m && s.state === "ready") models.push(psEntry(m, mtimeOf(m.path), s.lastUse, serving.pool.idleUnloadMsOf(s.model)));
+      if (!m || s.state !== "ready") continue;
+      models.push(psEntry(m, mtimeOf(m.path), s.lastUse, serving.pool.idleUnloadMsOf(s.model), self));
+      here.add(s.model);
     }
-    return c.json({ models });
+    return c.json({ models: [...models, ...meshPsEntries(serving.routing?.catalog() ?? [], here, self)] });
   });
 
   api.post("/show", async (c) => {
@@ -162,7 +159,7 @@ export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = K
     const name = modelName(raw);
     const found = await describe(serving, name);
     if (!found) return ollamaFail(c, 404, `model '${raw}' not found`);
-    if ("remote" in found) return c.json({ details: { format: "gguf" }, model_info: {}, capabilities: ["completion"], modelfile: "", parameters: "", template: "", license: "" });
+    if ("remote" in found) return c.json(remoteShowAnswer(found.remote));
     return c.json(showAnswer(found.local, mtimeOf(found.local.path)));
   });
 
@@ -190,15 +187,15 @@ export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = K
 
   api.post("/chat", async (c) => {
     const body = await jsonBody(c);
-    return answer(c, serving, call, "chat", mapChat(body), keepAliveOf(body));
+    return answer(c, call, "chat", mapChat(body), keepAliveMsOf(body));
   });
 
   api.post("/generate", async (c) => {
     const body = await jsonBody(c);
     const mapped = mapGenerate(body);
     // Ollama loads a model for a generate request with no prompt (and unloads it with keep_alive 0).
-    if (mapped.ok && typeof (body as { prompt?: unknown }).prompt !== "string") return preload(c, serving, mapped.model, keepAliveOf(body));
-    return answer(c, serving, call, "generate", mapped, keepAliveOf(body));
+    if (mapped.ok && typeof (body as { prompt?: unknown }).prompt !== "string") return preload(c, serving, mapped.model, keepAliveMsOf(body));
+    return answer(c, call, "generate", mapped, keepAliveMsOf(body));
   });
 
   for (const [route, legacy] of [["/embed", false], ["/embeddings", true]] as const) {
@@ -207,11 +204,10 @@ export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = K
       const mapped = mapEmbed(body, legacy);
       if (!mapped.ok) return ollamaFail(c, 400, mapped.error);
       const started = performance.now();
-      const res = await call(c.req.path, mapped.path, mapped.body, c.req.raw.signal);
+      const res = await call(c.req.path, mapped.path, mapped.body, c.req.raw.signal, keepAliveMsOf(body));
       if (!res.ok) return errorOf(c, res);
       const data = ((await res.json()) as { data?: { embedding: number[] }[]; usage?: { prompt_tokens?: number } }) ?? {};
       const vectors = (data.data ?? []).map((d) => d.embedding);
-      afterAnswer(serving, mapped.model, keepAliveOf(body));
       if (legacy) return c.json({ embedding: vectors[0] ?? [] });
       const ns = Math.round((performance.now() - started) * 1e6);
       return c.json({ model: mapped.model, embeddings: vectors, total_duration: ns, load_duration: 0, prompt_eval_count: data.usage?.prompt_tokens ?? 0 });
@@ -228,14 +224,15 @@ export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = K
   return api;
 }
 
-function keepAliveOf(body: unknown): unknown {
-  return typeof body === "object" && body !== null ? (body as { keep_alive?: unknown }).keep_alive : undefined;
+/** The request's `keep_alive` in ms; undefined when it gave none (or none readable). */
+function keepAliveMsOf(body: unknown): number | undefined {
+  return keepAliveMs(typeof body === "object" && body !== null ? (body as { keep_alive?: unknown }).keep_alive : undefined);
 }
 
 /** `/api/generate` without a prompt: load (or, with keep_alive 0, unload) the model and say done. */
-async function preload(c: Context, serving: Serving, model: string, keepAlive: unknown): Promise<Response> {
-  const done = { model, created_at: new Date().toISOString(), response: "", done: true, done_reason: keepAliveMs(keepAlive) === 0 ? "unload" : "load" };
-  if (keepAliveMs(keepAlive) === 0) {
+async function preload(c: Context, serving: Serving, model: string, keepAliveMs: number | undefined): Promise<Response> {
+  const done = { model, created_at: new Date().toISOString(), response: "", done: true, done_reason: keepAliveMs === 0 ? "unload" : "load" };
+  if (keepAliveMs === 0) {
     const server = serving.pool.server(model);
     // The operator's pin outranks a client's keep_alive.
     if (server && !server.pinned) await serving.pool.unload(model).catch(() => undefined);
@@ -244,6 +241,6 @@ async function preload(c: Context, serving: Serving, model: string, keepAlive: u
   // Another node's model is loaded by its host; here there is nothing to do.
   if (serving.routing?.catalog().some((m) => m.name === model) && !(await serving.store.find(model))) return c.json(done);
   await serving.pool.load(await findModel(serving, model));
-  afterAnswer(serving, model, keepAlive);
+  applyKeepAlive(serving.pool, model, keepAliveMs);
   return c.json(done);
 }

@@ -26,6 +26,8 @@ import { catalogListing } from "./catalog-listing.ts";
 import { knownModels } from "../models/known-models.ts";
 import { acquireModel, findModel, modelStatus, type Serving } from "./serving.ts";
 import { TRANSLATORS } from "./dialects.ts";
+import { embeddingsRefusalOn } from "./embedding-models.ts";
+import { toolChoiceRefusal } from "./tool-choice.ts";
 import type { JsonObject } from "./json.ts";
 import { guardedAnswer } from "./sse-guard.ts";
 
@@ -193,15 +195,20 @@ function inference(serving: Serving, path: string, observer: InferenceObserver |
     if (translation && "error" in translation) return badRequest(c, translation.error, "invalid_body");
     if (translation) body = encoder.encode(JSON.stringify(translation.body)).buffer as ArrayBuffer;
     const sentTo = translation?.path ?? path;
+    // What is sent, for its affinity key and the serving node's checks.
+    const json = translation?.body ?? parsed.json;
     observer?.named(c, parsed.model);
     // Checked here, on the node a client or a member sent it to, before it goes anywhere.
     const remote = remoteMediaUrl(parsed.json);
     if (remote !== undefined) {
       return badRequest(c, `media by URL is not fetched (${remote.slice(0, 200)}): send images and files inline, as data: URLs or base64 sources`, "remote_media_refused");
     }
+    // An embedding asked of a model that does not embed is told so here, before anything loads or goes anywhere.
+    const notEmbedding = sentTo === "/v1/embeddings" ? embeddingsRefusalOn(serving, parsed.model) : undefined;
+    if (notEmbedding !== undefined) return badRequest(c, notEmbedding, "model_not_embedding");
     const forwarded = c.req.header(FORWARDED_HEADER) !== undefined;
-    const send = sender(serving, c, { model: parsed.model, body, path: sentTo, started, keepAlive: keepAliveOf(c, forwarded) }, observer, keepAliveMs);
-    const res = await dispatch({ serving, model: parsed.model, json: parsed.json, header: (name) => c.req.header(name), forwarded, signal: c.req.raw.signal, send });
+    const send = sender(serving, c, { model: parsed.model, body, json, path: sentTo, started, keepAlive: keepAliveOf(c, forwarded) }, observer, keepAliveMs);
+    const res = await dispatch({ serving, model: parsed.model, json, header: (name) => c.req.header(name), forwarded, signal: c.req.raw.signal, send });
     return translation ? translation.answer(res) : res;
   };
 }
@@ -213,7 +220,7 @@ const PEER_GONE = { message: "the node serving this model went away mid-stream; 
 function sender(
   serving: Serving,
   c: Context,
-  req: { model: string; body: ArrayBuffer; path: string; started: number; keepAlive: KeepAlive | undefined },
+  req: { model: string; body: ArrayBuffer; json: unknown; path: string; started: number; keepAlive: KeepAlive | undefined },
   observer: InferenceObserver | undefined,
   keepAliveMs: number | undefined,
 ): (route: Route | undefined) => Promise<Response> {
@@ -229,6 +236,12 @@ function sender(
     if (route?.to === "unavailable") return errorResponse(c, 503, route.message, "service_unavailable", "model_not_ready", route.retryAfterS);
     const upstreamPath = upstreamPathOf(req.path);
     const lease = await acquireModel(serving, req.model, c.req.raw.signal, takesSlot(upstreamPath) ? requestSource(c.req.raw.headers) : undefined);
+    // Only the node that serves the model knows its chat template: a tool call it cannot make is refused here, whoever sent the request.
+    const noTools = toolChoiceRefusal(req.path, req.model, req.json, lease.server.templateCaps);
+    if (noTools !== undefined) {
+      lease.release();
+      return badRequest(c, noTools, "tool_calls_unsupported");
+    }
     const res = await proxyToServer({
       lease,
       model: req.model,

@@ -2,7 +2,7 @@
  * Which routes the API has and with which methods (pure): the inference routes that name a model
  * in their body (the OpenAI and Anthropic `/v1` ones, and llama-server's own at the root, where its
  * clients call them), and the rest, so a wrong method on a known path answers 405 with `Allow`
- * while an unknown path stays 404.
+ * while an unknown path stays 404. Lemonade's routes answer under each of its base URLs alike.
  */
 import { LOCAL_PROOF_PATH } from "../node/local-proof.ts";
 
@@ -40,8 +40,21 @@ const POST_PATHS = new Set([...OLLAMA_INFERENCE_PATHS, "/api/show", "/api/pull",
 /** Ollama's other model-file routes: POST, and DELETE, which its client sends for `/api/delete` (the rest answer 501 to both). */
 const POST_OR_DELETE_PATHS = new Set(["/api/delete", "/api/copy", "/api/create", "/api/push"]);
 
+/**
+ * Lemonade's base URLs, each serving the same routes (the management API and the OpenAI routes):
+ * ours, `/api/v1`, and the others its current releases answer on too.
+ */
+export const LEMONADE_BASES: readonly string[] = ["/api/v1", "/api/v0", "/v0"];
+
+/** `path` as under `/api/v1` when it is under another of Lemonade's base URLs (the same route answers it), else `path` (pure). */
+export function asApiV1(path: string): string {
+  for (const base of LEMONADE_BASES.slice(1)) if (path === base || path.startsWith(`${base}/`)) return `/api/v1${path.slice(base.length)}`;
+  return path;
+}
+
 /** The methods `path` answers, or undefined for a path the API does not have. */
-export function allowedMethods(path: string): readonly string[] | undefined {
+export function allowedMethods(given: string): readonly string[] | undefined {
+  const path = asApiV1(given);
   if (INFERENCE_PATHS.includes(path) || POST_PATHS.has(path)) return ["POST"];
   // The OpenAI routes again under Lemonade's base URL (`router/openai-under-api.ts`).
   if (path.startsWith("/api/v1/") && Object.hasOwn(INFERENCE_ROUTES, path.slice("/api/v1".length))) return ["POST"];

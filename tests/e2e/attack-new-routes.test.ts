@@ -1,6 +1,7 @@
 /**
  * The routes issue 13 added (Lemonade's `/live` and `/api/v1/system-info`, the OpenAI routes under
- * `/api/v1`, Ollama's `/api/*`, llama-server's `/tokenize`), attacked the way issue 12's were: a
+ * `/api/v1`, Ollama's `/api/*`, llama-server's `/tokenize`), and Lemonade's other base URLs issue 28
+ * added (`/api/v0`, `/v0`), attacked the way issue 12's were: a
  * rebinding `Host`, a page's foreign `Origin`, no API key, an oversized body, junk JSON, and a mesh
  * member forwarding to them. Each is refused in the shape its clients read (Ollama's string error
  * on its routes), before any handler or model runs.
@@ -29,10 +30,10 @@ afterAll(async () => {
   await killAllChildren();
 });
 
-const GETS = ["/live", "/api/v1/system-info", "/api/version", "/api/tags", "/api/ps", "/api/v1/models"];
-const POSTS = ["/api/chat", "/api/generate", "/api/show", "/api/embed", "/api/copy", "/api/v1/chat/completions", "/tokenize", "/apply-template"];
+const GETS = ["/live", "/api/v1/system-info", "/api/version", "/api/tags", "/api/ps", "/api/v1/models", "/v0/system-info", "/api/v0/models"];
+const POSTS = ["/api/chat", "/api/generate", "/api/show", "/api/embed", "/api/copy", "/api/v1/chat/completions", "/tokenize", "/apply-template", "/v0/chat/completions", "/api/v0/unload"];
 const OPEN = new Set(["/live"]);
-const isOllama = (path: string) => /^\/api\/(?!v1\/)/.test(path);
+const isOllama = (path: string) => /^\/api\/(?!v[01]\/)/.test(path);
 const json = { "content-type": "application/json" };
 const key = { authorization: `Bearer ${KEY}` };
 const body = JSON.stringify({ model: "nowhere", messages: [], prompt: "x", input: "x", source: "a", destination: "b", content: "x" });

@@ -2,7 +2,8 @@
  * Lemonade parity, end to end on one node: the openai client with Lemonade's base URL (`/api/v1`)
  * lists models, chats (plain and streamed) and embeds; `/live`; `/api/v1/system-info`; a load
  * with `ctx_size: -1` gets the model's own context; management errors in Lemonade's shape, while
- * the OpenAI routes under `/api/v1` keep OpenAI's; pull and delete say they are not there yet.
+ * the OpenAI routes under `/api/v1` keep OpenAI's; pull and delete say they are not there yet;
+ * `/api/v0` and `/v0` answer the same routes; a bodyless `POST /api/v1/unload` unloads everything.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
@@ -147,4 +148,52 @@ describe("management errors are Lemonade's {status: error, message} (with OpenAI
     expect(res.headers.get("allow")).toBe(allow);
     expect(await body(res)).toMatchObject({ status: "error", error: { code: "method_not_allowed" } });
   });
+});
+
+describe("Lemonade's other base URLs: /api/v0 and /v0 answer as /api/v1 does", () => {
+  test.each(["/api/v0", "/v0"])("%s: the openai client lists and chats; health, a 405 and a 404 in Lemonade's shape", async (base) => {
+    const client = new OpenAI({ baseURL: `${n.url}${base}`, apiKey: "unused", maxRetries: 0 });
+    const ids = [];
+    for await (const m of client.models.list()) ids.push(m.id);
+    expect(ids.sort()).toEqual(["chat", "embed"]);
+    const res = await client.chat.completions.create({ model: "chat", messages: [{ role: "user", content: "hello" }], max_tokens: 2, temperature: 0 });
+    expect(res.usage!.completion_tokens).toBeGreaterThan(0);
+    const health = await fetch(`${n.url}${base}/health`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toMatchObject({ status: "ok", all_models_loaded: expect.any(Array) });
+    const wrong = await fetch(`${n.url}${base}/load`, { method: "GET" });
+    expect(wrong.status).toBe(405);
+    expect(wrong.headers.get("allow")).toBe("POST");
+    expect(await wrong.json()).toMatchObject({ status: "error", error: { code: "method_not_allowed" } });
+    const missing = await post(n, `${base}/log-level`, { level: "debug" });
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toMatchObject({ status: "error" });
+  });
+});
+
+test("a bodyless POST /api/v1/unload unloads every model, pinned ones too; a page cannot send one", async () => {
+  const loadedNames = async () => ((await (await fetch(`${n.url}/api/v1/health`)).json()) as { all_models_loaded: { model_name: string }[] }).all_models_loaded.map((m) => m.model_name).sort();
+  expect((await post(n, "/api/v1/load", { model_name: "chat", pinned: true })).status).toBe(200);
+  expect((await post(n, "/api/v1/load", { model_name: "embed" })).status).toBe(200);
+  expect(await loadedNames()).toEqual(["chat", "embed"]);
+
+  // A page's bodyless POST carries its Origin: refused, nothing unloaded.
+  const page = await fetch(`${n.url}/api/v1/unload`, { method: "POST", headers: { origin: "https://evil.example" } });
+  expect(page.status).toBe(403);
+  // A body that is not JSON still needs the type.
+  expect((await fetch(`${n.url}/api/v1/unload`, { method: "POST", body: "model_name=chat" })).status).toBe(415);
+  expect(await loadedNames()).toEqual(["chat", "embed"]);
+
+  // `curl -X POST .../api/v1/unload`: no body, no type.
+  const all = await fetch(`${n.url}/api/v1/unload`, { method: "POST" });
+  expect(all.status).toBe(200);
+  expect(((await all.json()) as { unloaded: string[] }).unloaded.sort()).toEqual(["chat", "embed"]);
+  expect(await loadedNames()).toEqual([]);
+
+  // An empty JSON body under /v0 is the same request.
+  expect((await post(n, "/api/v1/load", { model_name: "chat" })).status).toBe(200);
+  const empty = await post(n, "/v0/unload", "");
+  expect(empty.status).toBe(200);
+  expect(await empty.json()).toMatchObject({ status: "success", unloaded: ["chat"] });
+  expect(await loadedNames()).toEqual([]);
 });

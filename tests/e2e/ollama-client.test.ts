@@ -1,7 +1,8 @@
 /**
  * The Ollama API with the real `ollama` npm client against real nodes: list, ps, show, chat
  * streamed and whole, generate, embed, keep_alive 0, Ollama-shaped errors; then across two nodes,
- * the model only on the other one (the request crosses the mesh as `/v1`); 405 with Allow on its
+ * the model only on the other one (the request crosses the mesh as `/v1`; `/api/ps` and `/api/show`
+ * tell of the host's model, and `keep_alive: 0` unloads it on the host); 405 with Allow on its
  * routes; its requests counted in the metrics under its routes; keep_alive as a model's own idle unload;
  * `--ollama-listen`, a second listener with the same keys and its own browser guard.
  */
@@ -150,10 +151,29 @@ test("two nodes: the Ollama client on a node without the model is served by the 
   expect(parts.at(-1)).toMatchObject({ done: true, done_reason: "length", eval_count: 5 });
   const gen = await ollama.generate({ model: TINY, prompt: "x", stream: false, options: { num_predict: 2, temperature: 0 } });
   expect(gen).toMatchObject({ done: true, eval_count: 2 });
-  expect((await ollama.show({ model: TINY })).capabilities).toContain("completion");
-  // Served on the host: loaded there, nothing here.
-  expect((await ollama.ps()).models).toEqual([]);
-  expect((await new Ollama({ host: host.url }).ps()).models.map((m) => m.name)).toEqual([`${TINY}:latest`]);
+  // Described as the host describes it: family, parameter size and quant from its GGUF header, as announced.
+  const hostOllama = new Ollama({ host: host.url });
+  const shown = await ollama.show({ model: TINY });
+  const onHost = await hostOllama.show({ model: TINY });
+  expect(shown.capabilities).toContain("completion");
+  expect(onHost.details.parameter_size).toMatch(/^\d+(\.\d+)?[KMBT]?$/);
+  expect(shown.details).toMatchObject({ format: "gguf", family: "llama", families: ["llama"], parameter_size: onHost.details.parameter_size, quantization_level: "Q8_0" });
+  expect((shown.model_info as unknown as Record<string, unknown>)["general.parameter_count"]).toBe((onHost.model_info as unknown as Record<string, unknown>)["general.parameter_count"]);
+  expect((await ollama.list()).models.find((m) => m.name === `${TINY}:latest`)!.details).toMatchObject({ family: "llama", parameter_size: onHost.details.parameter_size });
+  // Served on the host: loaded there, nothing here; this node's ps lists it all the same, naming the host.
+  expect(await loaded(entry)).toEqual([]);
+  const ps = (await ollama.ps()).models;
+  expect(ps.map((m) => m.name)).toEqual([`${TINY}:latest`]);
+  expect(ps[0]!.details).toMatchObject({ family: "llama", parameter_size: onHost.details.parameter_size, served_by: host.nodeId });
+  expect((await hostOllama.ps()).models.map((m) => m.name)).toEqual([`${TINY}:latest`]);
+
+  // keep_alive 0 through this node: the host unloads the model once the (streamed) answer is complete.
+  const last = [];
+  for await (const part of await ollama.chat({ model: TINY, messages: [{ role: "user", content: "bye" }], options: { num_predict: 3, temperature: 0 }, stream: true, keep_alive: 0 })) last.push(part);
+  expect(last.at(-1)).toMatchObject({ done: true, eval_count: 3 });
+  await waitFor(async () => !(await loaded(host)).some((s) => s.model_name === TINY), { what: "the host to unload the model after keep_alive 0", timeoutMs: 30_000 });
+  expect((await hostOllama.ps()).models).toEqual([]);
+  await waitFor(async () => (await ollama.ps()).models.length === 0, { what: "this node's ps to drop the host's model once it is unloaded" });
 });
 
 test("keep_alive: a negative one outlives the node's --idle-unload, a duration becomes the model's own", async () => {

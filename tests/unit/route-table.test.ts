@@ -2,7 +2,7 @@
 import { expect, test } from "bun:test";
 import { figuresOfKept, keepLast } from "../../router/passing-stats.ts";
 import { isManagementPath } from "../../router/no-route.ts";
-import { allowedMethods, INFERENCE_PATHS } from "../../router/route-table.ts";
+import { allowedMethods, asApiV1, INFERENCE_PATHS } from "../../router/route-table.ts";
 import { notOnThisNode } from "../../router/serving.ts";
 
 test.each<[string, readonly string[] | undefined]>([
@@ -43,6 +43,23 @@ test.each<[string, readonly string[] | undefined]>([
   ["/api/v1/models/tiny-q8_0", ["GET", "HEAD"]],
   ["/api/v1/chat/completions", ["POST"]],
   ["/api/v1/responses", ["POST"]],
+  // Lemonade's other base URLs answer the same routes.
+  ["/api/v0/health", ["GET", "HEAD"]],
+  ["/api/v0/unload", ["POST"]],
+  ["/api/v0/models/tiny-q8_0", ["GET", "HEAD"]],
+  ["/api/v0/chat/completions", ["POST"]],
+  ["/v0/health", ["GET", "HEAD"]],
+  ["/v0/system-info", ["GET", "HEAD"]],
+  ["/v0/load", ["POST"]],
+  ["/v0/unload", ["POST"]],
+  ["/v0/models", ["GET", "HEAD"]],
+  ["/v0/embeddings", ["POST"]],
+  ["/v0/nope", undefined],
+  ["/v0/tokenize", undefined],
+  ["/v0", undefined],
+  ["/api/v0", undefined],
+  ["/v00/health", undefined],
+  ["/api/v2/health", undefined],
   // Unknown paths stay 404.
   ["/api/v1/nope", undefined],
   ["/api/v1/models/", undefined],
@@ -61,9 +78,23 @@ test.each<[string, boolean]>([
   ["/api/v1/load", true],
   ["/api/v1/nope", true],
   ["/api/v10", false],
+  ["/api/v0", true],
+  ["/api/v0/unload", true],
+  ["/v0/nope", true],
+  ["/v00", false],
   ["/api/chat", false],
   ["/v1/models", false],
 ])("isManagementPath(%p) = %p (Lemonade's error shape)", (path, yes) => expect(isManagementPath(path)).toBe(yes));
+
+test.each<[string, string]>([
+  ["/api/v0/unload", "/api/v1/unload"],
+  ["/v0/chat/completions", "/api/v1/chat/completions"],
+  ["/v0", "/api/v1"],
+  ["/api/v1/load", "/api/v1/load"],
+  ["/v01/load", "/v01/load"],
+  ["/v1/models", "/v1/models"],
+  ["/api/chat", "/api/chat"],
+])("asApiV1(%p) = %p", (path, asV1) => expect(asApiV1(path)).toBe(asV1));
 
 test("every inference path is POST only", () => {
   for (const p of INFERENCE_PATHS) expect(allowedMethods(p)).toEqual(["POST"]);
