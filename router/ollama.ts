@@ -193,8 +193,9 @@ export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = K
   api.post("/generate", async (c) => {
     const body = await jsonBody(c);
     const mapped = mapGenerate(body);
-    // Ollama loads a model for a generate request with no prompt (and unloads it with keep_alive 0).
-    if (mapped.ok && typeof (body as { prompt?: unknown }).prompt !== "string") return preload(c, serving, mapped.model, keepAliveMsOf(body));
+    // Ollama loads a model for a generate request with no prompt or an empty one (and unloads it with keep_alive 0: `ollama stop`).
+    const prompt = (body as { prompt?: unknown }).prompt;
+    if (mapped.ok && (prompt === undefined || prompt === "")) return preload(c, serving, call, mapped.model, keepAliveMsOf(body));
     return answer(c, call, "generate", mapped, keepAliveMsOf(body));
   });
 
@@ -229,13 +230,24 @@ function keepAliveMsOf(body: unknown): number | undefined {
   return keepAliveMs(typeof body === "object" && body !== null ? (body as { keep_alive?: unknown }).keep_alive : undefined);
 }
 
+/** Whether another node's server answers for `model` now (and this node's does not). */
+const servedElsewhere = (serving: Serving, model: string): boolean =>
+  serving.routing?.catalog().some((m) => m.name === model && m.servers.some((id) => id !== serving.routing?.nodeId())) === true;
+
 /** `/api/generate` without a prompt: load (or, with keep_alive 0, unload) the model and say done. */
-async function preload(c: Context, serving: Serving, model: string, keepAliveMs: number | undefined): Promise<Response> {
+async function preload(c: Context, serving: Serving, call: OpenAiCall, model: string, keepAliveMs: number | undefined): Promise<Response> {
   const done = { model, created_at: new Date().toISOString(), response: "", done: true, done_reason: keepAliveMs === 0 ? "unload" : "load" };
   if (keepAliveMs === 0) {
     const server = serving.pool.server(model);
     // The operator's pin outranks a client's keep_alive.
     if (server && !server.pinned) await serving.pool.unload(model).catch(() => undefined);
+    // Served by another node: the cheapest request that reaches its server (a token count, which
+    // takes no slot) carries the keep_alive there, where it is applied as for any request.
+    else if (!server && servedElsewhere(serving, model)) {
+      const res = await call(c.req.path, "/messages/count_tokens", { model, messages: [{ role: "user", content: "" }] }, c.req.raw.signal, 0);
+      await res.body?.cancel().catch(() => undefined);
+      if (!res.ok) return ollamaFail(c, res.status as ContentfulStatusCode, `could not reach the node serving "${model}" to unload it (${res.status})`);
+    }
     return c.json(done);
   }
   // Another node's model is loaded by its host; here there is nothing to do.

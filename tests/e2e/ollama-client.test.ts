@@ -174,6 +174,12 @@ test("two nodes: the Ollama client on a node without the model is served by the 
   await waitFor(async () => !(await loaded(host)).some((s) => s.model_name === TINY), { what: "the host to unload the model after keep_alive 0", timeoutMs: 30_000 });
   expect((await hostOllama.ps()).models).toEqual([]);
   await waitFor(async () => (await ollama.ps()).models.length === 0, { what: "this node's ps to drop the host's model once it is unloaded" });
+
+  // `ollama stop` through this node: an empty generate with keep_alive 0 unloads it on the host.
+  await ollama.generate({ model: TINY, prompt: "x", stream: false, options: { num_predict: 1 } });
+  await waitFor(async () => (await ollama.ps()).models.length === 1, { what: "this node's ps to list the host's model again" });
+  expect(await ollama.generate({ model: TINY, prompt: "", keep_alive: 0, stream: false })).toMatchObject({ done: true, done_reason: "unload" });
+  await waitFor(async () => !(await loaded(host)).some((s) => s.model_name === TINY), { what: "the host to unload the model on ollama stop", timeoutMs: 30_000 });
 });
 
 test("keep_alive: a negative one outlives the node's --idle-unload, a duration becomes the model's own", async () => {
