@@ -1,8 +1,9 @@
 /**
  * A host that dies mid-stream, seen through the node that forwarded to it: each client hears the
  * end of its stream in its own dialect and raises its own error (the OpenAI SDK an APIError from the
- * error data line, the Anthropic SDK an APIError from `event: error`, the Ollama client the `error`
- * line), never a stream that just stops, and never an event cut in half.
+ * error data line of a chat stream and from the `error` event of a Responses stream, the Anthropic
+ * SDK an APIError from `event: error`, the Ollama client the `error` line), never a stream that
+ * just stops, and never an event cut in half.
  */
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, expect, test } from "bun:test";
@@ -21,8 +22,8 @@ afterAll(async () => {
 });
 
 const MODEL = "tiny-q8_0";
-// Room for three long answers at once: one slot each, each far from its end when the host dies.
-const HOST_LLAMA = ["--ctx-size", "6144", "--llamacpp-args", "--threads 1 --threads-batch 1 --parallel 3", "--rpc-threads", "1", "--rpc-direct", "off"];
+// Room for four long answers at once: one slot each, each far from its end when the host dies.
+const HOST_LLAMA = ["--ctx-size", "8192", "--llamacpp-args", "--threads 1 --threads-batch 1 --parallel 4", "--rpc-threads", "1", "--rpc-direct", "off"];
 const LONG = 1500;
 const prompt = "hello there";
 
@@ -42,7 +43,7 @@ async function afterFirst<T>(stream: AsyncIterable<T>): Promise<() => Promise<{ 
   };
 }
 
-test("the host killed mid-stream: OpenAI, Anthropic and Ollama clients on the forwarding node each get their dialect's error", async () => {
+test("the host killed mid-stream: OpenAI (chat and Responses), Anthropic and Ollama clients on the forwarding node each get their dialect's error", async () => {
   const host = await startMeshNode([...HOST_LLAMA, "--model", await testModel("tiny", "q8_0")], { name: "host" });
   nodes.push(host);
   const entry = await startMeshNode(["--ctx-size", "512", "--rpc-threads", "1", "--join", host.token], { name: "entry" });
@@ -56,6 +57,7 @@ test("the host killed mid-stream: OpenAI, Anthropic and Ollama clients on the fo
   const chat = await afterFirst(
     await openai.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: prompt }], max_tokens: LONG, stream: true, temperature: 0, ...{ ignore_eos: true } }),
   );
+  const responses = await afterFirst(await openai.responses.create({ model: MODEL, input: prompt, max_output_tokens: LONG, stream: true, ...{ temperature: 0, ignore_eos: true } }));
   const anthropic = new Anthropic({ baseURL: entry.url, apiKey: "unused", maxRetries: 0 });
   const messages = await afterFirst(
     await anthropic.messages.create({ model: MODEL, max_tokens: LONG, messages: [{ role: "user", content: prompt }], stream: true, ...{ temperature: 0, ignore_eos: true } }),
@@ -64,10 +66,12 @@ test("the host killed mid-stream: OpenAI, Anthropic and Ollama clients on the fo
   const ollamaChat = await afterFirst(await ollama.chat({ model: MODEL, messages: [{ role: "user", content: prompt }], stream: true, options: { num_predict: LONG, temperature: 0 } }));
 
   host.child.proc.kill("SIGKILL");
-  const [c, m, o] = await Promise.all([chat(), messages(), ollamaChat()]);
+  const [c, r, m, o] = await Promise.all([chat(), responses(), messages(), ollamaChat()]);
 
   expect(c.error).toBeInstanceOf(OpenAI.APIError);
   expect((c.error as InstanceType<typeof OpenAI.APIError>).message).toContain("went away mid-stream");
+  expect(r.error).toBeInstanceOf(OpenAI.APIError);
+  expect((r.error as InstanceType<typeof OpenAI.APIError>).message).toContain("went away mid-stream");
   expect(m.error).toBeInstanceOf(Anthropic.APIError);
   expect((m.error as InstanceType<typeof Anthropic.APIError>).message).toContain("went away mid-stream");
   expect(o.error).toBeInstanceOf(Error);
