@@ -10,6 +10,7 @@ import { LLAMA_RELEASE } from "../llama/pin.ts";
 import { GITHUB_API } from "../llama/release.ts";
 import type { LlamaFlavor } from "../llama/source-build.ts";
 import type { SettingSource } from "./layers.ts";
+import type { ThreadsPolicy } from "../pool/cpu-threads.ts";
 
 export const RELAY_MODES = ["default", "disabled"] as const;
 export type RelaySetting = (typeof RELAY_MODES)[number] | string[];
@@ -35,8 +36,10 @@ export interface Config {
   /** Extra arguments for every llama-server, as one shell-like string. */
   llamacppArgs: string;
   maxBodyBytes: number;
-  /** Threads of this node's rpc-server (the compute it offers the mesh). */
+  /** Threads of this node's rpc-server (the compute it offers the mesh); unless given, its share of the cores (`threadsPolicy`). */
   rpcThreads: number;
+  /** How the cores are shared among this node's llama.cpp processes (pool/cpu-threads.ts). */
+  threadsPolicy: ThreadsPolicy;
   /** Bound on rpc-server's tensor cache in the state dir. */
   rpcCacheBytes: number;
   /** Offer and use the direct TLS path for RPC between peers that can reach each other. */
@@ -110,6 +113,7 @@ export function defaultConfig(home: string = homedir()): Config {
     llamacppArgs: "",
     maxBodyBytes: 64 * 2 ** 20,
     rpcThreads: Math.max(1, navigator.hardwareConcurrency),
+    threadsPolicy: "share",
     rpcCacheBytes: 32 * 2 ** 30,
     rpcDirect: "on",
     fetch: "on",

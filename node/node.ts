@@ -42,6 +42,7 @@ import { KNOWN_PROTOCOLS, protocolMajor } from "../tunnel/rpc-limits.ts";
 import { MeshModels } from "./mesh-models.ts";
 import { ModelFetcher } from "./model-fetcher.ts";
 import { nodeReplicaKeeper } from "./replica-keeper.ts";
+import { nodeCpuShare } from "./cpu-share.ts";
 
 /** `--model` values that may name files (rather than models in the models dir). */
 const isPath = (v: string) => v.includes("/") || /\.gguf$/i.test(v);
@@ -146,7 +147,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   let mesh: MeshNode | undefined;
   // Memory offered to the mesh: the GPUs', or RAM on a CPU node.
   const vramBytes = config.vramBytes ?? (devices.length ? devices.reduce((sum, d) => sum + d.totalBytes, 0) : totalmem());
-  const rpc = new RpcServerChild({ binary: llama.rpcServer, stateDir: config.stateDir, threads: config.rpcThreads, log });
+  const cpu = nodeCpuShare(config, devices, { models: () => store.list(), peers: () => mesh?.membership.peers.size ?? 0 });
+  const rpc = new RpcServerChild({ binary: llama.rpcServer, stateDir: config.stateDir, threads: cpu.rpcThreads(), log });
   const zeroTransfer = new ZeroTransfer({ cacheDir: rpc.cacheDir, files: () => store.list().flatMap((m) => m.files), maxCacheBytes: config.rpcCacheBytes, log });
   const identity = config.rpcDirect === "on" ? await makeDirectIdentity() : undefined;
   let direct: { port: number; close: () => void } | undefined;
@@ -188,6 +190,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
       return store.list();
     },
     localDevices: devices.map((d) => d.name),
+    cpuShare: cpu.forServer,
   });
 
   const fetcher = new ModelFetcher({

@@ -1,13 +1,17 @@
 /**
  * What a load launches: the draft it uses (`chooseDraft` over the models this node knows) and the
- * whole llama-server argv, the pool's managed flags, the free-form arguments, then the draft's
- * flags. Draft flags are the node's alone (`server-args.ts` refuses them in any user's arguments):
- * the draft is a model of the store, given by its path; the type is `draft-simple`; and a model
+ * whole llama-server argv, the pool's managed flags, the node's share of the cores
+ * (`cpu-threads.ts`), the free-form arguments, then the draft's flags. Draft flags are the node's
+ * alone (`server-args.ts` refuses them in any user's arguments): the draft is a model of the
+ * store, given by its path; the type is `draft-simple`; and a model
  * split over RPC workers keeps its draft on this host, on the local accelerators or the CPU, so
  * drafting costs no network round trip per token.
  */
 import type { ModelInfo } from "../models/model-store.ts";
 import { chooseDraft } from "../models/model-draft.ts";
+import { needOf } from "../models/model-need.ts";
+import { placementOf, serverThreadArgs, type ThreadsPolicy } from "./cpu-threads.ts";
+import { Device } from "./devices.ts";
 import { invalidDraft } from "./errors.ts";
 import type { LoadOptions, RpcSplit } from "./pool-types.ts";
 import { serverArgv } from "./server-args.ts";
@@ -60,6 +64,30 @@ export interface LaunchInput {
   port: number;
   apiKeyFile: string;
   defaultCtxSize: number;
+  /** How this node shares its cores (pool/cpu-threads.ts); none: llama.cpp's own threads. */
+  cpu?: CpuShare;
+}
+
+export interface CpuShare {
+  policy: ThreadsPolicy;
+  cores: number;
+  /** llama.cpp processes of this node that may compute at once (`processesAtOnce`). */
+  processes: number;
+  /** Memory of this node's GPUs together (0: none). */
+  gpuBytes: number;
+}
+
+/** The threads and polling flags of one load (pure): by its placement, unless its own arguments set them. */
+export function loadThreadArgs(i: Pick<LaunchInput, "model" | "extraArgs" | "split" | "cpu">, ctxSize: number): string[] {
+  if (!i.cpu) return [];
+  const placement = placementOf({
+    split: i.split.endpoints.length > 0,
+    gpu: (i.model.devices & Device.GPU) !== 0,
+    needBytes: needOf(i.model.sizeBytes, i.model.facts, ctxSize || (i.model.facts?.contextLength ?? 0)),
+    gpuBytes: i.cpu.gpuBytes,
+    args: i.extraArgs,
+  });
+  return serverThreadArgs({ policy: i.cpu.policy, cores: i.cpu.cores, processes: i.cpu.processes, placement, userArgs: i.extraArgs });
 }
 
 /** The argv of one load's llama-server and the context it runs with (pure). */
@@ -75,6 +103,7 @@ export function launchArgv(i: LaunchInput): { argv: string[]; ctxSize: number } 
     port: i.port,
     apiKeyFile: i.apiKeyFile,
     ctxSize,
+    threadArgs: loadThreadArgs(i, ctxSize),
     extraArgs: i.extraArgs,
     rpcWorkers: i.split.endpoints,
     tensorSplit: i.split.tensorSplit,

@@ -5,6 +5,7 @@
 import type { LlamaBinaries } from "../llama/binaries.ts";
 import type { Log } from "../log.ts";
 import type { ModelInfo } from "../models/model-store.ts";
+import type { CpuShare } from "./load-launch.ts";
 import type { RequestArgs } from "./request-args.ts";
 import type { WrappedServer } from "./wrapped-server.ts";
 
@@ -58,6 +59,8 @@ export interface PoolOptions {
   localDevices?: readonly string[];
   /** A server is being unloaded, and why (the node releases a mesh assignment unloaded for idleness). */
   onEvict?: (model: string, cause: EvictionCause) => void;
+  /** How the node shares its cores with the server `model` is about to run in (pool/cpu-threads.ts); none: llama.cpp's own threads. */
+  cpuShare?: (model: ModelInfo) => CpuShare;
 }
 
 export interface RpcSplit {

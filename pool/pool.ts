@@ -24,6 +24,10 @@ import { CRASH_VERDICT_DELAY_MS } from "./child-process.ts";
 
 export type { EvictionCause, Lease, LoadOptions, PoolOptions } from "./pool-types.ts";
 
+/** The threads and polling a server runs with, for its "loading model" line (undefined: llama.cpp's own). */
+const threadsOf = (argv: readonly string[]): string | undefined =>
+  argv.flatMap((a, i) => (["-t", "--threads", "-tb", "--threads-batch", "--poll"].includes(a.split("=")[0]!) ? [a.includes("=") ? a : `${a} ${argv[i + 1]}`] : [])).join(" ") || undefined;
+
 export class Pool {
   private readonly servers = new Map<string, WrappedServer>();
   /** The options each server was loaded with, to tell whether a new load asks for something else. */
@@ -289,7 +293,8 @@ export class Pool {
     if (this.closed) throw new Error("the pool is closed");
     const rpcWorkers = split.endpoints;
     const port = freePort();
-    const { argv, ctxSize } = launchArgv({ binary: this.opts.llama.llamaServer, model, options, extraArgs, split, draft, localDevices: this.opts.localDevices ?? [], port, apiKeyFile: this.childKey.file, defaultCtxSize: this.opts.defaultCtxSize });
+    const cpu = this.opts.cpuShare?.(model);
+    const { argv, ctxSize } = launchArgv({ binary: this.opts.llama.llamaServer, model, options, extraArgs, split, draft, localDevices: this.opts.localDevices ?? [], port, apiKeyFile: this.childKey.file, defaultCtxSize: this.opts.defaultCtxSize, cpu });
     const server = new WrappedServer({
       model: model.name,
       checkpoint: model.path,
@@ -308,7 +313,7 @@ export class Pool {
     server.ctxSize = ctxSize;
     this.servers.set(model.name, server);
     server.onChange((s, why) => (why === "release" ? this.wakeWaiters() : this.onServerChange(s)));
-    this.opts.log.info("loading model", { model: model.name, type: model.type, port, pid: server.pid, rpc: rpcWorkers.join(",") || undefined, draft: draft?.name });
+    this.opts.log.info("loading model", { model: model.name, type: model.type, port, pid: server.pid, rpc: rpcWorkers.join(",") || undefined, draft: draft?.name, threads: threadsOf(argv) });
     const started = performance.now();
     try {
       await server.waitReady(readyDeadlineMs(model.sizeBytes));

@@ -91,6 +91,8 @@ export interface ServerArgsInput {
   apiKeyFile: string;
   /** 0 = the model's own context length. */
   ctxSize: number;
+  /** The node's threads and polling for this server (`cpu-threads.ts`), before the extra args. */
+  threadArgs?: readonly string[];
   /** Node-wide extra args first, then the load's: llama.cpp takes the last value of a flag. */
   extraArgs: readonly string[];
   rpcWorkers?: readonly string[];
@@ -113,7 +115,7 @@ export function serverArgv(i: ServerArgsInput): string[] {
     argv.push("--rpc", i.rpcWorkers.join(","), "-ngl", "999");
     if (i.tensorSplit?.length === i.rpcWorkers.length) argv.push("--tensor-split", i.tensorSplit.join(","));
   }
-  argv.push(...i.extraArgs);
+  argv.push(...(i.threadArgs ?? []), ...i.extraArgs);
   return argv;
 }
 

@@ -1,0 +1,48 @@
+/**
+ * What the node knows that decides how its cores are shared (the decision is pool/cpu-threads.ts):
+ * the CPUs it may use (its affinity, as `taskset` leaves it), the pool's per-type limit over the
+ * models its store has, its GPUs' memory, and whether its rpc-server may compute beside its
+ * llama-servers. That needs a CPU node (a GPU node's rpc-server computes on the GPU) with peers: a
+ * node alone never splits over its own rpc-server, so a lone node with one model at a time keeps
+ * every core for it. Asked when each process starts.
+ */
+import { availableParallelism } from "node:os";
+import type { Config } from "../config/config.ts";
+import { given } from "../config/layers.ts";
+import type { LlamaDevice } from "../llama/devices.ts";
+import type { ModelInfo } from "../models/model-store.ts";
+import type { ModelType } from "../models/model-type.ts";
+import { processesAtOnce, rpcServerThreads } from "../pool/cpu-threads.ts";
+import type { CpuShare } from "../pool/load-launch.ts";
+
+export interface CpuShareSources {
+  /** The models this node's store has now. */
+  models: () => readonly ModelInfo[];
+  /** How many peers the mesh has now. */
+  peers: () => number;
+}
+
+export interface NodeCpuShare {
+  /** For the llama-server `model` is about to run in. */
+  forServer: (model: ModelInfo) => CpuShare;
+  /** The rpc-server's `-t`. */
+  rpcThreads: () => number;
+}
+
+export function nodeCpuShare(config: Pick<Config, "threadsPolicy" | "maxLoadedModels" | "rpcThreads" | "settingSources">, devices: readonly LlamaDevice[], from: CpuShareSources): NodeCpuShare {
+  const cores = availableParallelism();
+  const gpuBytes = devices.reduce((sum, d) => sum + d.totalBytes, 0);
+  const byType = (extra: ModelInfo | undefined) => {
+    const counts: Partial<Record<ModelType, number>> = {};
+    const models = from.models();
+    for (const m of models) counts[m.type] = (counts[m.type] ?? 0) + 1;
+    // The model about to start counts even before the store lists it (a file still being fetched).
+    if (extra && !models.some((m) => m.name === extra.name)) counts[extra.type] = (counts[extra.type] ?? 0) + 1;
+    return counts;
+  };
+  const processes = (extra: ModelInfo | undefined, rpcServer: boolean) => processesAtOnce({ perTypeLimit: config.maxLoadedModels, modelsByType: byType(extra), rpcServer });
+  return {
+    forServer: (model) => ({ policy: config.threadsPolicy, cores, gpuBytes, processes: processes(model, devices.length === 0 && from.peers() > 0) }),
+    rpcThreads: () => rpcServerThreads({ policy: config.threadsPolicy, cores, processes: processes(undefined, true), given: given(config, "rpc-threads") ? config.rpcThreads : undefined }),
+  };
+}
