@@ -2,9 +2,10 @@
  * What the node knows that decides how its cores are shared (the decision is pool/cpu-threads.ts):
  * the CPUs it may use (its affinity, as `taskset` leaves it), the pool's per-type limit over the
  * models its store has, its GPUs' memory, and whether its rpc-server may compute beside its
- * llama-servers. That needs a CPU node (a GPU node's rpc-server computes on the GPU) with peers: a
- * node alone never splits over its own rpc-server, so a lone node with one model at a time keeps
- * every core for it. Asked when each process starts.
+ * llama-servers. That needs a CPU node (a GPU node's rpc-server computes on the GPU) that lends its
+ * rpc-server to another node's split of its model now: a node that hosts its model runs it itself
+ * and no split computes on its rpc-server, so a node with one model at a time keeps every core for
+ * it, alone or in a mesh. Asked when each process starts.
  */
 import { availableParallelism } from "node:os";
 import type { Config } from "../config/config.ts";
@@ -18,8 +19,8 @@ import type { CpuShare } from "../pool/load-launch.ts";
 export interface CpuShareSources {
   /** The models this node's store has now. */
   models: () => readonly ModelInfo[];
-  /** How many peers the mesh has now. */
-  peers: () => number;
+  /** Its rpc-server computes for another node's split now (it is a worker of its assigned model). */
+  lendsToSplit: () => boolean;
 }
 
 export interface NodeCpuShare {
@@ -42,7 +43,7 @@ export function nodeCpuShare(config: Pick<Config, "threadsPolicy" | "maxLoadedMo
   };
   const processes = (extra: ModelInfo | undefined, rpcServer: boolean) => processesAtOnce({ perTypeLimit: config.maxLoadedModels, modelsByType: byType(extra), rpcServer });
   return {
-    forServer: (model) => ({ policy: config.threadsPolicy, cores, gpuBytes, processes: processes(model, devices.length === 0 && from.peers() > 0) }),
+    forServer: (model) => ({ policy: config.threadsPolicy, cores, gpuBytes, processes: processes(model, devices.length === 0 && from.lendsToSplit()) }),
     rpcThreads: () => rpcServerThreads({ policy: config.threadsPolicy, cores, processes: processes(undefined, true), given: given(config, "rpc-threads") ? config.rpcThreads : undefined }),
   };
 }

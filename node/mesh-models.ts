@@ -301,6 +301,12 @@ export class MeshModels {
     if (mine) this.host(views, models.find((m) => m.name === mine));
   }
 
+  /** This node is a worker of its assigned model's split: its rpc-server computes for another node's llama-server. */
+  lendsToSplit(): boolean {
+    if (this.assigned === undefined || this.hosting) return false;
+    return this.catalog().find((m) => m.name === this.assigned)?.split === true;
+  }
+
   /** Models this node may choose from: the --model ones if given, never one it failed to fetch. */
   private candidatesFilter(): string[] | undefined {
     if (this.unfetchable.size === 0) return this.o.explicit.length ? this.o.explicit : undefined;

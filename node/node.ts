@@ -147,7 +147,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   let mesh: MeshNode | undefined;
   // Memory offered to the mesh: the GPUs', or RAM on a CPU node.
   const vramBytes = config.vramBytes ?? (devices.length ? devices.reduce((sum, d) => sum + d.totalBytes, 0) : totalmem());
-  const cpu = nodeCpuShare(config, devices, { models: () => store.list(), peers: () => mesh?.membership.peers.size ?? 0 });
+  const cpu = nodeCpuShare(config, devices, { models: () => store.list(), lendsToSplit: () => models.lendsToSplit() });
   const rpc = new RpcServerChild({ binary: llama.rpcServer, stateDir: config.stateDir, threads: cpu.rpcThreads(), log });
   const zeroTransfer = new ZeroTransfer({ cacheDir: rpc.cacheDir, files: () => store.list().flatMap((m) => m.files), maxCacheBytes: config.rpcCacheBytes, log });
   const identity = config.rpcDirect === "on" ? await makeDirectIdentity() : undefined;

@@ -39,7 +39,7 @@ export interface NodeProcesses {
   perTypeLimit: number;
   /** Models this node could load, by type (its store's, the one being started included). */
   modelsByType: Readonly<Partial<Record<ModelType, number>>>;
-  /** Its rpc-server may compute on the CPU at the same time (a CPU node with peers that may split over it). */
+  /** Its rpc-server may compute on the CPU at the same time (a CPU node lending it to another node's split). */
   rpcServer: boolean;
 }
 
@@ -50,7 +50,7 @@ export function processesAtOnce(n: NodeProcesses): number {
     const models = Math.max(0, count ?? 0);
     servers += n.perTypeLimit < 0 ? models : Math.min(n.perTypeLimit, models);
   }
-  return Math.max(1, servers) + (n.rpcServer ? 1 : 0);
+  return Math.max(1, servers + (n.rpcServer ? 1 : 0));
 }
 
 export interface PlacementInput {

@@ -13,9 +13,9 @@ describe("processesAtOnce: per type, the limit or the models there are; the rpc-
     ["one llm, limit 4: the models bound it", { perTypeLimit: 4, modelsByType: { llm: 1 }, rpcServer: false }, 1],
     ["an llm and an embedding model, limit 1: one slot per type", { perTypeLimit: 1, modelsByType: { llm: 2, embedding: 1 }, rpcServer: false }, 2],
     ["no limit: every model", { perTypeLimit: -1, modelsByType: { llm: 3, reranking: 1 }, rpcServer: false }, 4],
-    ["a CPU rpc-server with peers counts", { perTypeLimit: 1, modelsByType: { llm: 1 }, rpcServer: true }, 2],
+    ["a CPU rpc-server lending to a split counts", { perTypeLimit: 1, modelsByType: { llm: 1 }, rpcServer: true }, 2],
     ["no models yet: the one starting", { perTypeLimit: 1, modelsByType: {}, rpcServer: false }, 1],
-    ["no models yet, with the rpc-server", { perTypeLimit: 1, modelsByType: {}, rpcServer: true }, 2],
+    ["no models, the rpc-server alone (a pure worker): every core for it", { perTypeLimit: 1, modelsByType: {}, rpcServer: true }, 1],
   ];
   test.each(cases)("%s", (_, input, want) => expect(processesAtOnce(input)).toBe(want));
 });
