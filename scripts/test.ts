@@ -1,9 +1,10 @@
 #!/usr/bin/env bun
 /**
  * `npm test`: makes sure the real llama.cpp is there (building it into the cache on the first run,
- * about 5 minutes on 2 cores) and Chromium for the browser tests (Debian's, installed when it can
- * be), then runs every test file in its own `bun test` process, several side by side, longest
- * first by their last measured times, and the mesh suites a second time on the iroh 0.35 line
+ * about 5 minutes on 2 cores), Chromium for the browser tests (Debian's, installed when it can
+ * be) and a Python venv with the SDKs of the Python client tests (made once per set of pins),
+ * then runs every test file in its own `bun test` process, several side by side, longest first
+ * by their last measured times, and the mesh suites a second time on the iroh 0.35 line
  * (the compatibility matrix). Each file's line is printed as it ends (a failed file's whole output
  * with it), then the slowest files and the totals.
  *
@@ -22,6 +23,7 @@ import { homedir, tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { provideChromium } from "./chromium-dev.ts";
 import { provideDevLlama } from "./llama-dev.ts";
+import { providePython } from "./python-dev.ts";
 import { durationKey, nextJob, planJobs, type TestFile, type TestJob } from "./test-runner/plan.ts";
 import { fileFailed, fileLine, parseCounts, summary, type FileResult } from "./test-runner/report.ts";
 
@@ -45,7 +47,14 @@ const llama = await provideDevLlama();
 console.error(`llama.cpp binaries: ${llama.dir}`);
 const chromium = await provideChromium();
 console.error("path" in chromium ? `chromium: ${chromium.path}` : `chromium: none (${chromium.missing}); the browser tests skip`);
-const env = { ...process.env, MESH_LLAMA_DIR: llama.dir, ...("path" in chromium ? { MESH_CHROMIUM: chromium.path } : {}) };
+const python = await providePython();
+console.error("path" in python ? `python clients: ${python.path}` : `python clients: none (${python.missing}); the Python client tests skip`);
+const env = {
+  ...process.env,
+  MESH_LLAMA_DIR: llama.dir,
+  ...("path" in chromium ? { MESH_CHROMIUM: chromium.path } : {}),
+  ...("path" in python ? { MESH_PYTHON: python.path } : {}),
+};
 // End-to-end tests start real processes on a loaded machine; each waits on conditions with its
 // own deadlines, and this is only the outer bound per test.
 const BUN_TEST = [process.execPath, "test", "--timeout", "120000"];
