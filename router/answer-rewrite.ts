@@ -5,6 +5,8 @@
  * as it came. Events pass whole and in order; one the function leaves alone keeps its exact bytes.
  */
 import { isObject, type Json, type JsonObject } from "./json.ts";
+import { readEvent, splitSse, type WholeSseEvent } from "./sse-split.ts";
+import { MAX_HELD_EVENT_BYTES } from "./stream-endings.ts";
 
 /** Rewrites one event's JSON data (`event` is its `event:` field, "message" without one); undefined keeps the event as it came. */
 export type EventRewrite = (event: string, data: JsonObject) => JsonObject | undefined;
@@ -16,60 +18,24 @@ export interface AnswerRewrite {
   stream(): EventRewrite;
 }
 
-/** Whole events at the head of `text` (each with its ending blank line), and what is left of one still arriving (pure). */
-export function splitEvents(text: string): { events: string[]; rest: string } {
-  const events: string[] = [];
-  let start = 0;
-  let i = 0;
-  let lineStart = 0;
-  while (i < text.length) {
-    const ch = text[i]!;
-    if (ch !== "\n" && ch !== "\r") {
-      i++;
-      continue;
-    }
-    // A CR at the very end may be the first half of a CRLF still in flight.
-    if (ch === "\r" && i === text.length - 1) break;
-    const end = ch === "\r" && text[i + 1] === "\n" ? i + 2 : i + 1;
-    if (i === lineStart) {
-      // A blank line: the event ends here (a blank line with no event before it is passed on with the next).
-      events.push(text.slice(start, end));
-      start = end;
-    }
-    i = end;
-    lineStart = end;
-  }
-  return { events, rest: text.slice(start) };
+/** One whole event's text, its data rewritten by `rewrite` when it is a JSON object and `rewrite` says so; otherwise the same text (pure). */
+export function rewriteEvent(raw: string, rewrite: EventRewrite): string {
+  return rewritten(readEvent(raw), rewrite);
 }
 
-/** One whole event, its data rewritten by `rewrite` when it is a JSON object and `rewrite` says so; otherwise the same text (pure). */
-export function rewriteEvent(raw: string, rewrite: EventRewrite): string {
-  const lines = raw.split(/\r\n|\r|\n/);
-  let event = "message";
-  const data: string[] = [];
-  const others: string[] = [];
-  for (const line of lines) {
-    if (line === "") continue;
-    const colon = line.indexOf(":");
-    const field = colon === -1 ? line : line.slice(0, colon);
-    let value = colon === -1 ? "" : line.slice(colon + 1);
-    if (value.startsWith(" ")) value = value.slice(1);
-    if (field === "data") data.push(value);
-    else {
-      if (field === "event") event = value;
-      others.push(line);
-    }
-  }
-  if (data.length === 0) return raw;
+function rewritten(e: WholeSseEvent, rewrite: EventRewrite): string {
+  if (e.data === undefined) return e.raw;
   let json: unknown;
   try {
-    json = JSON.parse(data.join("\n"));
+    json = JSON.parse(e.data);
   } catch {
-    return raw;
+    return e.raw;
   }
-  if (!isObject(json)) return raw;
-  const out = rewrite(event, json);
-  if (out === undefined) return raw;
+  if (!isObject(json)) return e.raw;
+  const out = rewrite(e.event, json);
+  if (out === undefined) return e.raw;
+  // Its other lines (name, id, comments) as they came, its new data on one line.
+  const others = e.raw.split(/\r\n|\r|\n/).filter((line) => line !== "" && line !== "data" && !line.startsWith("data:"));
   return [...others, `data: ${JSON.stringify(out)}`, "", ""].join("\n");
 }
 
@@ -121,10 +87,17 @@ function rewriteStream(body: ReadableStream<Uint8Array>, rewrite: EventRewrite):
             controller.close();
             return;
           }
-          const { events, rest } = splitEvents(pending + decoder.decode(step.value, { stream: true }));
-          pending = rest;
+          const text = decoder.decode(step.value, { stream: true });
+          const { events, held } = splitSse(pending, text, MAX_HELD_EVENT_BYTES);
+          if (held === undefined) {
+            // An event past the bound is passed on as it came (as the guard before this does), not held whole.
+            controller.enqueue(encoder.encode(pending + text));
+            pending = "";
+            return;
+          }
+          pending = held;
           if (events.length === 0) continue;
-          controller.enqueue(encoder.encode(events.map((e) => rewriteEvent(e, rewrite)).join("")));
+          controller.enqueue(encoder.encode(events.map((e) => rewritten(e, rewrite)).join("")));
           return;
         }
       },

@@ -6,6 +6,7 @@
  * (`router/ollama.ts`) only move bytes through these functions.
  */
 import { isObject, type Json, type JsonObject } from "./json.ts";
+import { splitSse, type WholeSseEvent } from "./sse-split.ts";
 
 /** Ollama's routes under `/api` (beside ours, `/api/v1/*` and `/api/status`): its clients read `error` as a string. */
 export const OLLAMA_ROUTES: readonly string[] = ["version", "tags", "ps", "show", "chat", "generate", "embed", "embeddings", "pull", "delete", "copy", "create", "push"];
@@ -256,7 +257,8 @@ export class StreamTranslator {
   private finish: string | undefined;
   private stats: JsonObject = {};
   private readonly calls: { name: string; args: string }[] = [];
-  private buffer = "";
+  /** The text of the event still arriving. */
+  private held = "";
   /** An event grew past MAX_EVENT_CHARS: the stream is given up. */
   private failed = false;
   ended = false;
@@ -269,21 +271,18 @@ export class StreamTranslator {
   /** NDJSON lines for the SSE bytes so far (decoded text); events split across chunks wait for their end. */
   push(text: string, now: Date): string[] {
     if (this.failed) return [];
-    this.buffer += text.replace(/\r\n/g, "\n");
+    // The stream may come from another node: an event that never ends must not grow without bound.
+    const split = splitSse(this.held, text, MAX_EVENT_CHARS);
     const out: string[] = [];
-    let end: number;
-    while ((end = this.buffer.indexOf("\n\n")) !== -1) {
-      const event = this.buffer.slice(0, end);
-      this.buffer = this.buffer.slice(end + 2);
+    for (const event of split.events) {
       const line = this.event(event, now);
       if (line) out.push(line);
     }
-    // The stream may come from another node: an event that never ends must not grow without bound.
-    if (this.buffer.length > MAX_EVENT_CHARS) {
+    if (split.held === undefined) {
       this.failed = true;
-      this.buffer = "";
+      this.held = "";
       out.push(ndjson({ error: `an event of the stream for model "${this.model}" is over ${MAX_EVENT_CHARS} characters` }));
-    }
+    } else this.held = split.held;
     return out;
   }
 
@@ -301,17 +300,13 @@ export class StreamTranslator {
     });
   }
 
-  private event(event: string, now: Date): string | undefined {
+  private event(event: WholeSseEvent, now: Date): string | undefined {
     // Nothing after `[DONE]` belongs to the answer.
     if (this.ended) return undefined;
-    const data = event
-      .split("\n")
-      .filter((l) => l.startsWith("data:"))
-      .map((l) => l.slice(5).trimStart())
-      .join("\n");
+    const data = event.data?.trim() ?? "";
     // A keep-alive comment: an empty line in its place, so a quiet stream still moves bytes (for
     // proxies between us and the client) and the client sees the model is still at work.
-    if (data === "") return event.startsWith(":") ? this.line(now, "") : undefined;
+    if (data === "") return event.comment ? this.line(now, "") : undefined;
     if (data === "[DONE]") {
       this.ended = true;
       return undefined;

@@ -29,6 +29,7 @@ import {
   type ResponseIds,
   type ResponseStatus,
 } from "./responses-answer.ts";
+import { splitSse } from "./sse-split.ts";
 
 /** Characters of text, thinking and arguments one answer may hold (its last event repeats them all). */
 export const MAX_ANSWER_CHARS = 4 * 1024 * 1024;
@@ -238,33 +239,17 @@ export type ChatSseEvent = { data: string } | { comment: true };
 export const MAX_CHAT_EVENT_CHARS = 16 * 1024 * 1024;
 
 /**
- * The whole events at the head of `held + text` (the chat stream's next piece, decoded) and what is
- * left of one still arriving (pure). Undefined when that rest is past `MAX_CHAT_EVENT_CHARS`.
+ * The whole events in `held + text` (the chat stream's next piece, decoded) that carry data or a
+ * comment, and what is left of one still arriving (pure). Undefined when that rest is past
+ * `MAX_CHAT_EVENT_CHARS`.
  */
 export function readChatSse(held: string, text: string): { events: ChatSseEvent[]; held: string } | undefined {
-  // `held` has its line ends made LF already, but for a CR at its end: half a CRLF, perhaps.
-  const pendingCr = held.endsWith("\r");
-  const before = pendingCr ? held.slice(0, -1) : held;
-  let incoming = (pendingCr ? "\r" : "") + text;
-  const cr = incoming.endsWith("\r") ? "\r" : "";
-  if (cr) incoming = incoming.slice(0, -1);
-  const all = before + incoming.replace(/\r\n?/g, "\n");
-  // Only the new text can end an event: the held rest had none (a search from its end keeps a long event linear).
-  const end = all.indexOf("\n\n", Math.max(0, before.length - 1)) === -1 ? -1 : all.lastIndexOf("\n\n");
-  const rest = (end === -1 ? all : all.slice(end + 2)) + cr;
-  if (rest.length > MAX_CHAT_EVENT_CHARS) return undefined;
+  const split = splitSse(held, text, MAX_CHAT_EVENT_CHARS);
+  if (split.held === undefined) return undefined;
   const events: ChatSseEvent[] = [];
-  if (end !== -1) {
-    for (const block of all.slice(0, end).split("\n\n")) {
-      const data: string[] = [];
-      let comment = false;
-      for (const line of block.split("\n")) {
-        if (line.startsWith(":")) comment = true;
-        else if (line === "data" || line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
-      }
-      if (data.length > 0) events.push({ data: data.join("\n") });
-      else if (comment) events.push({ comment: true });
-    }
+  for (const e of split.events) {
+    if (e.data !== undefined) events.push({ data: e.data });
+    else if (e.comment) events.push({ comment: true });
   }
-  return { events, held: rest };
+  return { events, held: split.held };
 }

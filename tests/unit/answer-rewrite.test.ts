@@ -1,22 +1,10 @@
 /**
- * Rewriting an answer on its way to the client: where whole events end in a stream's text, which
- * events a rewrite touches (the rest keep their exact bytes), and answers that pass as they came.
+ * Rewriting an answer on its way to the client: which events a rewrite touches (the rest keep their
+ * exact bytes), and answers that pass as they came. Where events end is `sse-split.test.ts`'s.
  */
 import { describe, expect, test } from "bun:test";
-import { rewriteAnswer, rewriteEvent, splitEvents, type AnswerRewrite } from "../../router/answer-rewrite.ts";
+import { rewriteAnswer, rewriteEvent, type AnswerRewrite } from "../../router/answer-rewrite.ts";
 import { isObject, type JsonObject } from "../../router/json.ts";
-
-describe("splitEvents", () => {
-  test.each([
-    ["nothing", "", [], ""],
-    ["a line, no blank one", "data: x\n", [], "data: x\n"],
-    ["one event", "data: x\n\n", ["data: x\n\n"], ""],
-    ["two events and part of a third", "data: a\n\nevent: e\ndata: b\n\ndata: c", ["data: a\n\n", "event: e\ndata: b\n\n"], "data: c"],
-    ["CRLF", "data: x\r\n\r\ndata: y", ["data: x\r\n\r\n"], "data: y"],
-    ["a CR at the end waits for its LF", "data: x\r\n\r", [], "data: x\r\n\r"],
-    ["a comment is an event of its own", ": keep-alive\n\ndata: x\n\n", [": keep-alive\n\n", "data: x\n\n"], ""],
-  ])("%s", (_, text, events, rest) => expect(splitEvents(text)).toEqual({ events, rest }));
-});
 
 const tagged = (event: string, data: JsonObject): JsonObject | undefined => (data.n === 1 ? { ...data, seen: event } : undefined);
 

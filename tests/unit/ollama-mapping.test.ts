@@ -169,6 +169,14 @@ describe("streams", () => {
     expect(t.close(NOW, 1)).toBe("");
   });
 
+  test("CRLF line ends, even split between pieces", () => {
+    const t = new StreamTranslator("chat", "m");
+    const text = sse({ choices: [{ delta: { content: "a" } }] }, "[DONE]").replaceAll("\n", "\r\n");
+    const cut = text.indexOf("\r\n\r") + 3;
+    expect(parse([...t.push(text.slice(0, cut), NOW), ...t.push(text.slice(cut), NOW)])).toEqual([{ model: "m:latest", created_at: NOW.toISOString(), message: { role: "assistant", content: "a" }, done: false }]);
+    expect(JSON.parse(t.close(NOW, 1))).toMatchObject({ done: true });
+  });
+
   test("nothing after [DONE] counts", () => {
     const t = new StreamTranslator("chat", "m");
     expect(t.push(sse("[DONE]", { error: { message: "late" } }, { choices: [{ delta: { content: "x" } }] }), NOW)).toEqual([]);
