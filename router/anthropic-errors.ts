@@ -19,18 +19,24 @@ export function anthropicErrorType(status: number): string {
   return "api_error";
 }
 
-/** An error body in Anthropic's shape (pure): the message of an OpenAI, llama-server or Ollama error, or the text as it is. */
-export function anthropicErrorBody(status: number, text: string): { type: "error"; error: { type: string; message: string } } {
+/**
+ * An error body in Anthropic's shape (pure): the message of an OpenAI, llama-server or Ollama error,
+ * or the text as it is; our own error code stays beside it (`code`, which the SDKs pass through), so
+ * a client that branches on it still can.
+ */
+export function anthropicErrorBody(status: number, text: string): { type: "error"; error: { type: string; message: string; code?: string } } {
   let message = text;
+  let code: string | undefined;
   try {
     const json: unknown = JSON.parse(text);
-    if (isObject(json) && json.type === "error" && isObject(json.error) && typeof json.error.message === "string") message = json.error.message;
-    else if (isObject(json) && isObject(json.error) && typeof json.error.message === "string") message = json.error.message;
-    else if (isObject(json) && typeof json.error === "string") message = json.error;
+    if (isObject(json) && isObject(json.error) && typeof json.error.message === "string") {
+      message = json.error.message;
+      if (typeof json.error.code === "string") code = json.error.code;
+    } else if (isObject(json) && typeof json.error === "string") message = json.error;
   } catch {
     // Not JSON: its text is the message.
   }
-  return { type: "error", error: { type: anthropicErrorType(status), message } };
+  return { type: "error", error: { type: anthropicErrorType(status), message, ...(code !== undefined ? { code } : {}) } };
 }
 
 /** Whether `path` is one of Anthropic's routes (also under Lemonade's bases). */

@@ -17,12 +17,14 @@ describe("anthropicErrorType", () => {
 
 describe("anthropicErrorBody", () => {
   test.each([
-    ["ours (OpenAI's shape)", 404, '{"error":{"message":"model \\"x\\" is not known","type":"not_found_error","code":"model_not_found"}}', 'model "x" is not known'],
-    ["llama-server's", 400, '{"error":{"code":400,"message":"bad input","type":"invalid_request_error"}}', "bad input"],
-    ["Ollama's string", 400, '{"error":"plain"}', "plain"],
-    ["already Anthropic's", 429, '{"type":"error","error":{"type":"rate_limit_error","message":"busy"}}', "busy"],
-    ["not JSON", 502, "bad gateway", "bad gateway"],
-  ])("%s", (_, status, text, message) => expect(anthropicErrorBody(status, text)).toEqual({ type: "error", error: { type: anthropicErrorType(status), message } }));
+    ["ours (OpenAI's shape): its code kept", 404, '{"error":{"message":"model \\"x\\" is not known","type":"not_found_error","code":"model_not_found"}}', 'model "x" is not known', "model_not_found"],
+    ["llama-server's (a numeric code is its status: dropped)", 400, '{"error":{"code":400,"message":"bad input","type":"invalid_request_error"}}', "bad input", undefined],
+    ["Ollama's string", 400, '{"error":"plain"}', "plain", undefined],
+    ["already Anthropic's", 429, '{"type":"error","error":{"type":"rate_limit_error","message":"busy"}}', "busy", undefined],
+    ["not JSON", 502, "bad gateway", "bad gateway", undefined],
+  ])("%s", (_, status, text, message, code) =>
+    expect(anthropicErrorBody(status, text)).toEqual({ type: "error", error: { type: anthropicErrorType(status), message, ...(code ? { code } : {}) } }),
+  );
 });
 
 test.each([
