@@ -191,7 +191,10 @@ export class ModelStore {
       if (!out.has(name)) out.set(name, await this.describe(name, path, [path], undefined, {}, undefined, "path"));
     }
     await this.addStores(out);
-    this.models = [...out.values()].sort((a, b) => a.name.localeCompare(b.name));
+    const scanned = [...out.values()].sort((a, b) => a.name.localeCompare(b.name));
+    // The same list as before stays the same list: what is worked out from it (the announced disk,
+    // the mesh's catalog) is kept by its identity, and a request for an unknown model rescans.
+    if (!Bun.deepEquals(scanned, this.models)) this.models = scanned;
     return this.models;
   }
 

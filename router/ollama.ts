@@ -194,7 +194,7 @@ export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = K
     const body = await jsonBody(c);
     const mapped = mapGenerate(body);
     // Ollama loads a model for a generate request with no prompt or an empty one (and unloads it with keep_alive 0: `ollama stop`).
-    const prompt = (body as { prompt?: unknown }).prompt;
+    const prompt = typeof body === "object" && body !== null ? (body as { prompt?: unknown }).prompt : undefined;
     if (mapped.ok && (prompt === undefined || prompt === "")) return preload(c, serving, call, mapped.model, keepAliveMsOf(body));
     return answer(c, call, "generate", mapped, keepAliveMsOf(body));
   });

@@ -10,6 +10,7 @@
  * ever starts loading: the models dir is empty and the llama.cpp binaries do not
  * exist, so no request can get as far as a process.
  */
+import { isAnthropicPath } from "../../router/anthropic-errors.ts";
 import { afterAll, describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { join } from "node:path";
@@ -259,6 +260,13 @@ async function expectCleanAnswer(res: Response, req: Request): Promise<void> {
   if (OLLAMA_PATHS.includes(new URL(req.url).pathname)) {
     const ollama = (parsed as { error?: unknown }).error;
     expect({ what, ollama: typeof ollama === "string" && ollama.trim() !== "" }).toEqual({ what, ollama: true });
+    return;
+  }
+  if (isAnthropicPath(new URL(req.url).pathname)) {
+    // Anthropic's shape: its SDKs read `error.type` and `error.message` under `type: "error"`.
+    const anthropic = parsed as { type?: unknown; error?: { message?: unknown; type?: unknown } };
+    const ok = anthropic.type === "error" && typeof anthropic.error?.type === "string" && typeof anthropic.error.message === "string" && anthropic.error.message.trim() !== "";
+    expect({ what, anthropic: ok }).toEqual({ what, anthropic: true });
     return;
   }
   const error = (parsed as { error?: { message?: unknown; type?: unknown; code?: unknown } }).error;
