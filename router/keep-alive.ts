@@ -5,8 +5,11 @@
  * carries it there in one header (`x-mesh-keep-alive`: whole milliseconds, nothing else), which
  * that peer applies by the same rules. Only a request a member forwarded is read for the header
  * (clients from outside have `keep_alive` on Ollama's routes), so a member affects a model only
- * through a request it sent for that model, and only as a local `keep_alive` would: after its own
- * answer, never on a pinned server, and an unload lets the requests in flight finish first.
+ * through a request it sent for that model: after its own answer, never on a pinned server, and an
+ * unload lets the requests in flight finish first. Less than a local client may: a member's
+ * keep_alive never pins memory here (a negative one is ignored), and members' unloads of one
+ * model come at most once per `MEMBER_UNLOAD_EVERY_MS` (its next request reloads it, which for a
+ * large model takes minutes: members must not be able to keep a node reloading).
  */
 import type { Pool } from "../pool/pool.ts";
 import { keepAliveIdleMs } from "./ollama-mapping.ts";
@@ -52,9 +55,43 @@ export function keepAliveEffect(server: { pinned: boolean } | undefined, ms: num
   return idle === 0 ? { action: "unload" } : { action: "idle", ms: idle };
 }
 
-/** Applies a keep_alive to `model`'s server on this node; an unload waits for the requests in flight. */
-export function applyKeepAlive(pool: Pick<Pool, "server" | "unload" | "setIdleUnload">, model: string, ms: number | undefined): void {
+/** Applies a keep_alive to `model`'s server on this node, and says what it did; an unload waits for the requests in flight. */
+export function applyKeepAlive(pool: Pick<Pool, "server" | "unload" | "setIdleUnload">, model: string, ms: number | undefined): KeepAliveEffect {
   const effect = keepAliveEffect(pool.server(model), ms);
   if (effect.action === "unload") pool.unload(model).catch(() => undefined);
   else if (effect.action === "idle") pool.setIdleUnload(model, effect.ms);
+  return effect;
+}
+
+/** How often members' keep_alive 0 may unload one model on this node. */
+export const MEMBER_UNLOAD_EVERY_MS = 5 * 60_000;
+/** Models whose last unload by a member is remembered (names come from requests: bounded). */
+const REMEMBERED_UNLOADS = 256;
+
+/**
+ * What of a member's carried keep_alive this node applies (pure): a duration; an unload unless
+ * members unloaded the model less than `MEMBER_UNLOAD_EVERY_MS` ago; never a negative one.
+ * Undefined: none at all (the model's idle unload stays as it is).
+ */
+export function memberKeepAlive(ms: number, lastUnloadAt: number | undefined, now: number): number | undefined {
+  if (ms < 0) return undefined;
+  if (ms === 0 && lastUnloadAt !== undefined && now - lastUnloadAt < MEMBER_UNLOAD_EVERY_MS) return undefined;
+  return ms;
+}
+
+/** When members' keep_alive last unloaded each model on this node. */
+export class MemberUnloads {
+  private readonly at = new Map<string, number>();
+
+  /** The keep_alive to apply for a member's request for `model` (`memberKeepAlive`). */
+  allows(model: string, ms: number, now = performance.now()): number | undefined {
+    return memberKeepAlive(ms, this.at.get(model), now);
+  }
+
+  /** A member's keep_alive unloaded `model`. */
+  unloaded(model: string, now = performance.now()): void {
+    this.at.delete(model);
+    this.at.set(model, now);
+    if (this.at.size > REMEMBERED_UNLOADS) this.at.delete(this.at.keys().next().value!);
+  }
 }

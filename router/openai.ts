@@ -20,7 +20,7 @@ import { requestSource, takesSlot } from "./request-source.ts";
 import { dispatch } from "./dispatch.ts";
 import type { Route } from "../mesh/route.ts";
 import { INFERENCE_ROUTES, LLAMA_ROUTES } from "./route-table.ts";
-import { applyKeepAlive, KEEP_ALIVE_HEADER, keepAliveHeaderValue, parseKeepAliveHeader, type KeepAliveBinding } from "./keep-alive.ts";
+import { applyKeepAlive, KEEP_ALIVE_HEADER, keepAliveHeaderValue, MemberUnloads, parseKeepAliveHeader, type KeepAliveBinding } from "./keep-alive.ts";
 import { untilBodyEnds } from "./outstanding.ts";
 import { catalogListing } from "./catalog-listing.ts";
 import { knownModels } from "../models/known-models.ts";
@@ -167,17 +167,23 @@ export function llamaRoutes(serving: Serving, observer?: InferenceObserver, keep
 /** The llama-server path of a public inference path (one of `INFERENCE_PATHS`). */
 const upstreamPathOf = (path: string): string => (path.startsWith("/v1/") ? INFERENCE_ROUTES[path.slice(3)]! : LLAMA_ROUTES[path]!);
 
-/** A client's Ollama keep_alive, in ms (undefined: it gave none), to apply where the request is answered. */
-type KeepAlive = { ms: number | undefined };
+/** Per node: when members' keep_alive last unloaded each model (every route of the node shares it). */
+const memberUnloads = new WeakMap<Serving, MemberUnloads>();
+const memberUnloadsOf = (serving: Serving): MemberUnloads => memberUnloads.get(serving) ?? memberUnloads.set(serving, new MemberUnloads()).get(serving)!;
+
+/** A client's Ollama keep_alive, in ms (undefined: it gave none), to apply where the request is answered; `member`: carried by one. */
+type KeepAlive = { ms: number | undefined; member?: true };
 
 /**
  * The keep_alive a request carries: the Ollama adapter's (in its bindings, which no client sets),
- * or the header of a request a member forwarded; nothing anyone else sends counts (`keep-alive.ts`).
+ * or the header of a request a member forwarded, as far as a member's counts; nothing anyone else
+ * sends counts (`keep-alive.ts`).
  */
-function keepAliveOf(c: Context, forwarded: boolean): KeepAlive | undefined {
+function keepAliveOf(c: Context, forwarded: boolean, model: string, unloads: MemberUnloads): KeepAlive | undefined {
   if (!forwarded) return (c.env as KeepAliveBinding | undefined)?.ollamaKeepAlive;
-  const ms = parseKeepAliveHeader(c.req.header(KEEP_ALIVE_HEADER));
-  return ms === undefined ? undefined : { ms };
+  const carried = parseKeepAliveHeader(c.req.header(KEEP_ALIVE_HEADER));
+  const ms = carried === undefined ? undefined : unloads.allows(model, carried);
+  return ms === undefined ? undefined : { ms, member: true };
 }
 
 /**
@@ -207,7 +213,7 @@ function inference(serving: Serving, path: string, observer: InferenceObserver |
     const notEmbedding = sentTo === "/v1/embeddings" ? embeddingsRefusalOn(serving, parsed.model) : undefined;
     if (notEmbedding !== undefined) return badRequest(c, notEmbedding, "model_not_embedding");
     const forwarded = c.req.header(FORWARDED_HEADER) !== undefined;
-    const send = sender(serving, c, { model: parsed.model, body, json, path: sentTo, started, keepAlive: keepAliveOf(c, forwarded) }, observer, keepAliveMs);
+    const send = sender(serving, c, { model: parsed.model, body, json, path: sentTo, started, keepAlive: keepAliveOf(c, forwarded, parsed.model, memberUnloadsOf(serving)) }, observer, keepAliveMs);
     const res = await dispatch({ serving, model: parsed.model, json, header: (name) => c.req.header(name), forwarded, signal: c.req.raw.signal, send });
     return translation ? translation.answer(res) : res;
   };
@@ -257,6 +263,10 @@ function sender(
     });
     const keepAlive = req.keepAlive;
     // Answered here: its keep_alive applies to this node's server once the answer has gone.
-    return keepAlive && res.ok ? untilBodyEnds(res, () => applyKeepAlive(serving.pool, req.model, keepAlive.ms)) : res;
+    if (!keepAlive || !res.ok) return res;
+    return untilBodyEnds(res, () => {
+      const effect = applyKeepAlive(serving.pool, req.model, keepAlive.ms);
+      if (keepAlive.member && effect.action === "unload") memberUnloadsOf(serving).unloaded(req.model);
+    });
   };
 }

@@ -4,7 +4,8 @@
  * rogue member would: values that are not whole milliseconds, the header on requests that fail, the
  * same header (and the forwarded marker) from a client outside the mesh, and on a pinned model.
  * None of them unloads, reloads or changes the idle unload of anything. A valid 0 acts only on the
- * model its own request named, after that request's answer has gone whole. A real node, real
+ * model its own request named, after that request's answer has gone whole, and members' unloads of
+ * a model come once per few minutes (its next request reloads it); a negative one pins nothing. A real node, real
  * llama-servers, the rogue on the same iroh transport as a node; loopback only.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
@@ -116,4 +117,15 @@ test("a pinned model ignores it; unpinned, a 0 unloads it after the member's ans
   expect(whole.usage.completion_tokens).toBe(1);
   expect(whole.choices.length).toBe(1);
   await waitFor(async () => !(await loaded(node)).some((s) => s.model_name === MODEL), { what: "the model to unload after the member's keep-alive 0" });
+
+  // Loaded again by the next request; members' next 0 within MEMBER_UNLOAD_EVERY_MS unloads nothing.
+  expect(statusOf(await memberChat("0"))).toBe(200);
+  const again = await pids();
+  const unloadsNow = unloadsOf(MODEL);
+  expect(statusOf(await memberChat("0"))).toBe(200);
+  expect(await pids()).toEqual(again);
+  expect(unloadsOf(MODEL)).toBe(unloadsNow);
+  // A negative one pins nothing: the node's own idle unload stays (30 min, not "never").
+  expect(statusOf(await memberChat("-1"))).toBe(200);
+  expect(await expiresInMs(MODEL)).toBeLessThan(31 * 60_000);
 });

@@ -1,6 +1,6 @@
 /** An Ollama keep_alive across the mesh: the header's value both ways (nothing but whole ms passes), and what it does where the model is answered. */
 import { describe, expect, test } from "bun:test";
-import { keepAliveEffect, keepAliveHeaderValue, MAX_CARRIED_KEEP_ALIVE_MS, parseKeepAliveHeader } from "../../router/keep-alive.ts";
+import { keepAliveEffect, keepAliveHeaderValue, MAX_CARRIED_KEEP_ALIVE_MS, MEMBER_UNLOAD_EVERY_MS, MemberUnloads, memberKeepAlive, parseKeepAliveHeader } from "../../router/keep-alive.ts";
 
 describe("keepAliveHeaderValue: what the forwarding node sends", () => {
   test.each<[number | undefined, string | undefined]>([
@@ -62,4 +62,25 @@ describe("keepAliveEffect: what a keep_alive does to the answering node's server
     ["negative keeps it loaded", loaded, -1000, { action: "idle", ms: -1000 }],
     ["none: the node's idle unload again", loaded, undefined, { action: "idle", ms: undefined }],
   ])("%s", (_, server, ms, effect) => expect(keepAliveEffect(server, ms)).toEqual(effect));
+});
+
+describe("memberKeepAlive: what of a member's keep_alive the answering node applies", () => {
+  test.each<[string, number, number | undefined, number, number | undefined]>([
+    ["a duration", 60_000, undefined, 0, 60_000],
+    ["0, no unload by members before", 0, undefined, 1_000, 0],
+    ["0, members unloaded it a moment ago: nothing", 0, 1_000, 2_000, undefined],
+    ["0, members unloaded it long enough ago", 0, 1_000, 1_000 + MEMBER_UNLOAD_EVERY_MS, 0],
+    ["a duration right after an unload: still a duration", 5_000, 1_000, 2_000, 5_000],
+    ["negative: a member pins nothing here", -1, undefined, 0, undefined],
+  ])("%s", (_, ms, last, now, applied) => expect(memberKeepAlive(ms, last, now)).toBe(applied));
+
+  test("MemberUnloads remembers an unload per model, and only what was done", () => {
+    const unloads = new MemberUnloads();
+    expect(unloads.allows("a", 0, 0)).toBe(0);
+    // Allowed is not done: a pinned model that ignored it leaves the next 0 free.
+    expect(unloads.allows("a", 0, 10)).toBe(0);
+    unloads.unloaded("a", 10);
+    expect(unloads.allows("a", 0, 20)).toBeUndefined();
+    expect(unloads.allows("b", 0, 20)).toBe(0);
+  });
 });
