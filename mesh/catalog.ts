@@ -98,14 +98,14 @@ export interface CatalogModel {
   failure?: { error: string; retryInS: number };
   /**
    * What it is (family, weights, quant) as one holder says (`describer`): shown to clients (Ollama's
-   * details), never used to decide anything.
+   * details), never used to decide anything (its kind below is).
    */
   family?: string;
   parameters?: number;
   quant?: string;
   /**
-   * Its kind (`models/model-type.ts`) as the same holder says: what a request it cannot serve is
-   * told (an embedding asked of a chat model), and which models to ask instead.
+   * Its kind (`models/model-type.ts`) when every holder says the same: what a request it cannot
+   * serve is told (an embedding asked of a chat model), and which models to ask instead.
    */
   type?: string;
 }
@@ -260,6 +260,10 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
       const holderWaitedFor = nodesOnDisk.length > 0 && !group.some((n) => n.modelsOnDisk.some((d) => d.name === m.name));
       // Told as one holder tells it, the same one on every node: one with the agreed content first.
       const describer = index.entries.get(m.name)?.get(copyFrom[0] ?? nodesOnDisk[0] ?? "");
+      // Its kind decides what a request is told (an embedding of a chat model), so it is one only
+      // when every holder says the same: one member's word cannot turn a model's requests away.
+      const types = new Set([...(index.entries.get(m.name)?.values() ?? [])].map((d) => d.type));
+      const agreedType = types.size === 1 ? [...types][0] : undefined;
       const pulledBy = copyFrom.length === 0 && content.length <= 1 && !holderWaitedFor && (m.ref !== undefined || m.source !== undefined) ? puller(group, m.name) : undefined;
       return {
         name: m.name,
@@ -285,7 +289,7 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
         ...(describer?.family !== undefined ? { family: describer.family } : {}),
         ...(describer?.parameters !== undefined ? { parameters: describer.parameters } : {}),
         ...(describer?.quant !== undefined ? { quant: describer.quant } : {}),
-        ...(describer?.type !== undefined ? { type: describer.type } : {}),
+        ...(agreedType !== undefined ? { type: agreedType } : {}),
       };
     })
     .sort((a, b) => byCodePoint(a.name, b.name));

@@ -55,3 +55,10 @@ test("the mesh's catalog carries each model's kind as a holder announces it, and
   ]);
   expect(embeddingsRefusalFrom("chat", [], entries)).toBe('model "chat" does not do embeddings (it is a llm model); models of the mesh that do: vec');
 });
+
+test("holders that disagree on a model's kind give it none: one member's word refuses nothing", () => {
+  const view = (nodeId: string, type: string): NodeView => ({ nodeId, vramBytes: 1e9, modelsOnDisk: [{ name: "vec", sizeBytes: 1, needBytes: 1, type }], assigned: undefined, ready: [], idle: [] });
+  const [vec] = catalog([view("a", "embedding"), view("z-liar", "llm")]);
+  expect(vec!.type).toBeUndefined();
+  expect(embeddingsRefusalFrom("vec", [], [vec!])).toBeUndefined();
+});
