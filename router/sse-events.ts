@@ -86,11 +86,13 @@ function typeOfData(data: string): string | undefined {
 }
 
 /** Whether `last` is a final event: the stream is complete and needs no error event added. */
-export function isFinalEvent(last: SseEvent | undefined): boolean {
+export function isFinalEvent(last: SseEvent | undefined, route?: string): boolean {
   if (!last) return false;
   if (last.data.trim() === "[DONE]") return true;
-  // A stream another node already ended with its error (chat and text completions have no error event name).
-  if (last.event === "message" && /^\{\s*"error"\s*:/.test(last.data)) return true;
+  // A stream another node already ended with its error: chat and text completions name no error
+  // event. On Anthropic's and the Responses routes such an event is an older node's, which those
+  // SDKs skip: there it ends nothing, and the stream gets its own dialect's error after it.
+  if (last.event === "message" && /^\{\s*"error"\s*:/.test(last.data)) return route !== "/v1/messages" && route !== "/v1/responses";
   const name = last.event === "message" ? typeOfData(last.data) : last.event;
   return name !== undefined && FINAL_EVENTS.has(name);
 }

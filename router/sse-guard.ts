@@ -21,7 +21,9 @@ export function guardSse(body: ReadableStream<Uint8Array>, route: string, gone: 
   const reader = body.getReader();
   const decoder = new TextDecoder();
   let events = emptySse();
-  let held: Uint8Array = new Uint8Array(0);
+  // The bytes of the event still arriving, as they came: each piece is scanned once, joined once.
+  let held: Uint8Array[] = [];
+  let heldBytes = 0;
   const end = (controller: ReadableStreamDefaultController<Uint8Array>, why: Broken) => {
     try {
       controller.enqueue(encoder.encode(brokenStreamEnding(route, why.message, why.code)));
@@ -29,6 +31,10 @@ export function guardSse(body: ReadableStream<Uint8Array>, route: string, gone: 
     } catch {
       // The client left first: nobody reads the ending.
     }
+  };
+  const pass = (controller: ReadableStreamDefaultController<Uint8Array>, whole: Uint8Array) => {
+    events = readSse(events, decoder.decode(whole, { stream: true }));
+    controller.enqueue(whole);
   };
   return new ReadableStream<Uint8Array>(
     {
@@ -42,19 +48,26 @@ export function guardSse(body: ReadableStream<Uint8Array>, route: string, gone: 
           }
           if (step.done) {
             // A tail that never became an event: the last one passed tells whether the stream finished.
-            if (isFinalEvent(events.last)) {
-              if (held.length > 0) controller.enqueue(held);
+            if (isFinalEvent(events.last, route)) {
+              if (heldBytes > 0) controller.enqueue(concat(held));
               return controller.close();
             }
             return end(controller, gone);
           }
-          const joined = held.length === 0 ? step.value : concat(held, step.value);
-          const cut = joined.length > MAX_HELD_EVENT_BYTES ? joined.length : endOfLastEvent(joined);
-          held = joined.subarray(cut);
-          if (cut === 0) continue;
-          const whole = joined.subarray(0, cut);
-          events = readSse(events, decoder.decode(whole, { stream: true }));
-          controller.enqueue(whole);
+          const piece = step.value;
+          // An event's blank line may begin in the held bytes: their last three are scanned with the piece.
+          const before = lastBytes(held, 3);
+          const cut = Math.max(0, endOfLastEvent(concat([before, piece])) - before.length);
+          if (cut === 0 && heldBytes + piece.length <= MAX_HELD_EVENT_BYTES) {
+            held.push(piece);
+            heldBytes += piece.length;
+            continue;
+          }
+          // Past the bound an event is passed on unsplit: a whole answer repeated in one event fits under it.
+          const upTo = cut === 0 ? piece.length : cut;
+          pass(controller, concat([...held, piece.subarray(0, upTo)]));
+          held = upTo < piece.length ? [piece.subarray(upTo)] : [];
+          heldBytes = piece.length - upTo;
           return;
         }
       },
@@ -66,10 +79,26 @@ export function guardSse(body: ReadableStream<Uint8Array>, route: string, gone: 
   );
 }
 
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
+/** The last `n` bytes of `pieces` (fewer when they hold fewer). */
+function lastBytes(pieces: readonly Uint8Array[], n: number): Uint8Array {
+  const out: Uint8Array[] = [];
+  let need = n;
+  for (let i = pieces.length - 1; i >= 0 && need > 0; i--) {
+    const p = pieces[i]!;
+    out.unshift(p.subarray(Math.max(0, p.length - need)));
+    need -= Math.min(need, p.length);
+  }
+  return concat(out);
+}
+
+function concat(pieces: readonly Uint8Array[]): Uint8Array {
+  if (pieces.length === 1) return pieces[0]!;
+  const out = new Uint8Array(pieces.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of pieces) {
+    out.set(p, at);
+    at += p.length;
+  }
   return out;
 }
 

@@ -22,19 +22,21 @@ export const MAX_HELD_EVENT_BYTES = 16 * 1024 * 1024;
 
 const LF = 10;
 const CR = 13;
+const isLineEnd = (b: number | undefined) => b === LF || b === CR;
 
 /**
  * Where the last complete event in `bytes` ends (the index just after its blank line), or 0 when
- * none ends in them (pure). SSE ends an event at an empty line: `\n\n`, `\r\n\r\n` or `\r\r`.
+ * none ends in them (pure). SSE ends a line with LF, CRLF or CR, and an event with an empty line:
+ * two line ends in a row, in any mix (`\n\n`, `\r\n\r\n`, `\r\r`, `\n\r\n`, `\r\n\n`, ...).
  */
 export function endOfLastEvent(bytes: Uint8Array): number {
   for (let i = bytes.length - 1; i >= 1; i--) {
     const b = bytes[i]!;
-    if (b !== LF && b !== CR) continue;
-    const prev = bytes[i - 1]!;
-    if (b === LF && prev === LF) return i + 1;
-    if (b === CR && prev === CR) return i + 1;
-    if (b === LF && prev === CR && i >= 3 && bytes[i - 2] === LF && bytes[i - 3] === CR) return i + 1;
+    if (!isLineEnd(b)) continue;
+    // A CR followed by LF is the CRLF the loop met at that LF.
+    if (b === CR && bytes[i + 1] === LF) continue;
+    const start = b === LF && bytes[i - 1] === CR ? i - 1 : i;
+    if (start >= 1 && isLineEnd(bytes[start - 1])) return i + 1;
   }
   return 0;
 }

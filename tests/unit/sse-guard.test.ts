@@ -17,7 +17,11 @@ describe("endOfLastEvent", () => {
     ["one event and part of the next", "data: x\n\ndata: y", 9],
     ["two events", "data: x\n\ndata: y\n\n", 18],
     ["CRLF", "data: x\r\n\r\n", 11],
-    ["CRLF cut before the last LF", "data: x\r\n\r", 0],
+    ["CRLF then a CR: a blank line already (an LF after it is one more)", "data: x\r\n\r", 10],
+    ["LF then CRLF", "data: x\n\r\n", 10],
+    ["CRLF then LF", "data: x\r\n\n", 10],
+    ["LF then CR", "data: x\n\r", 9],
+    ["one CRLF only", "data: x\r\n", 0],
     ["CR only", "data: x\r\r", 9],
     ["an event line then data cut", "event: a\ndata: {\"t", 0],
   ])("%s", (_, text, end) => expect(endOfLastEvent(encoder.encode(text))).toBe(end));
@@ -98,5 +102,24 @@ describe("guardSse", () => {
 
   test("keep-alive comments pass between events", async () => {
     expect((await read(guardSse(source([": keep-alive\n\n", "data: [DONE]\n\n"], "end"), "/v1/completions", GONE))).join("")).toBe(": keep-alive\n\ndata: [DONE]\n\n");
+  });
+});
+
+describe("guardSse over many pieces and older nodes", () => {
+  test("one event in many small pieces passes whole, scanned piece by piece", async () => {
+    const data = "x".repeat(200_000);
+    const pieces = [...`data: {"a":"${data}"}\n\ndata: [DONE]\n\n`.matchAll(/[\s\S]{1,7}/g)].map((m) => m[0]);
+    const text = (await read(guardSse(source(pieces, "end"), "/v1/chat/completions", GONE))).join("");
+    expect(text).toBe(`data: {"a":"${data}"}\n\ndata: [DONE]\n\n`);
+  });
+
+  test("a blank line split between pieces ends the event", async () => {
+    expect(await read(guardSse(source(["data: {}\r\n", "\r", "\ndata: [DONE]\n", "\n"], "end"), "/v1/completions", GONE))).toEqual(["data: {}\r\n\r", "\ndata: [DONE]\n\n"]);
+  });
+
+  test("an Anthropic stream an older node ended with a bare error data line still gets its error event", async () => {
+    const older = 'data: {"error":{"message":"exited","type":"service_unavailable","code":"model_server_exited"}}\n\n';
+    const text = (await read(guardSse(source(["event: message_start\ndata: {}\n\n", older], "end"), "/v1/messages", GONE))).join("");
+    expect(text).toEndWith(brokenStreamEnding("/v1/messages", "gone", "peer_gone"));
   });
 });
