@@ -7,6 +7,7 @@
 import { isObject, type Json, type JsonObject } from "./json.ts";
 import { readEvent, splitSse, type WholeSseEvent } from "./sse-split.ts";
 import { MAX_HELD_EVENT_BYTES } from "./stream-endings.ts";
+import { MAX_REWRITTEN_ANSWER_BYTES, textWithin } from "./bounded-body.ts";
 
 /** Rewrites one event's JSON data (`event` is its `event:` field, "message" without one); undefined keeps the event as it came. */
 export type EventRewrite = (event: string, data: JsonObject) => JsonObject | undefined;
@@ -55,7 +56,7 @@ export async function rewriteAnswer(res: Response, rewrite: AnswerRewrite): Prom
     return new Response(rewriteStream(res.body, rewrite.stream()), { status: res.status, statusText: res.statusText, headers: headersFor(res) });
   }
   if (res.status !== 200 || !type.includes("application/json")) return res;
-  const text = await res.text();
+  const text = await textWithin(res, MAX_REWRITTEN_ANSWER_BYTES);
   let out = text;
   try {
     out = JSON.stringify(rewrite.whole(JSON.parse(text) as Json));

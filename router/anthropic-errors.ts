@@ -6,6 +6,7 @@
  */
 import type { MiddlewareHandler } from "hono";
 import { isObject } from "./json.ts";
+import { MAX_ERROR_BODY_BYTES, textWithin } from "./bounded-body.ts";
 
 /** Anthropic's error type for an HTTP status (pure). */
 export function anthropicErrorType(status: number): string {
@@ -47,7 +48,9 @@ export const anthropicErrors: MiddlewareHandler = async (c, next) => {
   await next();
   if (!isAnthropicPath(c.req.path) || c.res.status < 400) return;
   const res = c.res;
-  const body = anthropicErrorBody(res.status, await res.text());
+  // An error past the bound says so instead of what it said.
+  const text = await textWithin(res, MAX_ERROR_BODY_BYTES).catch((err: unknown) => (err instanceof Error ? err.message : String(err)));
+  const body = anthropicErrorBody(res.status, text);
   const headers = new Headers(res.headers);
   headers.set("content-type", "application/json");
   headers.delete("content-length");

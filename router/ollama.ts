@@ -24,6 +24,7 @@ import { meshPsEntries, psEntry, remoteShowAnswer, remoteTagsEntry, showAnswer, 
 import { ollamaModelFileRoutes } from "./ollama-pull.ts";
 import { KEEP_ALIVE_MS } from "./proxy.ts";
 import { findModel, type Serving } from "./serving.ts";
+import { jsonWithin, MAX_ERROR_BODY_BYTES, MAX_REWRITTEN_ANSWER_BYTES, textWithin } from "./bounded-body.ts";
 
 /**
  * Serves one OpenAI request (`path` under `/v1`) the way `/v1` does, for the Ollama route `route`,
@@ -73,7 +74,7 @@ async function jsonBody(c: Context): Promise<unknown> {
 }
 
 async function errorOf(c: Context, res: Response): Promise<Response> {
-  const body = (await res.json().catch(() => undefined)) as unknown;
+  const body = await jsonWithin(res, MAX_ERROR_BODY_BYTES).catch(() => undefined);
   return ollamaFail(c, res.status as ContentfulStatusCode, ollamaError(body, `request failed with status ${res.status}`).error as string);
 }
 
@@ -85,7 +86,7 @@ async function answer(c: Context, call: OpenAiCall, kind: AnswerKind, mapped: Ma
   if (!res.ok) return errorOf(c, res);
   const isSse = (res.headers.get("content-type") ?? "").includes("text/event-stream");
   if (!mapped.stream || !isSse || !res.body) {
-    const whole = wholeAnswer(kind, mapped.model, await res.json(), performance.now() - started, new Date());
+    const whole = wholeAnswer(kind, mapped.model, JSON.parse(await textWithin(res, MAX_REWRITTEN_ANSWER_BYTES)) as unknown, performance.now() - started, new Date());
     if (!mapped.stream) return c.json(whole);
     return new Response(`${JSON.stringify(whole)}\n`, { headers: { "content-type": "application/x-ndjson" } });
   }
@@ -207,7 +208,7 @@ export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = K
       const started = performance.now();
       const res = await call(c.req.path, mapped.path, mapped.body, c.req.raw.signal, keepAliveMsOf(body));
       if (!res.ok) return errorOf(c, res);
-      const data = ((await res.json()) as { data?: { embedding: number[] }[]; usage?: { prompt_tokens?: number } }) ?? {};
+      const data = (JSON.parse(await textWithin(res, MAX_REWRITTEN_ANSWER_BYTES)) as { data?: { embedding: number[] }[]; usage?: { prompt_tokens?: number } } | null) ?? {};
       const vectors = (data.data ?? []).map((d) => d.embedding);
       if (legacy) return c.json({ embedding: vectors[0] ?? [] });
       const ns = Math.round((performance.now() - started) * 1e6);

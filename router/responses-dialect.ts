@@ -9,6 +9,7 @@ import { isObject, type JsonObject } from "./json.ts";
 import { newResponseIds, responseOfChat, type ResponseIds } from "./responses-answer.ts";
 import { chatRequestOf, type ResponsesEcho } from "./responses-request.ts";
 import { readChatSse, ResponsesEvents, sseOf } from "./responses-stream.ts";
+import { MAX_REWRITTEN_ANSWER_BYTES, textWithin } from "./bounded-body.ts";
 
 const HEADERS_OF_THE_OLD_BODY = ["content-length", "content-encoding", "content-type"];
 
@@ -113,7 +114,7 @@ export async function responsesAnswer(res: Response, echo: ResponsesEcho, ids: R
     return new Response(responsesStream(res.body, echo, ids), { status: 200, headers });
   }
   if (!type.includes("application/json")) return res;
-  const text = await res.text();
+  const text = await textWithin(res, MAX_REWRITTEN_ANSWER_BYTES);
   let chat: unknown;
   try {
     chat = JSON.parse(text);
