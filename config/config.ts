@@ -36,7 +36,7 @@ export interface Config {
   /** Extra arguments for every llama-server, as one shell-like string. */
   llamacppArgs: string;
   maxBodyBytes: number;
-  /** Threads of this node's rpc-server (the compute it offers the mesh); unless given, its share of the cores (`threadsPolicy`). */
+  /** Threads of this node's rpc-server (the compute it offers the mesh). */
   rpcThreads: number;
   /** How the cores are shared among this node's llama.cpp processes (pool/cpu-threads.ts). */
   threadsPolicy: ThreadsPolicy;

@@ -87,7 +87,7 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("ctx-size", "<n>", "ctxSize", parseCount, "context size models load with (default 4096; 0 = the model's own)"),
   { ...flag("llamacpp-args", "<args>", "llamacppArgs", (t) => t, 'extra arguments for every llama-server, e.g. "--threads 4"'), dashValue: true },
   flag("max-body-size", "<size>", "maxBodyBytes", parseSize, "largest request body the API accepts (default 64MiB)"),
-  flag("rpc-threads", "<n>", "rpcThreads", parsePositive, "threads of the rpc-server this node offers the mesh (default: its share of the cores, see --threads-policy)"),
+  flag("rpc-threads", "<n>", "rpcThreads", parsePositive, "threads of the rpc-server this node offers the mesh (default: all cores)"),
   flag("threads-policy", "<share|all>", "threadsPolicy", parseChoice(THREADS_POLICIES), "CPU threads of llama.cpp processes: share (default: the cores divided among the processes that may run at once, none polling when several may) or all (each every core, llama.cpp's default)"),
   flag("rpc-cache-size", "<size>", "rpcCacheBytes", parseSize, "bound on the rpc-server tensor cache in the state dir (default 32GiB)"),
   flag("rpc-direct", "<on|off>", "rpcDirect", parseChoice(["on", "off"] as const), "RPC and model copies between peers over direct TLS when they reach each other (default on; off: the QUIC connection only)"),

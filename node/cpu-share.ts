@@ -9,11 +9,10 @@
  */
 import { availableParallelism } from "node:os";
 import type { Config } from "../config/config.ts";
-import { given } from "../config/layers.ts";
 import type { LlamaDevice } from "../llama/devices.ts";
 import type { ModelInfo } from "../models/model-store.ts";
 import type { ModelType } from "../models/model-type.ts";
-import { processesAtOnce, rpcServerThreads } from "../pool/cpu-threads.ts";
+import { processesAtOnce } from "../pool/cpu-threads.ts";
 import type { CpuShare } from "../pool/load-launch.ts";
 
 export interface CpuShareSources {
@@ -26,11 +25,9 @@ export interface CpuShareSources {
 export interface NodeCpuShare {
   /** For the llama-server `model` is about to run in. */
   forServer: (model: ModelInfo) => CpuShare;
-  /** The rpc-server's `-t`. */
-  rpcThreads: () => number;
 }
 
-export function nodeCpuShare(config: Pick<Config, "threadsPolicy" | "maxLoadedModels" | "rpcThreads" | "settingSources">, devices: readonly LlamaDevice[], from: CpuShareSources): NodeCpuShare {
+export function nodeCpuShare(config: Pick<Config, "threadsPolicy" | "maxLoadedModels">, devices: readonly LlamaDevice[], from: CpuShareSources): NodeCpuShare {
   const cores = availableParallelism();
   const gpuBytes = devices.reduce((sum, d) => sum + d.totalBytes, 0);
   const byType = (extra: ModelInfo | undefined) => {
@@ -44,6 +41,5 @@ export function nodeCpuShare(config: Pick<Config, "threadsPolicy" | "maxLoadedMo
   const processes = (extra: ModelInfo | undefined, rpcServer: boolean) => processesAtOnce({ perTypeLimit: config.maxLoadedModels, modelsByType: byType(extra), rpcServer });
   return {
     forServer: (model) => ({ policy: config.threadsPolicy, cores, gpuBytes, processes: processes(model, devices.length === 0 && from.lendsToSplit()) }),
-    rpcThreads: () => rpcServerThreads({ policy: config.threadsPolicy, cores, processes: processes(undefined, true), given: given(config, "rpc-threads") ? config.rpcThreads : undefined }),
   };
 }

@@ -148,7 +148,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   // Memory offered to the mesh: the GPUs', or RAM on a CPU node.
   const vramBytes = config.vramBytes ?? (devices.length ? devices.reduce((sum, d) => sum + d.totalBytes, 0) : totalmem());
   const cpu = nodeCpuShare(config, devices, { models: () => store.list(), lendsToSplit: () => models.lendsToSplit() });
-  const rpc = new RpcServerChild({ binary: llama.rpcServer, stateDir: config.stateDir, threads: cpu.rpcThreads(), log });
+  const rpc = new RpcServerChild({ binary: llama.rpcServer, stateDir: config.stateDir, threads: config.rpcThreads, log });
   const zeroTransfer = new ZeroTransfer({ cacheDir: rpc.cacheDir, files: () => store.list().flatMap((m) => m.files), maxCacheBytes: config.rpcCacheBytes, log });
   const identity = config.rpcDirect === "on" ? await makeDirectIdentity() : undefined;
   let direct: { port: number; close: () => void } | undefined;

@@ -9,7 +9,7 @@
  * models) two llama-servers that each took both cores generated about 32 tok/s each at once; with
  * one thread each and no polling, about 70 each (one alone on its node: about 130). So under the
  * `share` policy the cores are divided evenly among the processes that may compute at once (the
- * pool's limits, and the rpc-server when peers may split over it), and when there are several, no
+ * pool's limits, and the rpc-server while another node's split computes on it), and when there are several, no
  * llama-server polls: a process waiting for work sleeps instead of spinning on a busy one's cores
  * (polling cost a lone busy 2-thread server under 3%, within noise). A node that runs one process
  * at a time keeps llama.cpp's own defaults (every core, polling), today's speed.
@@ -19,7 +19,10 @@
  * RPC devices needs few CPU threads. Threads are not pinned to cores: measured on a shared 2-core
  * machine, pinning two one-thread servers to a core each was slower (65 vs 80 tok/s each), as it
  * keeps a thread on a core another program is using. The operator's `-t`/`-tb`/`--poll` (in
- * `--llamacpp-args`, models.json or a load's arguments) and `--rpc-threads` always win.
+ * `--llamacpp-args`, models.json or a load's arguments) always win. The rpc-server keeps every
+ * core (`--rpc-threads`): it starts with the node, its work is a split's, which runs one layer
+ * after another across the mesh, and it spins on nothing when idle; a llama-server that starts
+ * while it lends to a split counts it.
  */
 import type { ModelType } from "../models/model-type.ts";
 import { canonicalFlag } from "./server-args.ts";
@@ -116,23 +119,4 @@ export function serverThreadArgs(i: ServerThreadsInput): string[] {
   }
   if (!sets(i.userArgs, POLL_FLAGS)) args.push("--poll", "0");
   return args;
-}
-
-export interface RpcThreadsInput {
-  policy: ThreadsPolicy;
-  cores: number;
-  /** `processesAtOnce` with the rpc-server counted. */
-  processes: number;
-  /** `--rpc-threads` when the operator gave it. */
-  given: number | undefined;
-}
-
-/**
- * The rpc-server's `-t`. It has no `--poll`: it makes its threads per graph and ends them after,
- * so an idle rpc-server takes no CPU.
- */
-export function rpcServerThreads(i: RpcThreadsInput): number {
-  if (i.given !== undefined) return i.given;
-  const cores = Math.max(1, i.cores);
-  return i.policy === "all" ? cores : Math.max(1, Math.floor(cores / Math.max(1, i.processes)));
 }

@@ -53,18 +53,18 @@ async function rpcThreads(n: TestNode): Promise<string> {
 
 const share = (processes: number) => Math.max(1, Math.floor(CORES / processes));
 
-test("two models that may run at once divide the cores and do not poll; the rpc-server takes a share beside them", async () => {
+test("two models that may run at once divide the cores and do not poll; the rpc-server keeps every core (a split's work)", async () => {
   const n = await node(["--max-loaded-models", "2", "--llamacpp-args", "--parallel 1"]);
   const want = `-t ${share(2)} -tb ${share(2)} --poll 0`;
   expect(await serverThreads(n, "a")).toBe(want);
   expect(await serverThreads(n, "b")).toBe(want);
-  expect(await rpcThreads(n)).toBe(`-t ${share(3)}`);
+  expect(await rpcThreads(n)).toBe(`-t ${CORES}`);
 });
 
 test("one model at a time: llama-server starts with llama.cpp's own threads, as before", async () => {
   const n = await node(["--llamacpp-args", "--parallel 1"], { "a.gguf": files["a.gguf"]! });
   expect(await serverThreads(n, "a")).toBe("");
-  expect(await rpcThreads(n)).toBe(`-t ${share(2)}`);
+  expect(await rpcThreads(n)).toBe(`-t ${CORES}`);
 });
 
 test("the operator's --threads and --rpc-threads win; --threads-policy all leaves llama.cpp's own", async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { placementOf, processesAtOnce, rpcServerThreads, serverThreadArgs, type NodeProcesses, type PlacementInput, type ServerThreadsInput } from "../../pool/cpu-threads.ts";
+import { placementOf, processesAtOnce, serverThreadArgs, type NodeProcesses, type PlacementInput, type ServerThreadsInput } from "../../pool/cpu-threads.ts";
 import { loadThreadArgs } from "../../pool/load-launch.ts";
 import { Device } from "../../pool/devices.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
@@ -58,17 +58,6 @@ describe("serverThreadArgs: a share of the cores, no polling when several proces
   test.each(cases)("%s", (_, over, want) => expect(serverThreadArgs({ ...base, ...over }).join(" ")).toBe(want));
 });
 
-describe("rpcServerThreads", () => {
-  const cases: [string, Parameters<typeof rpcServerThreads>[0], number][] = [
-    ["alone with one model at a time: half of 2 cores", { policy: "share", cores: 2, processes: 2, given: undefined }, 1],
-    ["16 cores, 2 model slots and itself", { policy: "share", cores: 16, processes: 3, given: undefined }, 5],
-    ["policy all: every core", { policy: "all", cores: 16, processes: 3, given: undefined }, 16],
-    ["--rpc-threads wins", { policy: "share", cores: 16, processes: 3, given: 12 }, 12],
-    ["--rpc-threads wins under all too", { policy: "all", cores: 16, processes: 3, given: 1 }, 1],
-    ["never 0", { policy: "share", cores: 1, processes: 4, given: undefined }, 1],
-  ];
-  test.each(cases)("%s", (_, input, want) => expect(rpcServerThreads(input)).toBe(want));
-});
 
 describe("the launch", () => {
   const model = (over: Partial<ModelInfo> = {}) => ({ name: "m", path: "/models/m.gguf", type: "llm", devices: Device.CPU, sizeBytes: 2 ** 30, facts: undefined, ...over }) as ModelInfo;
