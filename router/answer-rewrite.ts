@@ -7,7 +7,7 @@
 import { isObject, type Json, type JsonObject } from "./json.ts";
 import { readEvent, splitSse, type WholeSseEvent } from "./sse-split.ts";
 import { MAX_HELD_EVENT_BYTES } from "./stream-endings.ts";
-import { MAX_REWRITTEN_ANSWER_BYTES, textWithin } from "./bounded-body.ts";
+import { headersForNewBody, MAX_REWRITTEN_ANSWER_BYTES, textWithin } from "./bounded-body.ts";
 
 /** Rewrites one event's JSON data (`event` is its `event:` field, "message" without one); undefined keeps the event as it came. */
 export type EventRewrite = (event: string, data: JsonObject) => JsonObject | undefined;
@@ -40,20 +40,12 @@ function rewritten(e: WholeSseEvent, rewrite: EventRewrite): string {
   return [...others, `data: ${JSON.stringify(out)}`, "", ""].join("\n");
 }
 
-const HEADERS_OF_THE_OLD_BODY = ["content-length", "content-encoding"];
-
-function headersFor(res: Response): Headers {
-  const headers = new Headers(res.headers);
-  for (const h of HEADERS_OF_THE_OLD_BODY) headers.delete(h);
-  return headers;
-}
-
 /** `res` rewritten by `rewrite` when it is a 200 JSON answer or an SSE stream; any other answer as it is. */
 export async function rewriteAnswer(res: Response, rewrite: AnswerRewrite): Promise<Response> {
   const type = res.headers.get("content-type") ?? "";
   if (!res.body) return res;
   if (type.includes("text/event-stream")) {
-    return new Response(rewriteStream(res.body, rewrite.stream()), { status: res.status, statusText: res.statusText, headers: headersFor(res) });
+    return new Response(rewriteStream(res.body, rewrite.stream()), { status: res.status, statusText: res.statusText, headers: headersForNewBody(res) });
   }
   if (res.status !== 200 || !type.includes("application/json")) return res;
   const text = await textWithin(res, MAX_REWRITTEN_ANSWER_BYTES);
@@ -63,7 +55,7 @@ export async function rewriteAnswer(res: Response, rewrite: AnswerRewrite): Prom
   } catch {
     // Not JSON after all: the client gets it as it came.
   }
-  return new Response(out, { status: res.status, statusText: res.statusText, headers: headersFor(res) });
+  return new Response(out, { status: res.status, statusText: res.statusText, headers: headersForNewBody(res) });
 }
 
 function rewriteStream(body: ReadableStream<Uint8Array>, rewrite: EventRewrite): ReadableStream<Uint8Array> {

@@ -6,7 +6,7 @@
  */
 import type { MiddlewareHandler } from "hono";
 import { isObject } from "./json.ts";
-import { MAX_ERROR_BODY_BYTES, textWithin } from "./bounded-body.ts";
+import { headersForNewBody, MAX_ERROR_BODY_BYTES, textWithin } from "./bounded-body.ts";
 
 /** Anthropic's error type for an HTTP status (pure). */
 export function anthropicErrorType(status: number): string {
@@ -51,8 +51,5 @@ export const anthropicErrors: MiddlewareHandler = async (c, next) => {
   // An error past the bound says so instead of what it said.
   const text = await textWithin(res, MAX_ERROR_BODY_BYTES).catch((err: unknown) => (err instanceof Error ? err.message : String(err)));
   const body = anthropicErrorBody(res.status, text);
-  const headers = new Headers(res.headers);
-  headers.set("content-type", "application/json");
-  headers.delete("content-length");
-  c.res = new Response(JSON.stringify(body), { status: res.status, headers });
+  c.res = new Response(JSON.stringify(body), { status: res.status, headers: headersForNewBody(res, "application/json") });
 };

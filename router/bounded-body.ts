@@ -1,7 +1,8 @@
 /**
- * An answer's body read whole, up to a bound: the dialects that rewrite a whole answer (a Responses
- * object, legacy logprobs, Ollama's JSON, Anthropic's error shape) hold it in memory, and it may come
- * from a member of the mesh, which sends what it likes. Past the bound the read stops and says so.
+ * What a dialect that rewrites a whole answer (a Responses object, legacy logprobs, Ollama's JSON,
+ * Anthropic's error shape) needs of it: its body read whole up to a bound (it may come from a member
+ * of the mesh, which sends what it likes: past the bound the read stops and says so), and the
+ * headers for the body that replaces it.
  */
 
 /** A whole answer a dialect rewrites: far above any completion's JSON (thousands of tokens with 20 logprobs each fit). */
@@ -38,4 +39,12 @@ export async function jsonWithin(res: Response, max: number): Promise<unknown> {
   } catch {
     return undefined;
   }
+}
+
+/** `res`'s headers for a new body in their place: those that described the old one dropped, and its content type when given. */
+export function headersForNewBody(res: Response, contentType?: string): Headers {
+  const headers = new Headers(res.headers);
+  for (const h of ["content-length", "content-encoding"]) headers.delete(h);
+  if (contentType !== undefined) headers.set("content-type", contentType);
+  return headers;
 }

@@ -116,6 +116,8 @@ const promptOf = (plan: CompletionsPlan, index: number) => plan.prompts[Math.flo
 function legacyChoice(choice: Json, plan: CompletionsPlan, states: CompletionsState): Json {
   if (!isObject(choice)) return choice;
   const index = typeof choice.index === "number" ? choice.index : 0;
+  // Only the choices the request asked for carry state (the answer may come from a member, with any index).
+  if (!Number.isInteger(index) || index < 0 || index >= plan.perPrompt * Math.max(1, plan.prompts.length)) return choice;
   const prompt = promptOf(plan, index);
   // Offsets count from the start of the prompt, as OpenAI's do, where the prompt is text.
   const state = states.get(index) ?? { offset: prompt === undefined ? 0 : chars(prompt), echoed: false };

@@ -90,7 +90,9 @@ export function remoteShowAnswer(m: CatalogModel): JsonObject {
   const info: JsonObject = {};
   if (m.family) info["general.architecture"] = m.family;
   if (m.parameters !== undefined) info["general.parameter_count"] = m.parameters;
-  return { license: "", modelfile: "", parameters: "", template: "", details: detailsOf(m), model_info: info, capabilities: ["completion"] };
+  // Its kind as its holders agree on it (vision is not announced: a remote model shows completion only).
+  const capabilities = m.type === "embedding" || m.type === "reranking" ? capabilitiesOf({ type: m.type, mmproj: undefined }) : ["completion"];
+  return { license: "", modelfile: "", parameters: "", template: "", details: detailsOf(m), model_info: info, capabilities };
 }
 
 /**

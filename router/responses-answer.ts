@@ -50,19 +50,27 @@ export function usageOf(usage: Json | undefined): JsonObject | undefined {
 
 const utf8 = new TextEncoder();
 
+/** A token's text past this is not one token's (the answer may come from a member): cut. */
+const MAX_TOKEN_CHARS = 256;
+/** A token's bytes as the server gave them (a part of a UTF-8 character has no text of its own), when they are bytes a token can have. */
+const isTokenBytes = (b: Json | undefined): b is number[] => Array.isArray(b) && b.length <= 4 * MAX_TOKEN_CHARS && b.every((x) => Number.isInteger(x) && (x as number) >= 0 && (x as number) <= 255);
+
 /** One token's logprob entry (the chat API's `{token, logprob, bytes, top_logprobs}`) as the Responses API gives it. */
 function logprobEntry(entry: JsonObject): JsonObject {
-  const token = typeof entry.token === "string" ? entry.token : "";
-  const bytes = Array.isArray(entry.bytes) ? entry.bytes : [...utf8.encode(token)];
+  const token = typeof entry.token === "string" ? entry.token.slice(0, MAX_TOKEN_CHARS) : "";
+  const bytes = isTokenBytes(entry.bytes) ? entry.bytes : [...utf8.encode(token)];
   return { token, logprob: count(entry.logprob), bytes };
 }
 
-/** A chat choice's `logprobs` (`{content: [...]}`) in the Responses API's words; none when it gave none. */
-export function logprobsOf(logprobs: Json | undefined): JsonObject[] {
+/**
+ * A chat choice's `logprobs` (`{content: [...]}`) in the Responses API's words, with at most `top`
+ * alternatives per token (what the request asked for); none when it gave none.
+ */
+export function logprobsOf(logprobs: Json | undefined, top: number): JsonObject[] {
   if (!isObject(logprobs) || !Array.isArray(logprobs.content)) return [];
   return logprobs.content.filter(isObject).map((entry) => ({
     ...logprobEntry(entry),
-    top_logprobs: (Array.isArray(entry.top_logprobs) ? entry.top_logprobs : []).filter(isObject).map(logprobEntry),
+    top_logprobs: (Array.isArray(entry.top_logprobs) ? entry.top_logprobs : []).filter(isObject).slice(0, top).map(logprobEntry),
   }));
 }
 
@@ -143,7 +151,7 @@ export function responseOfChat(chat: JsonObject, echo: ResponsesEcho, ids: Respo
   const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObject) : [];
   // An answer of no text and no calls is still one (empty) message, as OpenAI gives it.
   if (text !== "" || calls.length === 0) {
-    output.push(messageItem(ids.item("msg"), status, [outputText(text, echo.logprobs && isObject(choice) ? logprobsOf(choice.logprobs) : [])]));
+    output.push(messageItem(ids.item("msg"), status, [outputText(text, echo.logprobs && isObject(choice) ? logprobsOf(choice.logprobs, echo.top_logprobs ?? 0) : [])]));
   }
   for (const call of calls) {
     const fn = isObject(call.function) ? call.function : {};

@@ -9,16 +9,7 @@ import { isObject, type JsonObject } from "./json.ts";
 import { newResponseIds, responseOfChat, type ResponseIds } from "./responses-answer.ts";
 import { chatRequestOf, type ResponsesEcho } from "./responses-request.ts";
 import { readChatSse, ResponsesEvents, sseOf } from "./responses-stream.ts";
-import { MAX_REWRITTEN_ANSWER_BYTES, textWithin } from "./bounded-body.ts";
-
-const HEADERS_OF_THE_OLD_BODY = ["content-length", "content-encoding", "content-type"];
-
-function headersFor(res: Response, type: string): Headers {
-  const headers = new Headers(res.headers);
-  for (const h of HEADERS_OF_THE_OLD_BODY) headers.delete(h);
-  headers.set("content-type", type);
-  return headers;
-}
+import { headersForNewBody, MAX_REWRITTEN_ANSWER_BYTES, textWithin } from "./bounded-body.ts";
 
 /** How a chat stream's error event (`{"error": {...}}`) ends the Responses stream. */
 function failureOf(error: JsonObject): { message: string; code: string } {
@@ -109,7 +100,7 @@ export async function responsesAnswer(res: Response, echo: ResponsesEcho, ids: R
   const type = res.headers.get("content-type") ?? "";
   if (res.status !== 200 || !res.body) return res;
   if (type.includes("text/event-stream")) {
-    const headers = headersFor(res, "text/event-stream");
+    const headers = headersForNewBody(res, "text/event-stream");
     headers.set("cache-control", "no-cache");
     return new Response(responsesStream(res.body, echo, ids), { status: 200, headers });
   }
@@ -122,7 +113,7 @@ export async function responsesAnswer(res: Response, echo: ResponsesEcho, ids: R
     return new Response(text, { status: res.status, headers: res.headers });
   }
   if (!isObject(chat)) return new Response(text, { status: res.status, headers: res.headers });
-  return new Response(JSON.stringify(responseOfChat(chat, echo, ids)), { status: 200, headers: headersFor(res, "application/json") });
+  return new Response(JSON.stringify(responseOfChat(chat, echo, ids)), { status: 200, headers: headersForNewBody(res, "application/json") });
 }
 
 /** `/v1/responses` as a chat completion, its answer in the Responses API's words. */

@@ -37,6 +37,8 @@ export const MAX_ANSWER_CHARS = 4 * 1024 * 1024;
 export const MAX_TOOL_CALLS = 256;
 /** What one logprob entry counts for against `MAX_ANSWER_CHARS` besides its token. */
 const LOGPROB_CHARS = 64;
+/** What one logprob entry (a token's or an alternative's) counts for against `MAX_ANSWER_CHARS`. */
+const entryChars = (entry: JsonObject): number => String(entry.token).length + LOGPROB_CHARS;
 
 interface OpenText {
   kind: "message" | "reasoning";
@@ -97,9 +99,9 @@ export class ResponsesEvents {
     const delta = isObject(choice.delta) ? choice.delta : {};
     const reasoning = typeof delta.reasoning_content === "string" ? delta.reasoning_content : "";
     const content = typeof delta.content === "string" ? delta.content : "";
-    const logprobs = this.echo.logprobs ? logprobsOf(choice.logprobs) : [];
+    const logprobs = this.echo.logprobs ? logprobsOf(choice.logprobs, this.echo.top_logprobs ?? 0) : [];
     const calls = Array.isArray(delta.tool_calls) ? delta.tool_calls.filter(isObject) : [];
-    const added = reasoning.length + content.length + logprobs.reduce((n, l) => n + String(l.token).length + LOGPROB_CHARS, 0) + calls.reduce((n, c) => n + argumentsOf(c).length, 0);
+    const added = reasoning.length + content.length + logprobs.reduce((n, l) => n + entryChars(l) + (l.top_logprobs as JsonObject[]).reduce((m, t) => m + entryChars(t), 0), 0) + calls.reduce((n, c) => n + argumentsOf(c).length, 0);
     // Checked before anything of the chunk is sent: the stream ends whole up to the chunk before.
     if (this.#chars + added > MAX_ANSWER_CHARS) return this.fail(`the answer grew past ${MAX_ANSWER_CHARS} characters, more than this server relays as one response; ask for fewer tokens (max_output_tokens)`, "answer_too_large");
     const newCalls = new Set(calls.map(callIndex).filter((i) => !this.#calls.has(i))).size;

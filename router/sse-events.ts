@@ -90,9 +90,9 @@ export function isFinalEvent(last: SseEvent | undefined, route?: string): boolea
   if (!last) return false;
   if (last.data.trim() === "[DONE]") return true;
   // A stream another node already ended with its error: chat and text completions name no error
-  // event. On Anthropic's and the Responses routes such an event is an older node's, which those
-  // SDKs skip: there it ends nothing, and the stream gets its own dialect's error after it.
-  if (last.event === "message" && /^\{\s*"error"\s*:/.test(last.data)) return route !== "/v1/messages" && route !== "/v1/responses";
+  // event. On Anthropic's route such an event is an older node's, which its SDKs skip: there it
+  // ends nothing, and the stream gets Anthropic's error event after it.
+  if (last.event === "message" && /^\{\s*"error"\s*:/.test(last.data)) return route !== "/v1/messages";
   const name = last.event === "message" ? typeOfData(last.data) : last.event;
   return name !== undefined && FINAL_EVENTS.has(name);
 }

@@ -3,16 +3,13 @@
  * the last whole event of a stream's bytes ends, so a broken stream is never cut inside an event.
  * A client's SDK reads only its own dialect's error: the OpenAI SDKs an `error` object in a data
  * line; the Anthropic SDKs an `event: error` (an event without a name is skipped, and the stream
- * just stops); the Responses API an `error` event with a `type` of `error`.
+ * just stops). A Responses stream is a chat stream on its way (`responses-stream.ts` ends it).
  */
 
 /** The SSE bytes that end `route`'s stream (a public `/v1` path) with `message`. */
 export function brokenStreamEnding(route: string, message: string, code: string): string {
   if (route === "/v1/messages") {
     return `event: error\ndata: ${JSON.stringify({ type: "error", error: { type: "api_error", message } })}\n\n`;
-  }
-  if (route === "/v1/responses") {
-    return `event: error\ndata: ${JSON.stringify({ type: "error", code, message, param: null })}\n\n`;
   }
   return `data: ${JSON.stringify({ error: { message, type: "service_unavailable", code } })}\n\n`;
 }

@@ -106,6 +106,16 @@ describe("Ollama's routes for models of other nodes", () => {
     const shown = remoteShowAnswer(chat);
     expect(shown.details).toMatchObject({ format: "gguf", family: "llama", families: ["llama"], parameter_size: "8.03B", quantization_level: "Q4_K_M" });
     expect(shown.model_info).toEqual({ "general.architecture": "llama", "general.parameter_count": 8_030_261_248 });
+    expect(shown.capabilities).toEqual(["completion"]);
+  });
+
+  test.each<[string, string | undefined, string[]]>([
+    ["an embedding model its holders agree on", "embedding", ["embedding"]],
+    ["a reranker", "reranking", []],
+    ["a chat model", "llm", ["completion"]],
+    ["a kind nobody agrees on", undefined, ["completion"]],
+  ])("/api/show capabilities of %s", (_, type, capabilities) => {
+    expect(remoteShowAnswer({ ...chat, ...(type ? { type } : { type: undefined }) }).capabilities).toEqual(capabilities);
   });
 
   test("/api/tags: the same details", () => {

@@ -34,11 +34,6 @@ describe("brokenStreamEnding: what each dialect's SDK reads as an error", () => 
     expect(e.event).toBe("error");
     expect(JSON.parse(e.data)).toEqual({ type: "error", error: { type: "api_error", message: "gone" } });
   });
-  test("Responses: an `error` event of type error", () => {
-    const e = last("/v1/responses");
-    expect(e.event).toBe("error");
-    expect(JSON.parse(e.data)).toMatchObject({ type: "error", code: "peer_gone", message: "gone" });
-  });
   test.each(["/v1/chat/completions", "/v1/completions"])("%s: a data line with an error object", (route) => {
     const e = last(route);
     expect(e.event).toBe("message");
