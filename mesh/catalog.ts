@@ -49,6 +49,8 @@ export interface NodeView {
   fetching?: string;
   /** It keeps running layouts (false: an older version, which elects afresh). */
   keepsLayouts?: boolean;
+  /** It never elects a member that can never get the model (false: an older version, which may). */
+  hostsOnlyGetters?: boolean;
   /** The workers its running server of its assigned model uses, when it hosts one. */
   layout?: string[];
   /** Its last load of its assigned model failed: why, and when it tries again. */
@@ -123,6 +125,7 @@ export function electionCandidates(nodes: readonly NodeView[], model: string): C
       // Only a node with the files can run llama-server for it; one still fetching hosts once it has them.
       canHost: n.modelsOnDisk.some((d) => d.name === model),
       canGet: n.fetches !== false || n.modelsOnDisk.some((d) => d.name === model),
+      ...(n.hostsOnlyGetters === false ? { hostsOnlyGetters: false } : {}),
       ...(n.layout ? { layout: n.layout } : {}),
       ...(n.keepsLayouts === false ? { keepsLayouts: false } : {}),
     }));

@@ -20,6 +20,8 @@ export interface Candidate {
   canHost?: boolean;
   /** False: it has no files and fetches none, so it never hosts. */
   canGet?: boolean;
+  /** False for a node of an older version, which may elect one that cannot get the model: then the whole group may. */
+  hostsOnlyGetters?: boolean;
   /** The workers its running server for the model uses (it announced them), when it runs one. */
   layout?: readonly string[];
   /** False for a node of an older version, which elects afresh: then the whole group does. */
@@ -29,8 +31,10 @@ export interface Candidate {
 export function elect(group: readonly Candidate[]): string | undefined {
   const rank = (n: Candidate) => [Number(n.canHost !== false), n.vramBytes, Number(n.ready === true), Number(n.hosting === true)];
   let best: Candidate | undefined;
+  // Every node of the group must pick the same host: the rule holds only where every one knows it.
+  const onlyGetters = group.every((n) => n.hostsOnlyGetters !== false);
   for (const n of group) {
-    if (n.canGet === false) continue;
+    if (onlyGetters && n.canGet === false) continue;
     if (!best) {
       best = n;
       continue;

@@ -112,6 +112,8 @@ export const AnnouncementSchema = z.object({
   fetches: z.boolean().default(true),
   /** It keeps running layouts (see `splitPlan`); nodes of older versions elect afresh, so a group with one does too. */
   keepsLayouts: z.boolean().default(false),
+  /** It never elects a member that can never get a model (no files, no fetching) as its host; older versions may, so a group with one does too. */
+  hostsOnlyGetters: z.boolean().default(false),
   /** The workers (node ids) its running server of the assigned model uses, when it hosts one. */
   layout: z.array(z.string().min(1).max(128)).max(L.layout).refine((ids) => new Set(ids).size === ids.length, "a worker named twice in layout").optional(),
   /** Its last load of the assigned model failed, and why (it tries again later, less and less often). */

@@ -100,6 +100,7 @@ export class MeshModels {
       fetches: this.o.fetcher.enabled,
       rpcProtocol: this.o.rpcProtocol(),
       keepsLayouts: true,
+      hostsOnlyGetters: true,
       ...(fetching ? { fetching } : {}),
       ...(layout ? { layout } : {}),
       ...(loadFailed ? { loadFailed } : {}),

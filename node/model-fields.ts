@@ -12,7 +12,7 @@ import { hasCredentials } from "../models/download-rules.ts";
 import type { ModelIdentities } from "../models/model-identities.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 
-export type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching" | "rpcProtocol" | "keepsLayouts" | "layout" | "loadFailed" | "replicating" | "takesReplicas">;
+export type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching" | "rpcProtocol" | "keepsLayouts" | "hostsOnlyGetters" | "layout" | "loadFailed" | "replicating" | "takesReplicas">;
 
 /** Its family and weights as peers accept them (Ollama's details elsewhere in the mesh); what they would drop is left off. */
 function familyAndWeights(m: ModelInfo): { family?: string; parameters?: number } {
@@ -122,6 +122,7 @@ export function nodeView(nodeId: string, vramBytes: number, a: ModelFields): Nod
     rpcProtocol: a.rpcProtocol,
     ...(a.fetching ? { fetching: a.fetching.model } : {}),
     keepsLayouts: a.keepsLayouts,
+    hostsOnlyGetters: a.hostsOnlyGetters,
     ...(a.layout ? { layout: a.layout } : {}),
     ...(a.loadFailed ? { loadFailed: a.loadFailed } : {}),
     ...(a.replicating?.length ? { replicating: a.replicating } : {}),

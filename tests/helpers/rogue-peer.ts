@@ -43,6 +43,7 @@ export function fakeAnnouncement(nodeId: string, line: TransportLine = TEST_LINE
     role: "idle",
     vramBytes: 0,
     keepsLayouts: true,
+    hostsOnlyGetters: true,
     ramBytes: 0,
     modelsOnDisk: [],
     serving: [],

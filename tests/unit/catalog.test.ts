@@ -21,6 +21,11 @@ describe("election", () => {
     ["...and then it does (it fetches first)", [{ nodeId: "z", vramBytes: 64, canHost: false }], "z"],
     ["a node that can never get the file (no file, no fetching) never hosts", [{ nodeId: "z", vramBytes: 64, canHost: false, canGet: false }, { nodeId: "a", vramBytes: 8, canHost: false }], "a"],
     ["...even alone: no host", [{ nodeId: "z", vramBytes: 64, canHost: false, canGet: false }], undefined],
+    [
+      "a group with a node of an older version elects as it does, so every node picks the same host",
+      [{ nodeId: "z", vramBytes: 64, canHost: false, canGet: false }, { nodeId: "a", vramBytes: 8, canHost: false, hostsOnlyGetters: false }],
+      "z",
+    ],
   ] as const)("%s", (_, group, host) => expect(elect(group)).toBe(host));
 
   test.each([
