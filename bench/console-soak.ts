@@ -13,10 +13,10 @@ import { parseArgs } from "node:util";
 import { chromium } from "playwright-core";
 import { provideChromium } from "../scripts/chromium-dev.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
-import { killAllChildren } from "../tests/helpers/children.ts";
-import { byTestId, DESKTOP, waitForAttr } from "../tests/helpers/console-page.ts";
-import { growthPerMinute, soakPage, soakTable, startSoakNode } from "../tests/helpers/console-soak.ts";
-import type { MeshTestNode } from "../tests/helpers/mesh.ts";
+import { killAllChildren } from "../harness/children.ts";
+import { byTestId, DESKTOP, waitForAttr } from "../harness/console-page.ts";
+import { growthPerMinute, soakPage, soakTable, startSoakNode } from "../harness/console-soak.ts";
+import type { MeshTestNode } from "../harness/mesh.ts";
 import { printTable } from "./report.ts";
 
 const { values } = parseArgs({ options: { seconds: { type: "string", default: "600" } } });

@@ -8,7 +8,7 @@
  *
  *   bun bench/join-to-serving.ts [--runs 3] [--lab]
  *
- * `--lab` runs every node in its own network namespace of the lab (tests/lab/lab.ts): no route
+ * `--lab` runs every node in its own network namespace of the lab (harness/lab/lab.ts): no route
  * beyond the lab's bridge, as on a LAN-only box. On loopback the machine's own routes apply, and
  * where they lead to relays that never answer (a sandbox, a firewall that drops UDP) iroh 0.35
  * waits out its 3 s probe timeout before its endpoint is up; the two tables tell these apart.
@@ -16,12 +16,12 @@
 import { parseArgs } from "node:util";
 import { ANSWERED_BY_HEADER } from "../mesh/routing.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
-import { killAllChildren } from "../tests/helpers/children.ts";
-import { meshReady, TOKEN_MADE, type MeshTestNode } from "../tests/helpers/mesh.ts";
-import { testModel } from "../tests/helpers/models.ts";
-import { startNode, type StartNodeOptions, type TestNode } from "../tests/helpers/node.ts";
-import { Lab, labUnavailable } from "../tests/lab/lab.ts";
-import { waitFor } from "../tests/helpers/wait.ts";
+import { killAllChildren } from "../harness/children.ts";
+import { meshReady, TOKEN_MADE, type MeshTestNode } from "../harness/mesh.ts";
+import { testModel } from "../harness/models.ts";
+import { startNode, type StartNodeOptions, type TestNode } from "../harness/node.ts";
+import { Lab, labUnavailable } from "../harness/lab/lab.ts";
+import { waitFor } from "../harness/wait.ts";
 import { pct, printTable } from "./report.ts";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "3" }, lab: { type: "boolean", default: false } } });

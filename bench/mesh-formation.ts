@@ -17,10 +17,10 @@ import { parseArgs } from "node:util";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { printTable } from "./report.ts";
 import { rssMiB } from "./rss.ts";
-import { killAllChildren, spawnChild } from "../tests/helpers/children.ts";
-import { meshReady, meshStatus, startMeshNode, TOKEN_MADE, type MeshTestNode } from "../tests/helpers/mesh.ts";
-import { startNode } from "../tests/helpers/node.ts";
-import { waitFor } from "../tests/helpers/wait.ts";
+import { killAllChildren, spawnChild } from "../harness/children.ts";
+import { meshReady, meshStatus, startMeshNode, TOKEN_MADE, type MeshTestNode } from "../harness/mesh.ts";
+import { startNode } from "../harness/node.ts";
+import { waitFor } from "../harness/wait.ts";
 
 const { values } = parseArgs({ options: { sizes: { type: "string", default: "2,5,10,20" }, "rest-seconds": { type: "string", default: "10" } } });
 const SIZES = values.sizes!.split(",").map(Number);

@@ -1,15 +1,15 @@
 /**
  * Where a bench runs its nodes: as plain processes on loopback, or each in its own network namespace
- * of the lab (tests/lab/lab.ts) with its link capped. A bench written against `Places` measures the
+ * of the lab (harness/lab/lab.ts) with its link capped. A bench written against `Places` measures the
  * same setup in both; `address` is where other processes (and the bench itself) reach a node, and
  * `beside` runs a plain process in the node's namespace, so a setup without the mesh (llama-server
  * on rpc-servers) crosses the same links.
  */
-import { labUnavailable, Lab, type LabNode } from "../tests/lab/lab.ts";
-import { spawnChild, type Child } from "../tests/helpers/children.ts";
-import { startMeshNode, type MeshTestNode } from "../tests/helpers/mesh.ts";
-import type { StartNodeOptions } from "../tests/helpers/node.ts";
-import { withDeadline } from "../tests/helpers/wait.ts";
+import { labUnavailable, Lab, type LabNode } from "../harness/lab/lab.ts";
+import { spawnChild, type Child } from "../harness/children.ts";
+import { startMeshNode, type MeshTestNode } from "../harness/mesh.ts";
+import type { StartNodeOptions } from "../harness/node.ts";
+import { withDeadline } from "../harness/wait.ts";
 
 export interface PlacedNode extends MeshTestNode {
   /** Where others reach this node's sockets (its API, a process beside it). */

@@ -14,11 +14,11 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { pullModel } from "../models/pull.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
-import { killAllChildren } from "../tests/helpers/children.ts";
-import { startFakeHub } from "../tests/helpers/fake-hub.ts";
-import { meshStatus, startMeshNode, type MeshTestNode } from "../tests/helpers/mesh.ts";
-import { testModel } from "../tests/helpers/models.ts";
-import { waitFor } from "../tests/helpers/wait.ts";
+import { killAllChildren } from "../harness/children.ts";
+import { startFakeHub } from "../harness/fake-hub.ts";
+import { meshStatus, startMeshNode, type MeshTestNode } from "../harness/mesh.ts";
+import { testModel } from "../harness/models.ts";
+import { waitFor } from "../harness/wait.ts";
 import { printTable } from "./report.ts";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "3" }, nodes: { type: "string", default: "3" } } });

@@ -8,11 +8,11 @@
 import { parseArgs } from "node:util";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { pct, printTable } from "./report.ts";
-import { loaded } from "../tests/helpers/api.ts";
-import { killAllChildren } from "../tests/helpers/children.ts";
-import { meshStatus, startMeshNode, waitForFullMesh } from "../tests/helpers/mesh.ts";
-import { testModel } from "../tests/helpers/models.ts";
-import { waitFor } from "../tests/helpers/wait.ts";
+import { loaded } from "../harness/api.ts";
+import { killAllChildren } from "../harness/children.ts";
+import { meshStatus, startMeshNode, waitForFullMesh } from "../harness/mesh.ts";
+import { testModel } from "../harness/models.ts";
+import { waitFor } from "../harness/wait.ts";
 
 const { values } = parseArgs({ options: { requests: { type: "string", default: "300" } } });
 const REQUESTS = Number(values.requests);

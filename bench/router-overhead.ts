@@ -25,10 +25,10 @@ import { freePort } from "../pool/free-port.ts";
 import { CHILD_KEY_FILE } from "../pool/child-key.ts";
 import { pct, printTable } from "./report.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
-import { killAllChildren, spawnChild } from "../tests/helpers/children.ts";
-import { testModel } from "../tests/helpers/models.ts";
-import { startNode } from "../tests/helpers/node.ts";
-import { waitFor } from "../tests/helpers/wait.ts";
+import { killAllChildren, spawnChild } from "../harness/children.ts";
+import { testModel } from "../harness/models.ts";
+import { startNode } from "../harness/node.ts";
+import { waitFor } from "../harness/wait.ts";
 
 const { values } = parseArgs({
   options: {

@@ -4,7 +4,7 @@
  * a series is flat within a tolerance.
  */
 import { readFileSync } from "node:fs";
-import { processTree } from "../tests/helpers/processes.ts";
+import { processTree } from "../harness/processes.ts";
 
 /** VmRSS of `pid` in MiB, or undefined when it is gone. */
 export function rssMiB(pid: number): number | undefined {

@@ -11,7 +11,7 @@
  *
  *   bun bench/soak.ts [--clients 64] [--seconds 60] [--tokens 16] [--parallel 4] [--deadline-seconds 30] [--loopback] [--logs-dir DIR] [--llama-extra="--cache-ram 0"]
  *
- * In the lab (tests/lab/lab.ts: every node in its own network namespace) where it can run, else on
+ * In the lab (harness/lab/lab.ts: every node in its own network namespace) where it can run, else on
  * loopback, and it says which. The table is printed, never judged; the exit code is 1 only when the
  * soak could not run or a request went unaccounted for.
  */
@@ -21,11 +21,11 @@ import { parseArgs } from "node:util";
 import { readGgufFacts } from "../models/gguf-info.ts";
 import { needOf } from "../models/model-need.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
-import { loaded } from "../tests/helpers/api.ts";
-import { killAllChildren } from "../tests/helpers/children.ts";
-import { waitForFullMesh } from "../tests/helpers/mesh.ts";
-import { testModel } from "../tests/helpers/models.ts";
-import { waitFor, withDeadline } from "../tests/helpers/wait.ts";
+import { loaded } from "../harness/api.ts";
+import { killAllChildren } from "../harness/children.ts";
+import { waitForFullMesh } from "../harness/mesh.ts";
+import { testModel } from "../harness/models.ts";
+import { waitFor, withDeadline } from "../harness/wait.ts";
 import { labOrLoopback, loopbackPlaces, type PlacedNode, type Places } from "./places.ts";
 import { printTable } from "./report.ts";
 import { sampleRss } from "./rss.ts";

@@ -11,10 +11,10 @@
  */
 import { parseArgs } from "node:util";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
-import { killAllChildren } from "../tests/helpers/children.ts";
-import { testModel } from "../tests/helpers/models.ts";
-import { startNode, type TestNode } from "../tests/helpers/node.ts";
-import { parseScrape, valueOf } from "../tests/helpers/prometheus.ts";
+import { killAllChildren } from "../harness/children.ts";
+import { testModel } from "../harness/models.ts";
+import { startNode, type TestNode } from "../harness/node.ts";
+import { parseScrape, valueOf } from "../harness/prometheus.ts";
 import { pct, printTable } from "./report.ts";
 import type { PresetName } from "../scripts/test-model/presets.ts";
 

@@ -12,9 +12,9 @@ import { createConnection } from "node:net";
 import { readGgufFacts } from "../models/gguf-info.ts";
 import { needOf } from "../models/model-need.ts";
 import { freePort } from "../pool/free-port.ts";
-import { loaded } from "../tests/helpers/api.ts";
-import { waitFor } from "../tests/helpers/wait.ts";
-import { waitForFullMesh } from "../tests/helpers/mesh.ts";
+import { loaded } from "../harness/api.ts";
+import { waitFor } from "../harness/wait.ts";
+import { waitForFullMesh } from "../harness/mesh.ts";
 import type { Places, PlacedNode } from "./places.ts";
 
 export const CTX = 512;

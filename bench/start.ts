@@ -14,9 +14,9 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { TransportLine } from "../mesh/transport.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
-import { killAllChildren, spawnChild } from "../tests/helpers/children.ts";
-import { meshCommand } from "../tests/helpers/node.ts";
-import { waitFor } from "../tests/helpers/wait.ts";
+import { killAllChildren, spawnChild } from "../harness/children.ts";
+import { meshCommand } from "../harness/node.ts";
+import { waitFor } from "../harness/wait.ts";
 import { pct, printTable } from "./report.ts";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "3" }, binary: { type: "string" } } });

@@ -10,8 +10,8 @@ import { join } from "node:path";
 import type { MemberAddr } from "../mesh/join-token.ts";
 import { Transport } from "../mesh/transport.ts";
 import { quicToSocket, socketToQuic } from "../tunnel/pump.ts";
-import type { Child } from "../tests/helpers/children.ts";
-import { withDeadline } from "../tests/helpers/wait.ts";
+import type { Child } from "../harness/children.ts";
+import { withDeadline } from "../harness/wait.ts";
 import type { FarEnd } from "./tunnel-far.ts";
 
 /** Longest any one measure may take before the bench gives up on it (a stuck pump must not hang CI). */

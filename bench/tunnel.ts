@@ -10,16 +10,16 @@
  *   bun bench/tunnel.ts [--mib 512] [--pings 2000] [--tokens 128] [--rounds 5] [--lab] [--mbit 1000]
  *
  * On loopback; with `--lab` the same again with every node in its own network namespace of the lab
- * (tests/lab/lab.ts), each link capped at `--mbit` Mbit/s, and a second table (skipped, with the
+ * (harness/lab/lab.ts), each link capped at `--mbit` Mbit/s, and a second table (skipped, with the
  * reason, where the lab cannot run). Goals: tunnel >= 300 MB/s on loopback; tokens/s through the
  * mesh >= 90% of direct; zero-transfer load bytes <= 5% of the workers' share. Every wait has a
  * deadline and the whole run a watchdog; every process and namespace is removed at the end.
  */
 import { parseArgs } from "node:util";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
-import { killAllChildren } from "../tests/helpers/children.ts";
-import { testModel } from "../tests/helpers/models.ts";
-import { labUnavailable } from "../tests/lab/lab.ts";
+import { killAllChildren } from "../harness/children.ts";
+import { testModel } from "../harness/models.ts";
+import { labUnavailable } from "../harness/lab/lab.ts";
 import { labPlaces, loopbackPlaces, type Places } from "./places.ts";
 import { pct, printTable } from "./report.ts";
 import { directSplit, generate, HOST_SHARE, meshSplit, WORKER_SHARE, type MeshSetup, type Setup } from "./split-setups.ts";

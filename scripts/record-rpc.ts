@@ -8,9 +8,9 @@
 import { createConnection, createServer } from "node:net";
 import { parseArgs } from "node:util";
 import { freePort } from "../pool/free-port.ts";
-import { killAllChildren, spawnChild } from "../tests/helpers/children.ts";
-import { testModel } from "../tests/helpers/models.ts";
-import { waitFor } from "../tests/helpers/wait.ts";
+import { killAllChildren, spawnChild } from "../harness/children.ts";
+import { testModel } from "../harness/models.ts";
+import { waitFor } from "../harness/wait.ts";
 import { provideDevLlama } from "./llama-dev.ts";
 
 const { values } = parseArgs({ options: { out: { type: "string", default: "tests/fixtures/rpc-tiny-session.bin" } } });

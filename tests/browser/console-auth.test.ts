@@ -5,10 +5,10 @@
  * localStorage, not in a cookie, and a new browser context asks for it again.
  */
 import { afterAll, beforeAll, expect } from "bun:test";
-import { killAllChildren } from "../helpers/children.ts";
-import { startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
-import { attr, browserSuite, byTestId, screenshot, visible, waitForAttr } from "../helpers/browser.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
+import { attr, browserSuite, byTestId, screenshot, visible, waitForAttr } from "../../harness/browser.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const { skip, browserTest, open, newContext } = browserSuite("tests/browser/console-auth.test.ts");
 

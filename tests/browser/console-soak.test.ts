@@ -9,10 +9,10 @@
  */
 import { afterAll, beforeAll, expect } from "bun:test";
 import { CONSOLE_LIMITS } from "../../console/protocol.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { growthPerMinute, soakPage, soakTable, startSoakNode } from "../helpers/console-soak.ts";
-import type { MeshTestNode } from "../helpers/mesh.ts";
-import { browserSuite, byTestId, waitForAttr } from "../helpers/browser.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { growthPerMinute, soakPage, soakTable, startSoakNode } from "../../harness/console-soak.ts";
+import type { MeshTestNode } from "../../harness/mesh.ts";
+import { browserSuite, byTestId, waitForAttr } from "../../harness/browser.ts";
 
 const { skip, browserTest, open } = browserSuite("tests/browser/console-soak.test.ts");
 

@@ -9,13 +9,13 @@
 import { afterAll, beforeAll, expect } from "bun:test";
 import type { Page } from "playwright-core";
 import type { ConsoleModelStatus, ConsoleState } from "../../console/protocol.ts";
-import { chat } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA, TEST_LINE } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
-import { attr, browserSuite, byTestId, consoleState, DESKTOP, goTab, MOBILE, screenshot, visible, waitForAttr, type ConsolePage } from "../helpers/browser.ts";
+import { chat } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA, TEST_LINE } from "../../harness/node.ts";
+import { waitFor } from "../../harness/wait.ts";
+import { attr, browserSuite, byTestId, consoleState, DESKTOP, goTab, MOBILE, screenshot, visible, waitForAttr, type ConsolePage } from "../../harness/browser.ts";
 
 const { skip, browserTest, open } = browserSuite("tests/browser/console.test.ts");
 

@@ -5,10 +5,10 @@
  */
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { killAllChildren } from "../helpers/children.ts";
-import { hostAndEntry, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { hostAndEntry, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
 
 const MODEL = "tiny-q8_0";
 /** Sent as `x-api-key`; the nodes need none (the key rules have their own tests). */

@@ -4,11 +4,11 @@ import OpenAI from "openai";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { killAllChildren, spawnChild } from "../helpers/children.ts";
-import { startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { meshCommand, SMALL_LLAMA, type TestNode } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { killAllChildren, spawnChild } from "../../harness/children.ts";
+import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { meshCommand, SMALL_LLAMA, type TestNode } from "../../harness/node.ts";
+import { waitFor } from "../../harness/wait.ts";
 import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 
 const nodes: TestNode[] = [];

@@ -7,11 +7,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { loadedNames } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
+import { loadedNames } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
 
 /** The one origin this node lets in (`--cors-origin`); every other page is foreign. */
 const APP = "http://localhost:5173";

@@ -7,11 +7,11 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { CHILD_KEY_FILE } from "../../pool/child-key.ts";
-import { chat, loaded, type LoadedServer } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { chat, loaded, type LoadedServer } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA, startNode, type TestNode } from "../../harness/node.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 let n: TestNode;
 let child: LoadedServer;

@@ -11,11 +11,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
 import { LOCAL_PROOF_PATH } from "../../node/local-proof.ts";
-import { killAllChildren, spawnChild } from "../helpers/children.ts";
-import { startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
-import { meshCommand } from "../helpers/node.ts";
-import { rogueHttp } from "../helpers/rogue-http.ts";
-import { RoguePeer } from "../helpers/rogue-peer.ts";
+import { killAllChildren, spawnChild } from "../../harness/children.ts";
+import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
+import { meshCommand } from "../../harness/node.ts";
+import { rogueHttp } from "../../harness/rogue-http.ts";
+import { RoguePeer } from "../../harness/rogue-peer.ts";
 
 const KEY = "attack-cli-key-secret";
 let node: MeshTestNode;

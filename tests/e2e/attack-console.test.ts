@@ -9,11 +9,11 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
-import { rogueHttp, type RogueAnswer } from "../helpers/rogue-http.ts";
-import { RoguePeer, type RogueMembership } from "../helpers/rogue-peer.ts";
-import { withDeadline } from "../helpers/wait.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
+import { rogueHttp, type RogueAnswer } from "../../harness/rogue-http.ts";
+import { RoguePeer, type RogueMembership } from "../../harness/rogue-peer.ts";
+import { withDeadline } from "../../harness/wait.ts";
 
 const KEY = "attack-console-key-51c7";
 const auth = { authorization: `Bearer ${KEY}` };

@@ -16,11 +16,11 @@ import { normalizeFingerprint } from "../../tunnel/direct-identity.ts";
 import { HANDSHAKE_DEADLINE_MS, MAX_UNPROVED_CONNECTIONS, MAX_UNPROVED_PER_SOURCE, sourceKey } from "../../tunnel/direct.ts";
 import { encodeHello } from "../../tunnel/rpc-protocol.ts";
 import { MAX_RPC_SESSIONS_PER_PEER } from "../../tunnel/rpc-sessions.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
-import { RoguePeer, type RogueMembership } from "../helpers/rogue-peer.ts";
-import { waitFor, withDeadline } from "../helpers/wait.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
+import { RoguePeer, type RogueMembership } from "../../harness/rogue-peer.ts";
+import { waitFor, withDeadline } from "../../harness/wait.ts";
 
 const nodes: MeshTestNode[] = [];
 const rogues: RoguePeer[] = [];

@@ -7,12 +7,12 @@
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import net from "node:net";
-import { chat, post, startStream } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { frozen } from "../helpers/freeze.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
-import { waitFor, withDeadline } from "../helpers/wait.ts";
+import { chat, post, startStream } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { frozen } from "../../harness/freeze.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA, startNode, type TestNode } from "../../harness/node.ts";
+import { waitFor, withDeadline } from "../../harness/wait.ts";
 
 const nodes: TestNode[] = [];
 const sockets: net.Socket[] = [];

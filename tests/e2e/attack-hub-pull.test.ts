@@ -8,14 +8,14 @@
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { startFakeHub, type FakeHub } from "../helpers/fake-hub.ts";
-import { startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
-import { descendantsOf } from "../helpers/processes.ts";
-import { RoguePeer } from "../helpers/rogue-peer.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { startFakeHub, type FakeHub } from "../../harness/fake-hub.ts";
+import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA, startNode, type TestNode } from "../../harness/node.ts";
+import { descendantsOf } from "../../harness/processes.ts";
+import { RoguePeer } from "../../harness/rogue-peer.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const nodes: TestNode[] = [];
 const cleanups: (() => unknown)[] = [];

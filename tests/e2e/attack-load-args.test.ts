@@ -8,11 +8,11 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { loaded } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { devLlama } from "../helpers/llama.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
+import { loaded } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { devLlama } from "../../harness/llama.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA, startNode, type TestNode } from "../../harness/node.ts";
 import { REQUEST_FLAGS, type Value } from "../../pool/request-args.ts";
 
 let n: TestNode;

@@ -5,11 +5,11 @@
  * and the URL is never asked for.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { killAllChildren } from "../helpers/children.ts";
-import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 let host: MeshTestNode;
 let entry: MeshTestNode;

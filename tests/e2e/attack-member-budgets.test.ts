@@ -9,11 +9,11 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
 import { encodeFrame, readFrame, StreamKind } from "../../mesh/wire.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
-import { rogueHttp } from "../helpers/rogue-http.ts";
-import { RoguePeer, type RogueMembership } from "../helpers/rogue-peer.ts";
-import { waitFor, withDeadline } from "../helpers/wait.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
+import { rogueHttp } from "../../harness/rogue-http.ts";
+import { RoguePeer, type RogueMembership } from "../../harness/rogue-peer.ts";
+import { waitFor, withDeadline } from "../../harness/wait.ts";
 
 const LIMIT = 1024 * 1024;
 const STREAMS = 8;

@@ -10,11 +10,11 @@ import { randomBytes } from "node:crypto";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
 import { nodeIdOf } from "../../mesh/transport.ts";
 import { freePort } from "../../pool/free-port.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { meshReady, type MeshTestNode } from "../helpers/mesh.ts";
-import { startNode } from "../helpers/node.ts";
-import { RoguePeer, type RogueMembership } from "../helpers/rogue-peer.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { meshReady, type MeshTestNode } from "../../harness/mesh.ts";
+import { startNode } from "../../harness/node.ts";
+import { RoguePeer, type RogueMembership } from "../../harness/rogue-peer.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 let node: MeshTestNode;
 let rogue: RoguePeer;

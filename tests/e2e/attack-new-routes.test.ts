@@ -8,11 +8,11 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
-import { rogueHttp } from "../helpers/rogue-http.ts";
-import { RoguePeer, type RogueMembership } from "../helpers/rogue-peer.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
+import { rogueHttp } from "../../harness/rogue-http.ts";
+import { RoguePeer, type RogueMembership } from "../../harness/rogue-peer.ts";
 
 const KEY = "attack-new-routes-key";
 const LIMIT = 4096;

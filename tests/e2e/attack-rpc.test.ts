@@ -15,11 +15,11 @@ import { StreamKind } from "../../mesh/wire.ts";
 import { normalizeFingerprint } from "../../tunnel/direct-identity.ts";
 import { encodeHello, HEADER_BYTES, RPC_TENSOR_BYTES, RpcCmd } from "../../tunnel/rpc-protocol.ts";
 import { MAX_RPC_SESSIONS_PER_PEER, RPC_SETUP_MS } from "../../tunnel/rpc-sessions.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { meshStatus, startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
-import { RoguePeer, type RogueMembership } from "../helpers/rogue-peer.ts";
-import { waitFor, withDeadline } from "../helpers/wait.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { meshStatus, startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
+import { RoguePeer, type RogueMembership } from "../../harness/rogue-peer.ts";
+import { waitFor, withDeadline } from "../../harness/wait.ts";
 
 const nodes: MeshTestNode[] = [];
 const rogues: RoguePeer[] = [];

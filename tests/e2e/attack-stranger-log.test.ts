@@ -5,10 +5,10 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { decodeJoinToken, encodeJoinToken } from "../../mesh/join-token.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
-import { RoguePeer } from "../helpers/rogue-peer.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
+import { RoguePeer } from "../../harness/rogue-peer.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const TRIES = 40;
 let node: MeshTestNode;

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { killAllChildren, spawnChild } from "../helpers/children.ts";
-import { startNode } from "../helpers/node.ts";
+import { killAllChildren, spawnChild } from "../../harness/children.ts";
+import { startNode } from "../../harness/node.ts";
 
 const REPO = join(import.meta.dir, "..", "..");
 const outDir = mkdtempSync(join(tmpdir(), "mesh-binary-test-"));

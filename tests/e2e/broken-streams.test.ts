@@ -9,11 +9,11 @@ import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, expect, test } from "bun:test";
 import { Ollama } from "ollama";
 import OpenAI from "openai";
-import { loaded } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { loaded } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const nodes: MeshTestNode[] = [];
 afterAll(async () => {

@@ -4,9 +4,9 @@ import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
-import { spawnChild, killAllChildren } from "../helpers/children.ts";
-import { startMeshNode } from "../helpers/mesh.ts";
-import { meshCommand, startNode } from "../helpers/node.ts";
+import { spawnChild, killAllChildren } from "../../harness/children.ts";
+import { startMeshNode } from "../../harness/mesh.ts";
+import { meshCommand, startNode } from "../../harness/node.ts";
 
 afterAll(killAllChildren);
 

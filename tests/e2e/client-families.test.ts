@@ -9,10 +9,10 @@ import { ChatOllama, OllamaEmbeddings } from "@langchain/ollama";
 import { embed, generateText, streamText } from "ai";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createOllama } from "ollama-ai-provider-v2";
-import { killAllChildren } from "../helpers/children.ts";
-import { hostAndEntry, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { hostAndEntry, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
 
 const MODEL = "tiny-q8_0";
 const EMBED = "embed";

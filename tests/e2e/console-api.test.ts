@@ -6,11 +6,11 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { ConsoleEvents, ConsoleHello, ConsoleState, TrafficSample } from "../../console/protocol.ts";
 import { SseParser } from "../../console/src/sse.ts";
-import { chat, post } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
-import { withDeadline } from "../helpers/wait.ts";
+import { chat, post } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA, startNode, type TestNode } from "../../harness/node.ts";
+import { withDeadline } from "../../harness/wait.ts";
 
 let node: TestNode;
 

@@ -7,12 +7,12 @@
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
-import { chat, loaded, post } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { testModel } from "../helpers/models.ts";
-import { startNode, type TestNode } from "../helpers/node.ts";
-import { descendantsOf } from "../helpers/processes.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { chat, loaded, post } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { testModel } from "../../harness/models.ts";
+import { startNode, type TestNode } from "../../harness/node.ts";
+import { descendantsOf } from "../../harness/processes.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const CORES = availableParallelism();
 const nodes: TestNode[] = [];

@@ -3,16 +3,16 @@
  * terminal is SIGINT to the whole foreground process group, the node's children included; a
  * service manager may signal the group or the node alone. Every way, the node stops its
  * llama-server and rpc-server itself, says nothing is wrong (no ERROR, nothing "restarting") and
- * leaves no child running. The test's nodes lead their own process group (tests/helpers/children.ts),
+ * leaves no child running. The test's nodes lead their own process group (harness/children.ts),
  * as a shell's foreground job does.
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import { chat, loaded } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
-import { waitFor, withDeadline } from "../helpers/wait.ts";
+import { chat, loaded } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA, startNode, type TestNode } from "../../harness/node.ts";
+import { waitFor, withDeadline } from "../../harness/wait.ts";
 
 const nodes: TestNode[] = [];
 /** llama-server and rpc-server pids the tests saw, killed after each test if one is still there. */

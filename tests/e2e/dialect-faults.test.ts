@@ -9,11 +9,11 @@ import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Ollama } from "ollama";
 import OpenAI from "openai";
-import { killAllChildren } from "../helpers/children.ts";
-import { hostAndEntry, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
-import { parseScrape, valueOf } from "../helpers/prometheus.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { hostAndEntry, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
+import { parseScrape, valueOf } from "../../harness/prometheus.ts";
 
 const MODEL = "tiny-q8_0";
 /** An embedding model on the host's disk: what the refusal names instead. */

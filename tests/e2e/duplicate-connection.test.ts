@@ -10,10 +10,10 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { decodeJoinToken, type JoinToken } from "../../mesh/join-token.ts";
 import { CloseCode } from "../../mesh/membership.ts";
 import { shortId } from "../../mesh/status.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { peerIds, startMeshNode, type MeshTestNode } from "../helpers/mesh.ts";
-import { RoguePeer } from "../helpers/rogue-peer.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { peerIds, startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
+import { RoguePeer } from "../../harness/rogue-peer.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 let node: MeshTestNode;
 let token: JoinToken;

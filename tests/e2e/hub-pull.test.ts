@@ -13,12 +13,12 @@ import { hubConfigFromEnv, type HubConfig } from "../../models/hf-hub.ts";
 import { pullModel, PullError, type PullErrorCode, type PullOptions, type PullProgress } from "../../models/pull.ts";
 import { readRegistry } from "../../models/registry.ts";
 import { makeTestModel, splitShardPaths } from "../../scripts/make-test-model.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { startFakeHub, type FakeHub } from "../helpers/fake-hub.ts";
-import { startLlamaServer } from "../helpers/llama.ts";
-import { testModel } from "../helpers/models.ts";
-import { sha256, tempDirs } from "../helpers/transfer.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { startFakeHub, type FakeHub } from "../../harness/fake-hub.ts";
+import { startLlamaServer } from "../../harness/llama.ts";
+import { testModel } from "../../harness/models.ts";
+import { sha256, tempDirs } from "../../harness/transfer.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const dirs = tempDirs("mesh-hub-pull-");
 let hub: FakeHub;

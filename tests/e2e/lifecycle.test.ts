@@ -4,11 +4,11 @@
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import { loaded, openStream } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { loaded, openStream } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA, startNode, type TestNode } from "../../harness/node.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const nodes: TestNode[] = [];
 afterEach(async () => {

@@ -9,11 +9,11 @@ import { copyFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as tar from "tar";
-import { chat } from "../helpers/api.ts";
-import { killAllChildren, spawnChild } from "../helpers/children.ts";
-import { devLlama } from "../helpers/llama.ts";
-import { testModel } from "../helpers/models.ts";
-import { meshCommand, SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
+import { chat } from "../../harness/api.ts";
+import { killAllChildren, spawnChild } from "../../harness/children.ts";
+import { devLlama } from "../../harness/llama.ts";
+import { testModel } from "../../harness/models.ts";
+import { meshCommand, SMALL_LLAMA, startNode, type TestNode } from "../../harness/node.ts";
 
 const TAG = "b9999";
 const ASSET = `llama-${TAG}-bin-ubuntu-x64.tar.gz`;

@@ -5,11 +5,11 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { decodeJoinToken, encodeJoinToken } from "../../mesh/join-token.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { meshStatus, peerIds, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
-import { startNode, TEST_LINE, TEST_TRANSPORT } from "../helpers/node.ts";
-import { RoguePeer, type Junk } from "../helpers/rogue-peer.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { meshStatus, peerIds, startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
+import { startNode, TEST_LINE, TEST_TRANSPORT } from "../../harness/node.ts";
+import { RoguePeer, type Junk } from "../../harness/rogue-peer.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const nodes: MeshTestNode[] = [];
 /** State dirs a restarted node took over from a stopped one, removed after each test. */

@@ -5,12 +5,12 @@
  * counted on both, its tokens where its model answered.
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
-import { killAllChildren } from "../helpers/children.ts";
-import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
-import { labelSets, observationsOf, parseScrape, valueOf, type Scrape } from "../helpers/prometheus.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA, startNode, type TestNode } from "../../harness/node.ts";
+import { labelSets, observationsOf, parseScrape, valueOf, type Scrape } from "../../harness/prometheus.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const nodes: TestNode[] = [];
 afterEach(async () => {

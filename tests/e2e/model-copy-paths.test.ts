@@ -6,12 +6,12 @@
 import { afterAll, afterEach, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { killAllChildren } from "../helpers/children.ts";
-import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
-import { sha256 } from "../helpers/transfer.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
+import { sha256 } from "../../harness/transfer.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const MODEL = "tiny-q8_0";
 const nodes: MeshTestNode[] = [];

@@ -10,11 +10,11 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chat } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
-import { hfCacheRepo, ollamaModel, placeFile, treeSnapshot } from "../helpers/store-fixtures.ts";
+import { chat } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA, startNode, type TestNode } from "../../harness/node.ts";
+import { hfCacheRepo, ollamaModel, placeFile, treeSnapshot } from "../../harness/store-fixtures.ts";
 
 let root: string;
 let home: string;

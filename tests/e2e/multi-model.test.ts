@@ -6,12 +6,12 @@
  */
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { killAllChildren } from "../helpers/children.ts";
-import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
-import { loaded, server } from "../helpers/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
+import { waitFor } from "../../harness/wait.ts";
+import { loaded, server } from "../../harness/api.ts";
 import { ANSWERED_BY_HEADER } from "../../mesh/routing.ts";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -11,14 +11,14 @@ import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Ollama } from "ollama";
-import { loaded } from "../helpers/api.ts";
-import { killAllChildren, spawnChild } from "../helpers/children.ts";
-import { devLlamaDir } from "../helpers/llama.ts";
-import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { meshCommand, SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
-import { observationsOf, parseScrape, valueOf } from "../helpers/prometheus.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { loaded } from "../../harness/api.ts";
+import { killAllChildren, spawnChild } from "../../harness/children.ts";
+import { devLlamaDir } from "../../harness/llama.ts";
+import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { meshCommand, SMALL_LLAMA, startNode, type TestNode } from "../../harness/node.ts";
+import { observationsOf, parseScrape, valueOf } from "../../harness/prometheus.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const nodes: (MeshTestNode | TestNode)[] = [];
 afterAll(async () => {

@@ -5,13 +5,13 @@
  * unless the operator allows it, in which case every status shown matches the processes that run.
  */
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
-import { chat, loaded, server } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
-import { parseScrape, valueOf } from "../helpers/prometheus.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { chat, loaded, server } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
+import { parseScrape, valueOf } from "../../harness/prometheus.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const nodes: MeshTestNode[] = [];
 afterEach(async () => {

@@ -7,12 +7,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chat, childProps, embed, loaded, loadedNames, openStream, post, server, startStream } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { frozen } from "../helpers/freeze.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { chat, childProps, embed, loaded, loadedNames, openStream, post, server, startStream } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { frozen } from "../../harness/freeze.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA, startNode, type TestNode } from "../../harness/node.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 let tiny: string;
 let embedModel: string;

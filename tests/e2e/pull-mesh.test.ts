@@ -7,12 +7,12 @@
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { killAllChildren } from "../helpers/children.ts";
-import { startFakeHub, type FakeHub } from "../helpers/fake-hub.ts";
-import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { startFakeHub, type FakeHub } from "../../harness/fake-hub.ts";
+import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const REPO = "test-org/tiny-GGUF";
 const FILE = "tiny-q8_0.gguf";

@@ -7,11 +7,11 @@
  * skips and says why, and so does a check whose SDK that python cannot import.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { killAllChildren } from "../helpers/children.ts";
-import { hostAndEntry, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
-import { listChecks, pythonUnavailable, runBattery, type BatteryRun } from "../helpers/python.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { hostAndEntry, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
+import { listChecks, pythonUnavailable, runBattery, type BatteryRun } from "../../harness/python.ts";
 
 const MODEL = "tiny-q8_0";
 const EMBED = "embed";

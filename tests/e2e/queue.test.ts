@@ -8,13 +8,13 @@
  * does not depend on timing.
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
-import { openStream, post } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { hostAndEntry, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { startNode, type TestNode } from "../helpers/node.ts";
-import { observationsOf, parseScrape, valueOf } from "../helpers/prometheus.ts";
-import { waitFor, withDeadline } from "../helpers/wait.ts";
+import { openStream, post } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { hostAndEntry, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { startNode, type TestNode } from "../../harness/node.ts";
+import { observationsOf, parseScrape, valueOf } from "../../harness/prometheus.ts";
+import { waitFor, withDeadline } from "../../harness/wait.ts";
 
 const nodes: TestNode[] = [];
 afterEach(async () => {

@@ -10,9 +10,9 @@ import { afterAll, afterEach, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
 import { freePort } from "../../pool/free-port.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { meshReady, meshStatus, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
-import { startNode } from "../helpers/node.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { meshReady, meshStatus, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
+import { startNode } from "../../harness/node.ts";
 
 const nodes: { stop: () => Promise<unknown> }[] = [];
 afterEach(async () => {

@@ -6,12 +6,12 @@
  * once requests stop it is let go after `--replica-idle`, and the node stays in its group.
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
-import { loaded } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { loaded } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
+import { waitFor } from "../../harness/wait.ts";
 import { ANSWERED_BY_HEADER } from "../../mesh/routing.ts";
 
 const nodes: MeshTestNode[] = [];

@@ -8,12 +8,12 @@
  * client gets one answer, from the other server.
  */
 import { afterAll, expect, test } from "bun:test";
-import { loaded, post } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { loaded, post } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
+import { waitFor } from "../../harness/wait.ts";
 import { rankFor } from "../../mesh/pick-server.ts";
 import { ANSWERED_BY_HEADER } from "../../mesh/routing.ts";
 import { RETRIED_FROM_HEADER } from "../../router/dispatch.ts";

@@ -4,12 +4,12 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { loadedNames, post, server, startStream } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { frozen } from "../helpers/freeze.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA, startNode, type TestNode } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { loadedNames, post, server, startStream } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { frozen } from "../../harness/freeze.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA, startNode, type TestNode } from "../../harness/node.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 let n: TestNode;
 let ai: OpenAI;

@@ -4,12 +4,12 @@
  */
 import { afterAll, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { loaded, openStream } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { loaded, openStream } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const nodes: MeshTestNode[] = [];
 afterAll(async () => {

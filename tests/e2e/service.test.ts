@@ -8,7 +8,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { meshCommand } from "../helpers/node.ts";
+import { meshCommand } from "../../harness/node.ts";
 
 const temps: string[] = [];
 afterAll(() => {

@@ -2,16 +2,16 @@
  * One model split across the mesh: a host and two workers, real rpc-servers behind real tunnels.
  */
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
-import { chat, loaded, openStream } from "../helpers/api.ts";
-import { killAllChildren } from "../helpers/children.ts";
-import { meshStatus, peerIds, startMeshNode, waitForFullMesh, type MeshTestNode } from "../helpers/mesh.ts";
+import { chat, loaded, openStream } from "../../harness/api.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { meshStatus, peerIds, startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
 import { encodeDirectHello } from "../../tunnel/direct-auth.ts";
-import { testModel } from "../helpers/models.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
+import { testModel } from "../../harness/models.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
 import { readGgufFacts } from "../../models/gguf-info.ts";
 import { needOf } from "../../models/model-need.ts";
 import { statSync } from "node:fs";
-import { waitFor } from "../helpers/wait.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const nodes: MeshTestNode[] = [];
 afterEach(async () => {

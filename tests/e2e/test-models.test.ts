@@ -5,9 +5,9 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { killAllChildren } from "../helpers/children.ts";
-import { startLlamaServer } from "../helpers/llama.ts";
-import { testModel } from "../helpers/models.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { startLlamaServer } from "../../harness/llama.ts";
+import { testModel } from "../../harness/models.ts";
 import { WEIGHT_TYPES } from "../../scripts/test-model/presets.ts";
 
 afterAll(killAllChildren);

@@ -6,7 +6,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { nodeIdOf, Transport, TRANSPORT_LINES, type PeerConnection, type TransportLine, type TransportOptions } from "../../mesh/transport.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const started: Transport[] = [];
 afterAll(async () => {

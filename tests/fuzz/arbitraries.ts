@@ -19,7 +19,7 @@ export function cutAt(bytes: Uint8Array, offsets: readonly number[]): Uint8Array
 /** Offsets to cut any input with: few or many, so one-byte chunks and whole streams both come up. */
 export const cuts = fc.array(fc.nat(), { maxLength: 64 });
 
-import { concat } from "../helpers/rpc-frames.ts";
+import { concat } from "../../harness/rpc-frames.ts";
 
 export { concat };
 

@@ -24,8 +24,8 @@ import { fromOutside, presentedKey } from "../../router/api-keys.ts";
 import { createApp } from "../../router/app.ts";
 import { INFERENCE_ROUTES } from "../../router/openai.ts";
 import type { Serving } from "../../router/serving.ts";
-import { withDeadline } from "../helpers/wait.ts";
-import { tempDirs } from "../helpers/transfer.ts";
+import { withDeadline } from "../../harness/wait.ts";
+import { tempDirs } from "../../harness/transfer.ts";
 import { holdsAsync } from "./settings.ts";
 
 const RUNS = 250;

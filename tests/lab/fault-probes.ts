@@ -7,12 +7,12 @@
  */
 import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { post, type LoadedServer } from "../helpers/api.ts";
-import { meshStatus } from "../helpers/mesh.ts";
-import { SMALL_LLAMA, type TestNode } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { post, type LoadedServer } from "../../harness/api.ts";
+import { meshStatus } from "../../harness/mesh.ts";
+import { SMALL_LLAMA, type TestNode } from "../../harness/node.ts";
+import { waitFor } from "../../harness/wait.ts";
 import type { CatalogModel } from "../../mesh/catalog.ts";
-import type { Lab, LabNode } from "./lab.ts";
+import type { Lab, LabNode } from "../../harness/lab/lab.ts";
 import { ask, halfWrittenFiles, vramFor, type Answer } from "./lab-mesh.ts";
 
 /** The liveness bound every fault test asserts: far above the goals (10 s, 15 s), so a loaded machine passes and a hang does not. */

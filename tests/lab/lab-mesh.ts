@@ -1,8 +1,8 @@
 /** What the lab tests ask of nodes: the need of a model at the test context, what a node runs, who answered. */
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
-import { loaded, post } from "../helpers/api.ts";
-import type { TestNode } from "../helpers/node.ts";
+import { loaded, post } from "../../harness/api.ts";
+import type { TestNode } from "../../harness/node.ts";
 import { ANSWERED_BY_HEADER } from "../../mesh/routing.ts";
 import { PARTIAL_DIR } from "../../models/model-transfer.ts";
 import { PULLS_DIR, REGISTRY_FILE } from "../../models/registry.ts";

@@ -3,10 +3,10 @@
  * where each model's llama-server runs, which nodes call it ready. Fault tests wait for one mesh
  * with one host per model, and keep the timeline of states they passed through to say what flapped.
  */
-import type { LoadedServer } from "../helpers/api.ts";
+import type { LoadedServer } from "../../harness/api.ts";
 import type { MeshStatus } from "../../mesh/status.ts";
-import { waitFor } from "../helpers/wait.ts";
-import type { Lab, LabNode } from "./lab.ts";
+import { waitFor } from "../../harness/wait.ts";
+import type { Lab, LabNode } from "../../harness/lab/lab.ts";
 
 export interface LabState {
   /** Peers each node lists, by node name ("no answer in 5 s" when its API did not answer). */

@@ -5,10 +5,10 @@
  * printed as one table under the file's title.
  */
 import { afterAll, afterEach, beforeAll, test } from "bun:test";
-import { killAllChildren } from "../helpers/children.ts";
-import { testModel } from "../helpers/models.ts";
+import { killAllChildren } from "../../harness/children.ts";
+import { testModel } from "../../harness/models.ts";
 import { faultTable, recordFault, type FaultOutcome } from "./fault-table.ts";
-import { Lab, labUnavailable } from "./lab.ts";
+import { Lab, labUnavailable } from "../../harness/lab/lab.ts";
 
 type ModelSpec = Parameters<typeof testModel>;
 

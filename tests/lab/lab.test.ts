@@ -6,12 +6,12 @@
 import { expect, test } from "bun:test";
 import { statSync } from "node:fs";
 import { join } from "node:path";
-import { meshStatus, waitForFullMesh } from "../helpers/mesh.ts";
-import { SMALL_LLAMA } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { meshStatus, waitForFullMesh } from "../../harness/mesh.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
+import { waitFor } from "../../harness/wait.ts";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
 import { ask, fetchedMs, modelName, readyServer, vramFor } from "./lab-mesh.ts";
-import { delayingRelay, type Lab, type LabNode } from "./lab.ts";
+import { delayingRelay, type Lab, type LabNode } from "../../harness/lab/lab.ts";
 import { labSuite } from "./lab-suite.ts";
 
 const { labTest, models, newLab } = labSuite("tests/lab/lab.test.ts", { tiny: ["tiny", "q8_0"], wide: ["wide", "q8_0"] });

@@ -9,11 +9,11 @@ import { expect } from "bun:test";
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { SMALL_LLAMA } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { SMALL_LLAMA } from "../../harness/node.ts";
+import { waitFor } from "../../harness/wait.ts";
 import { PARTIAL_DIR } from "../../models/model-transfer.ts";
 import { ask, fetchedMs, halfWrittenFiles, probe, readyServer, statusSummary } from "./lab-mesh.ts";
-import type { Lab, LabNode } from "./lab.ts";
+import type { Lab, LabNode } from "../../harness/lab/lab.ts";
 import { llamaServers, oneMeshOneHost, peersOf } from "./lab-state.ts";
 import { labSuite } from "./lab-suite.ts";
 

@@ -8,8 +8,8 @@
  * longer runs. Each case records a row of the fault table; only liveness bounds are asserted.
  */
 import { expect } from "bun:test";
-import { waitForFullMesh } from "../helpers/mesh.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { waitForFullMesh } from "../../harness/mesh.ts";
+import { waitFor } from "../../harness/wait.ts";
 import type { FaultOutcome } from "./fault-table.ts";
 import {
   catalogEntry,

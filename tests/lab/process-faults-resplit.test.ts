@@ -8,11 +8,11 @@
  * only liveness bounds are asserted.
  */
 import { expect } from "bun:test";
-import { waitForFullMesh } from "../helpers/mesh.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { waitForFullMesh } from "../../harness/mesh.ts";
+import { waitFor } from "../../harness/wait.ts";
 import type { FaultOutcome } from "./fault-table.ts";
 import { assignedOn, compact, describeAnswer, halfWritten, killDuringRequest, LIVENESS_MS, modelNode, orphansOf, serverOf, untilAnswered } from "./fault-probes.ts";
-import type { LabNode } from "./lab.ts";
+import type { LabNode } from "../../harness/lab/lab.ts";
 import { readyServer } from "./lab-mesh.ts";
 import { labSuite } from "./lab-suite.ts";
 

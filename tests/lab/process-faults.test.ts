@@ -9,11 +9,11 @@
  * test asserts only a generous liveness bound.
  */
 import { expect } from "bun:test";
-import { waitForFullMesh } from "../helpers/mesh.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { waitForFullMesh } from "../../harness/mesh.ts";
+import { waitFor } from "../../harness/wait.ts";
 import type { FaultOutcome } from "./fault-table.ts";
 import { assignedOn, compact, describeStreamEnd, halfWritten, LIVENESS_MS, modelNode, openStream, orphansOf, untilAnswered } from "./fault-probes.ts";
-import type { Lab, LabNode } from "./lab.ts";
+import type { Lab, LabNode } from "../../harness/lab/lab.ts";
 import { readyServer } from "./lab-mesh.ts";
 import { labSuite } from "./lab-suite.ts";
 

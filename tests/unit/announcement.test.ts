@@ -10,7 +10,7 @@ import { encodeFrame, MAX_CONTROL_MESSAGE } from "../../mesh/wire.ts";
 import type { ModelInfo, ModelStore } from "../../models/model-store.ts";
 import { MeshModels, type MeshModelsOptions } from "../../node/mesh-models.ts";
 import type { Log } from "../../log.ts";
-import { fakeAnnouncement } from "../helpers/rogue-peer.ts";
+import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
 
 const disk = (n: number, over: (i: number) => Partial<ModelLists["modelsOnDisk"][number]> = () => ({})) =>
   Array.from({ length: n }, (_, i) => ({ name: `model-${String(i).padStart(5, "0")}`, size: 1e9 + i, need: 2e9 + i, ...over(i) }));

@@ -6,8 +6,8 @@ import { contentIdentity, type IdentityFile } from "../../models/content-identit
 import { FileHasher } from "../../models/file-hasher.ts";
 import { ModelIdentities } from "../../models/model-identities.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
-import { sha256, tempDirs } from "../helpers/transfer.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { sha256, tempDirs } from "../../harness/transfer.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const a: IdentityFile = { name: "m-00001-of-00002.gguf", size: 100, sha256: "a".repeat(64) };
 const b: IdentityFile = { name: "m-00002-of-00002.gguf", size: 50, sha256: "b".repeat(64) };

@@ -22,10 +22,10 @@ import { PULLS_DIR, readRegistry, REGISTRY_FILE } from "../../models/registry.ts
 import type { RateWindow } from "../../models/transfer-rate.ts";
 import { ModelFetcher, type OwnOrigin } from "../../node/model-fetcher.ts";
 import type { ModelPath, ModelStream } from "../../node/model-streams.ts";
-import { startFakeHub, type FakeHub } from "../helpers/fake-hub.ts";
-import { streamPair } from "../helpers/stream-pair.ts";
-import { partsIn, sha256, tempDirs } from "../helpers/transfer.ts";
-import { withDeadline } from "../helpers/wait.ts";
+import { startFakeHub, type FakeHub } from "../../harness/fake-hub.ts";
+import { streamPair } from "../../harness/stream-pair.ts";
+import { partsIn, sha256, tempDirs } from "../../harness/transfer.ts";
+import { withDeadline } from "../../harness/wait.ts";
 
 const MB = 1e6;
 const dirs = tempDirs("mesh-copy-or-download-");

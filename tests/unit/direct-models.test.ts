@@ -21,8 +21,8 @@ import { directMac, directStatement, encodeDirectHello, type DirectPurpose } fro
 import { makeDirectIdentity, normalizeFingerprint } from "../../tunnel/direct-identity.ts";
 import { connectDirect, MAX_MODEL_CONNECTIONS_PER_PEER, startDirectServer } from "../../tunnel/direct.ts";
 import { socketStream } from "../../tunnel/socket-stream.ts";
-import { sha256, tempDirs } from "../helpers/transfer.ts";
-import { waitFor, withDeadline } from "../helpers/wait.ts";
+import { sha256, tempDirs } from "../../harness/transfer.ts";
+import { waitFor, withDeadline } from "../../harness/wait.ts";
 
 const dirs = tempDirs("mesh-direct-models-");
 const secret = new Uint8Array(32).fill(9);

@@ -3,7 +3,7 @@ import { expect, test } from "bun:test";
 import { Hono } from "hono";
 import type { AppEnv } from "../../router/app.ts";
 import { crashed, frontDoor, keepAliveMsFor, watchReader, type ServerControls } from "../../router/front-door.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { waitFor } from "../../harness/wait.ts";
 import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 
 function server(pending: number): ServerControls & { timeouts: number[] } {

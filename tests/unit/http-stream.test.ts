@@ -10,8 +10,8 @@ import { MemberStreamCap } from "../../mesh/member-stream-cap.ts";
 import { memberMayRequest } from "../../mesh/member-routes.ts";
 import { encodeFrame, readFrame } from "../../mesh/wire.ts";
 import type { Stream } from "../../mesh/transport.ts";
-import { drained, streamPair } from "../helpers/stream-pair.ts";
-import { withDeadline } from "../helpers/wait.ts";
+import { drained, streamPair } from "../../harness/stream-pair.ts";
+import { withDeadline } from "../../harness/wait.ts";
 
 const opts: ServeOptions = { maxBodyBytes: 1024, allow: memberMayRequest, headMs: 300, idleMs: 300 };
 

@@ -7,7 +7,7 @@ import { closedAsDuplicate } from "../../mesh/membership.ts";
 import { dueRedials, joinBackoffMs, keepWhich, membersToDial, silentPeers } from "../../mesh/membership-rules.ts";
 import { AnnouncementSchema, ControlMessageSchema } from "../../mesh/messages.ts";
 import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, WireError } from "../../mesh/wire.ts";
-import { fakeAnnouncement } from "../helpers/rogue-peer.ts";
+import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
 import { formatStatus } from "../../commands/status.ts";
 import { nodeIdOf, nodeSigner, signedBy } from "../../mesh/transport.ts";
 import { decodeDirectHello, directMac, directStatement, encodeDirectHello, verifyDirectMac } from "../../tunnel/direct-auth.ts";

@@ -9,7 +9,7 @@ import { respondToError } from "../../router/errors.ts";
 import { requestMetrics } from "../../router/metrics.ts";
 import type { RequestStats } from "../../router/request-stats.ts";
 import type { PeerTunnelCounters } from "../../tunnel/tunnels.ts";
-import { bucketBounds, labelSets, observationsOf, parseScrape, valueOf } from "../helpers/prometheus.ts";
+import { bucketBounds, labelSets, observationsOf, parseScrape, valueOf } from "../../harness/prometheus.ts";
 
 const INFERENCE = new Set(["/v1/chat/completions", "/v1/embeddings", "/v1/reranking", "/api/chat"]);
 

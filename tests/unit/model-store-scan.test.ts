@@ -11,9 +11,9 @@ import { MAX_MANIFEST_BYTES } from "../../models/stores/ollama.ts";
 import { StoreScanner } from "../../models/stores/scan.ts";
 import { modelStoreRoots } from "../../models/stores/stores.ts";
 import { readDir } from "../../models/stores/walk.ts";
-import { testModel } from "../helpers/models.ts";
-import { hfCacheRepo, ollamaBlob, ollamaModel, placeFile, treeSnapshot } from "../helpers/store-fixtures.ts";
-import { tempDirs } from "../helpers/transfer.ts";
+import { testModel } from "../../harness/models.ts";
+import { hfCacheRepo, ollamaBlob, ollamaModel, placeFile, treeSnapshot } from "../../harness/store-fixtures.ts";
+import { tempDirs } from "../../harness/transfer.ts";
 
 test("a scan reads within its bound, the same part every time", () => {
   const dirs = tempDirs("mesh-stores-bound-");

@@ -3,8 +3,8 @@ import { existsSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { FileHasher } from "../../models/file-hasher.ts";
 import { arrivalName, isArrivalNameOf, throttledProgress, type TransferProgress } from "../../models/model-transfer.ts";
-import { sha256, tempDirs } from "../helpers/transfer.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { sha256, tempDirs } from "../../harness/transfer.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const dirs = tempDirs("mesh-transfer-");
 afterAll(dirs.remove);

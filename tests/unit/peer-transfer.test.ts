@@ -10,9 +10,9 @@ import { NotTheContent, type TransferProgress } from "../../models/model-transfe
 import { contentIdentity } from "../../models/content-identity.ts";
 import { fetchModelFromPeer } from "../../models/peer-fetch.ts";
 import { answerDeadlineMs, filesToServe, serveModelStream, TRANSFER_DEADLINES, type ModelLookup } from "../../models/peer-transfer.ts";
-import { drained, streamPair } from "../helpers/stream-pair.ts";
-import { partsIn, sha256, tempDirs } from "../helpers/transfer.ts";
-import { withDeadline } from "../helpers/wait.ts";
+import { drained, streamPair } from "../../harness/stream-pair.ts";
+import { partsIn, sha256, tempDirs } from "../../harness/transfer.ts";
+import { withDeadline } from "../../harness/wait.ts";
 
 const dirs = tempDirs("mesh-transfer-");
 afterAll(dirs.remove);

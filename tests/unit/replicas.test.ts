@@ -3,7 +3,7 @@ import { catalog, type NodeModel, type NodeView } from "../../mesh/catalog.ts";
 import { AnnouncementSchema } from "../../mesh/messages.ts";
 import { pressed, replicaRelease, replicasToAdd, type DemandSignal, type HeldReplica, type ReplicaView } from "../../mesh/replicas.ts";
 import { demandList } from "../../node/replica-keeper.ts";
-import { fakeAnnouncement } from "../helpers/rogue-peer.ts";
+import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
 
 const GB = 1e9;
 // Every holder announces the one content identity of each model unless a case says otherwise.

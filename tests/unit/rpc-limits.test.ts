@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { RPC_TENSOR_BYTES, RpcCmd } from "../../tunnel/rpc-protocol.ts";
 import { checkRequest, MAX_GRAPH_NODES, protocolMajor, requestBound, type LimitContext } from "../../tunnel/rpc-limits.ts";
 import { RpcRequestRewriter } from "../../tunnel/rpc-transform.ts";
-import { concat, frame, rng, splitRandomly } from "../helpers/rpc-frames.ts";
+import { concat, frame, rng, splitRandomly } from "../../harness/rpc-frames.ts";
 
 describe("request limits (pure): what each command may declare", () => {
   const v7: LimitContext = { major: 7, forkRegisterPeer: false, largestBuffer: 0 };

@@ -6,7 +6,7 @@ import { fnv1a64, readSetTensorHash, RPC_TENSOR_BYTES, RpcCmd, SET_TENSOR_HASH_B
 import { registerPeerEndpoint, rewriteRequest, withRegisterPeerEndpoint } from "../../tunnel/rpc-rewrites.ts";
 import { rpcRequestTransform } from "../../tunnel/rpc-transform.ts";
 import { SessionLimits } from "../../tunnel/rpc-limits.ts";
-import { concat, frame, rng, splitRandomly } from "../helpers/rpc-frames.ts";
+import { concat, frame, rng, splitRandomly } from "../../harness/rpc-frames.ts";
 import { cacheVictims } from "../../tunnel/zero-transfer.ts";
 import { tensorByteSize } from "../../models/ggml-types.ts";
 

@@ -1,7 +1,7 @@
 /** RpcSessions: a member's share of sessions into rpc-server, and the setup deadline each must meet once served. */
 import { expect, test } from "bun:test";
 import { RpcSessions } from "../../tunnel/rpc-sessions.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 test("a member holds at most its share; a place given back (once) is taken again; members do not share", () => {
   const sessions = new RpcSessions(2, 60_000);

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { buildUnit, serviceArgs, type UnitInput } from "../../service/unit.ts";
-import { AS_MESH, base, readableTempDirs, TRICKY } from "../helpers/unit-inputs.ts";
+import { AS_MESH, base, readableTempDirs, TRICKY } from "../../harness/unit-inputs.ts";
 
 // systemd's own tools read the units back. They run where Debian's systemd package is installed,
 // with no running manager needed.

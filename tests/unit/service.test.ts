@@ -8,8 +8,8 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { buildUnit, isMeshUnit, quoteExecWord, quoteSetting, serviceArgs, serviceSecrets, UNIT_MARKER, unitDir, type UnitInput } from "../../service/unit.ts";
 import { ENV_FILE_MARKER, envFileOfUnit, envFileSetting, envFileText, isMeshEnvFile, quoteEnvValue } from "../../service/env-file.ts";
-import { execStartArgv, parseEnvFile, unitEnvironment } from "../helpers/systemd-unit.ts";
-import { AS_MESH, base, readableTempDirs } from "../helpers/unit-inputs.ts";
+import { execStartArgv, parseEnvFile, unitEnvironment } from "../../harness/systemd-unit.ts";
+import { AS_MESH, base, readableTempDirs } from "../../harness/unit-inputs.ts";
 
 const temps = readableTempDirs();
 afterAll(temps.remove);

@@ -12,7 +12,7 @@ import { draftArgs, launchArgv, resolveDraft, type DraftPlacement } from "../../
 import { parseRequestArgs } from "../../pool/request-args.ts";
 import { checkUserArgs, loadArgs } from "../../pool/server-args.ts";
 import { toStats } from "../../router/request-stats.ts";
-import { parseScrape, valueOf } from "../helpers/prometheus.ts";
+import { parseScrape, valueOf } from "../../harness/prometheus.ts";
 
 const model = (name: string, over: Partial<ModelInfo> = {}): ModelInfo =>
   ({ name, path: `/models/${name}.gguf`, type: "llm", problem: undefined, draft: undefined, mmproj: undefined, ctxSize: undefined, facts: {}, files: [], ...over }) as ModelInfo;

@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { MeasuredRates, RateMeter, type RateWindow } from "../../models/transfer-rate.ts";
-import { withDeadline } from "../helpers/wait.ts";
+import { withDeadline } from "../../harness/wait.ts";
 
 const W: RateWindow = { warmupMs: 500, minMs: 2_000, minBytes: 8_000, maxMs: 60_000 };
 

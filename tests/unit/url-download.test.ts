@@ -5,8 +5,8 @@ import { join } from "node:path";
 import { PEER_SOURCE_RULE, type SourceRule } from "../../models/download-rules.ts";
 import { TransferRefused, type TransferProgress } from "../../models/model-transfer.ts";
 import { downloadFromUrl } from "../../models/url-download.ts";
-import { partsIn, sha256, tempDirs } from "../helpers/transfer.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { partsIn, sha256, tempDirs } from "../../harness/transfer.ts";
+import { waitFor } from "../../harness/wait.ts";
 
 const dirs = tempDirs("mesh-transfer-");
 afterAll(dirs.remove);

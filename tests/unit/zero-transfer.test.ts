@@ -13,7 +13,7 @@ import type { Log } from "../../log.ts";
 import { tensorByteSize } from "../../models/ggml-types.ts";
 import { fnv1a64, hashFileName, RPC_TENSOR_BYTES, SET_TENSOR_HASH_BYTES } from "../../tunnel/rpc-protocol.ts";
 import { ZeroTransfer } from "../../tunnel/zero-transfer.ts";
-import { testModel } from "../helpers/models.ts";
+import { testModel } from "../../harness/models.ts";
 
 const dirs: string[] = [];
 afterAll(() => {

@@ -3,14 +3,14 @@
  * MESH_TEST_BINARY names one, with a temporary state dir and models dir, the API on a free port
  * (`--port 0`, read back from the log), QUIC on loopback and relays off.
  */
-import { DEFAULT_LINE, TRANSPORT_LINES, type TransportLine } from "../../mesh/transport.ts";
+import { DEFAULT_LINE, TRANSPORT_LINES, type TransportLine } from "../mesh/transport.ts";
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawnChild, type Child } from "./children.ts";
 import { devLlamaDir } from "./llama.ts";
 
-const REPO = join(import.meta.dir, "..", "..");
+const REPO = join(import.meta.dir, "..");
 
 export interface TestNode {
   child: Child;

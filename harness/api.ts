@@ -1,7 +1,7 @@
 /** Small clients of a test node's API, so e2e tests read as what they check. */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { CHILD_KEY_FILE } from "../../pool/child-key.ts";
+import { CHILD_KEY_FILE } from "../pool/child-key.ts";
 import type { TestNode } from "./node.ts";
 import { waitFor } from "./wait.ts";
 

@@ -6,13 +6,13 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DEFAULT_LINE } from "../../mesh/transport.ts";
+import { DEFAULT_LINE } from "../mesh/transport.ts";
 import type { Locator, Page } from "playwright-core";
-import type { ConsoleState } from "../../console/protocol.ts";
+import type { ConsoleState } from "../console/protocol.ts";
 import { TEST_LINE } from "./node.ts";
 import { waitFor } from "./wait.ts";
 
-export const REPO = join(import.meta.dir, "..", "..");
+export const REPO = join(import.meta.dir, "..");
 /**
  * docs/console shows the default line; the same pages taken on the matrix's line (at the same time,
  * by another process) go to a dir of their own so the two never write one file.

@@ -7,9 +7,9 @@
  * once its owner is gone (names carry the owner's pid).
  */
 import { mkdirSync, rmSync } from "node:fs";
-import { meshReady, type MeshTestNode } from "../helpers/mesh.ts";
-import { meshCommand, startNode, type StartNodeOptions, type TestNode } from "../helpers/node.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { meshReady, type MeshTestNode } from "../mesh.ts";
+import { meshCommand, startNode, type StartNodeOptions, type TestNode } from "../node.ts";
+import { waitFor } from "../wait.ts";
 import { alive, claimSubnet, cleanDeadLabs, cmdline, inNs, killNsProcesses, labNames, nsPids, sh, tbfArgs, tmpfsDir, type LabNames } from "./lab-net.ts";
 
 export { delayingRelay } from "./delaying-relay.ts";

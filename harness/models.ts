@@ -6,11 +6,11 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DEFAULT_SEED, makeTestModel } from "../../scripts/make-test-model.ts";
-import { testModelName } from "../../scripts/test-model/llama-model.ts";
-import type { PresetName, WeightType } from "../../scripts/test-model/presets.ts";
+import { DEFAULT_SEED, makeTestModel } from "../scripts/make-test-model.ts";
+import { testModelName } from "../scripts/test-model/llama-model.ts";
+import type { PresetName, WeightType } from "../scripts/test-model/presets.ts";
 
-const REPO = join(import.meta.dir, "..", "..");
+const REPO = join(import.meta.dir, "..");
 
 function writerFingerprint(): string {
   const files = [

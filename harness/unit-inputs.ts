@@ -2,7 +2,7 @@
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { UnitInput } from "../../service/unit.ts";
+import type { UnitInput } from "../service/unit.ts";
 
 export const base: UnitInput = {
   command: ["/usr/local/bin/mesh"],

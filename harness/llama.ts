@@ -3,10 +3,10 @@
  * build in the cache), and a helper that runs `llama-server` on a model with one thread and a small
  * context, as tests on a 2-core machine must.
  */
-import type { LlamaBinaries } from "../../llama/binaries.ts";
-import { requireLlamaBinaries } from "../../llama/binaries.ts";
+import type { LlamaBinaries } from "../llama/binaries.ts";
+import { requireLlamaBinaries } from "../llama/binaries.ts";
 import { spawnChild, type Child } from "./children.ts";
-import { freePort } from "../../pool/free-port.ts";
+import { freePort } from "../pool/free-port.ts";
 import { waitFor } from "./wait.ts";
 
 let cached: LlamaBinaries | undefined;

@@ -1,8 +1,8 @@
 /** Mesh nodes for end-to-end tests: start with loopback QUIC and no relay, read token and id, ask status. */
 import { dirname } from "node:path";
 import { loaded } from "./api.ts";
-import { readJoinToken } from "../../mesh/join-token-file.ts";
-import type { MeshStatus } from "../../mesh/status.ts";
+import { readJoinToken } from "../mesh/join-token-file.ts";
+import type { MeshStatus } from "../mesh/status.ts";
 import { startNode, type StartNodeOptions, type TestNode } from "./node.ts";
 import { waitFor } from "./wait.ts";
 

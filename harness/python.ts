@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { spawnChild } from "./children.ts";
 import { withDeadline } from "./wait.ts";
 
-export const BATTERY = join(import.meta.dir, "..", "python", "clients.py");
+export const BATTERY = join(import.meta.dir, "..", "tests", "python", "clients.py");
 
 /** Why the Python client tests cannot run here, or undefined. */
 export function pythonUnavailable(): string | undefined {
