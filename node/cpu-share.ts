@@ -13,7 +13,7 @@ import type { LlamaDevice } from "../llama/devices.ts";
 import type { ModelInfo } from "../models/model-store.ts";
 import type { ModelType } from "../models/model-type.ts";
 import { processesAtOnce } from "../pool/cpu-threads.ts";
-import type { CpuShare } from "../pool/load-launch.ts";
+import type { CpuShare } from "../pool/cpu-threads.ts";
 
 export interface CpuShareSources {
   /** The models this node's store has now. */

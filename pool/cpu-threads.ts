@@ -120,3 +120,13 @@ export function serverThreadArgs(i: ServerThreadsInput): string[] {
   if (!sets(i.userArgs, POLL_FLAGS)) args.push("--poll", "0");
   return args;
 }
+
+/** How this node shares its cores, as the pool's loads need it (`node/cpu-share.ts` works it out). */
+export interface CpuShare {
+  policy: ThreadsPolicy;
+  cores: number;
+  /** llama.cpp processes of this node that may compute at once (`processesAtOnce`). */
+  processes: number;
+  /** Memory of this node's GPUs together (0: none). */
+  gpuBytes: number;
+}

@@ -10,7 +10,7 @@
 import type { ModelInfo } from "../models/model-store.ts";
 import { chooseDraft } from "../models/model-draft.ts";
 import { needOf } from "../models/model-need.ts";
-import { placementOf, serverThreadArgs, type ThreadsPolicy } from "./cpu-threads.ts";
+import { placementOf, serverThreadArgs, type CpuShare } from "./cpu-threads.ts";
 import { Device } from "./devices.ts";
 import { invalidDraft } from "./errors.ts";
 import type { LoadOptions, RpcSplit } from "./pool-types.ts";
@@ -66,15 +66,6 @@ export interface LaunchInput {
   defaultCtxSize: number;
   /** How this node shares its cores (pool/cpu-threads.ts); none: llama.cpp's own threads. */
   cpu?: CpuShare;
-}
-
-export interface CpuShare {
-  policy: ThreadsPolicy;
-  cores: number;
-  /** llama.cpp processes of this node that may compute at once (`processesAtOnce`). */
-  processes: number;
-  /** Memory of this node's GPUs together (0: none). */
-  gpuBytes: number;
 }
 
 /** The threads and polling flags of one load (pure): by its placement, unless its own arguments set them. */

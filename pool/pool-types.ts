@@ -5,7 +5,7 @@
 import type { LlamaBinaries } from "../llama/binaries.ts";
 import type { Log } from "../log.ts";
 import type { ModelInfo } from "../models/model-store.ts";
-import type { CpuShare } from "./load-launch.ts";
+import type { CpuShare } from "./cpu-threads.ts";
 import type { RequestArgs } from "./request-args.ts";
 import type { WrappedServer } from "./wrapped-server.ts";
 

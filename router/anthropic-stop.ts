@@ -5,7 +5,7 @@
  * it. The reason is put right in the whole message and in a stream's `message_delta`.
  */
 import { rewriteAnswer } from "./answer-rewrite.ts";
-import type { Translator } from "./dialects.ts";
+import type { Translator } from "./translation.ts";
 import { isObject, type Json, type JsonObject } from "./json.ts";
 
 /** `stop` (a message, or a `message_delta`'s delta) with the reason it stopped put right; the same object when nothing changes. */

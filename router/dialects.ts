@@ -5,21 +5,10 @@
  * dialect whichever node answered (and whatever version of llama-server that node runs).
  * Each translator is keyed by the public path it serves (`/v1/...`).
  */
-import type { JsonObject } from "./json.ts";
 import { messagesTranslator } from "./anthropic-stop.ts";
 import { completionsTranslator } from "./legacy-completions.ts";
 import { responsesTranslator } from "./responses-dialect.ts";
-
-export interface Translation {
-  /** The public path the request goes to instead (one of `INFERENCE_PATHS`). */
-  path: string;
-  body: JsonObject;
-  /** The client's answer, from the answer of `path` (a broken stream already ended in that path's words). */
-  answer(res: Response): Response | Promise<Response>;
-}
-
-/** A request's translation; undefined when it passes as it is, or the reason it cannot be served. */
-export type Translator = (body: JsonObject) => Translation | { error: string } | undefined;
+import type { Translator } from "./translation.ts";
 
 /** The translators, by the public path they serve. */
 export const TRANSLATORS: Readonly<Record<string, Translator>> = {

@@ -9,7 +9,7 @@
  * refused rather than answered with made-up entries.
  */
 import { rewriteAnswer } from "./answer-rewrite.ts";
-import type { Translator } from "./dialects.ts";
+import type { Translator } from "./translation.ts";
 import { isObject, type Json, type JsonObject } from "./json.ts";
 
 /** The most top tokens a request may ask for (OpenAI's legacy limit is 5; vLLM's and llama.cpp's are higher). */

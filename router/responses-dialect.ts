@@ -4,7 +4,7 @@
  * once (`responses-answer.ts`), a stream event by event (`responses-stream.ts`). An error answer
  * (a refusal, a 503 while the model loads) passes as it came: both APIs share the OpenAI error shape.
  */
-import type { Translation, Translator } from "./dialects.ts";
+import type { Translation, Translator } from "./translation.ts";
 import { isObject, type JsonObject } from "./json.ts";
 import { newResponseIds, responseOfChat, type ResponseIds } from "./responses-answer.ts";
 import { chatRequestOf, type ResponsesEcho } from "./responses-request.ts";
