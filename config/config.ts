@@ -9,8 +9,10 @@ import { join } from "node:path";
 import { LLAMA_RELEASE } from "../llama/pin.ts";
 import { GITHUB_API } from "../llama/release.ts";
 import type { LlamaFlavor } from "../llama/source-build.ts";
-import type { SettingSource } from "./layers.ts";
 import type { ThreadsPolicy } from "../pool/cpu-threads.ts";
+
+/** Where a setting's value came from, in the order they override each other. */
+export type SettingSource = "flag" | "env" | "file" | "default";
 
 export const RELAY_MODES = ["default", "disabled"] as const;
 export type RelaySetting = (typeof RELAY_MODES)[number] | string[];

@@ -3,10 +3,10 @@
  * file in the state dir (`config.toml`, keys named like the flags), else the default. Pure: the
  * environment and the file's parsed contents are handed in, and every bad value names its source.
  */
-import type { Config } from "./config.ts";
+import type { Config, SettingSource } from "./config.ts";
 import type { FlagSpec } from "./flags.ts";
 
-export type SettingSource = "flag" | "env" | "file" | "default";
+export type { SettingSource } from "./config.ts";
 
 export const CONFIG_FILE = "config.toml";
 

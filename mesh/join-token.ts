@@ -5,15 +5,11 @@
  */
 import { z } from "zod";
 import { SECRET_BYTES } from "./identity.ts";
-import { LEGACY_LINE, TRANSPORT_LINES, type TransportLine } from "./transport.ts";
+import { LEGACY_LINE, TRANSPORT_LINES, type MemberAddr, type TransportLine } from "./transport.ts";
 
 const PREFIX = "mesh1";
 
-export interface MemberAddr {
-  nodeId: string;
-  addresses: string[];
-  relayUrl?: string;
-}
+export type { MemberAddr } from "./transport.ts";
 
 export interface JoinToken {
   addr: MemberAddr;

@@ -10,7 +10,7 @@ import { authMac, MAC_BYTES, NONCE_BYTES, newNonce, verifyMac, type AuthContext 
 import type { MemberAddr } from "./join-token.ts";
 import { dueRedials, joinBackoffMs, keepWhich, membersToDial, silentPeers } from "./membership-rules.ts";
 import { ControlMessageSchema, PROTOCOL_VERSION, type Announcement, type ControlMessage } from "./messages.ts";
-import { shortId } from "./status.ts";
+import { shortId } from "./short-id.ts";
 import { memberAddr, RememberedMembers } from "./remembered-members.ts";
 import { LEGACY_LINE, type PeerConnection, type Stream, type Transport } from "./transport.ts";
 import { readFrame, StreamKind, WireError, writeFrame } from "./wire.ts";

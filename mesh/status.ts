@@ -2,6 +2,7 @@
  * What `GET /api/status` and `mesh status` show of the mesh: this node and its peers. Never the join
  * token: it carries the mesh secret, and `mesh token` reads it from the state dir instead.
  */
+import { shortId } from "./short-id.ts";
 import type { RelaySetting } from "../config/config.ts";
 import type { Membership } from "./membership.ts";
 import type { Role } from "./messages.ts";
@@ -49,7 +50,7 @@ export function relayShown(setting: RelaySetting, home: string | undefined): str
   return home ?? (Array.isArray(setting) ? setting.join(" ") : setting);
 }
 
-export const shortId = (id: string): string => id.slice(0, 10);
+export { shortId };
 
 export function meshStatus(membership: Membership, now = Date.now()): MeshStatus {
   const peers = [...membership.peers.values()]

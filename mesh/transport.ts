@@ -8,7 +8,13 @@
 import { createPrivateKey, createPublicKey, sign, verify } from "node:crypto";
 import { createSocket } from "node:dgram";
 import { formatSocketAddr, parseSocketAddr, type BoundSocket } from "./bound-addresses.ts";
-import type { MemberAddr } from "./join-token.ts";
+
+/** Where a member can be reached: its node id, its direct addresses, and the relay it uses (a join token carries one). */
+export interface MemberAddr {
+  nodeId: string;
+  addresses: string[];
+  relayUrl?: string;
+}
 
 export const ALPN_TEXT = "mesh/1";
 export const ALPN = new TextEncoder().encode(ALPN_TEXT);

@@ -13,14 +13,14 @@ import { groupModelFiles } from "./model-files.ts";
 import { modelTypeOf, type ModelType } from "./model-type.ts";
 import { readRegistry, REGISTRY_FILE, type RegistryEntry } from "./registry.ts";
 import { StoreScanner } from "./stores/scan.ts";
-import { storeModelName, type StoreRoot } from "./stores/stores.ts";
+import { storeModelName, type ModelStoreKind, type StoreRoot } from "./stores/stores.ts";
 
 /**
  * Where a model's files lie: "models-dir" (mesh's own, under --models-dir or in its models.json),
  * "path" (a `--model PATH`), another tool's store, or "extra" (a MESH_MODEL_STORES folder). Only
  * "models-dir" files are mesh's to remove.
  */
-export type ModelStoreKind = "models-dir" | "path" | "ollama" | "lm-studio" | "huggingface" | "llama.cpp" | "extra";
+export type { ModelStoreKind } from "./stores/stores.ts";
 
 export interface ModelInfo {
   name: string;

@@ -24,7 +24,7 @@ import type { ManifestEntry } from "../models/peer-transfer.ts";
 import { PULLS_DIR } from "../models/registry.ts";
 import { MeasuredRates, RateMeter, type RateWindow } from "../models/transfer-rate.ts";
 import { copySource, formatRate, type CopySource } from "./copy-source.ts";
-import { fetchedFrom, type DownloadPlan } from "./model-fetcher.ts";
+import { fetchedFrom, type DownloadPlan } from "./fetch-plan.ts";
 import type { ModelPath, ModelStream } from "./model-streams.ts";
 
 /** Progress of one source of a try: bytes of the model here, and its size (0 while not known). */

@@ -22,8 +22,10 @@
  */
 import { join, resolve } from "node:path";
 import { groupModelFiles } from "../model-files.ts";
-import type { ModelStoreKind } from "../model-store.ts";
 import { isSafeModelName } from "../model-transfer.ts";
+
+/** Where a model's files are listed from: mesh's models dir, a `--model` path, or another tool's store. */
+export type ModelStoreKind = "models-dir" | "path" | "ollama" | "lm-studio" | "huggingface" | "llama.cpp" | "extra";
 
 /** A store mesh reads but does not own. */
 export type StoreKind = Exclude<ModelStoreKind, "models-dir" | "path">;

@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import type { CatalogModel } from "../../mesh/catalog.ts";
-import { fetchedFrom, fetchPlan, type FetchPlan, type OwnOrigin } from "../../node/model-fetcher.ts";
+import { fetchedFrom, fetchPlan, type FetchPlan, type OwnOrigin } from "../../node/fetch-plan.ts";
 import { modelArg, NodeSetupError, type ModelArg } from "../../node/node.ts";
 
 const entry = (over: Partial<CatalogModel>): CatalogModel => ({
