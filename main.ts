@@ -26,7 +26,7 @@ import { describeTransport } from "./mesh/transport.ts";
 import { createNode, NodeSetupError, type NodeParts } from "./node/node.ts";
 import { LocalProofKey } from "./node/local-proof.ts";
 import { createApp, viaListener } from "./router/app.ts";
-import type { Serving } from "./router/serving.ts";
+import type { Serving } from "./router/serving/serving.ts";
 import { crashed, frontDoor, keepAliveMsFor } from "./router/front-door.ts";
 import { readConfigFile } from "./config/config-file.ts";
 import { envName, settingsReport } from "./config/layers.ts";

@@ -14,7 +14,7 @@
  * waits out its 3 s probe timeout before its endpoint is up; the two tables tell these apart.
  */
 import { parseArgs } from "node:util";
-import { ANSWERED_BY_HEADER } from "../mesh/routing.ts";
+import { ANSWERED_BY_HEADER } from "../placement/routing.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { killAllChildren } from "../harness/children.ts";
 import { meshReady, TOKEN_MADE, type MeshTestNode } from "../harness/mesh.ts";

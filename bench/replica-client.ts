@@ -3,8 +3,8 @@
  * mesh and llama-server say about it (the node that answered, whether it was retried elsewhere, the
  * prompt tokens taken from the KV cache), and closed loops of them for a fixed time.
  */
-import { ANSWERED_BY_HEADER } from "../mesh/routing.ts";
-import { RETRIED_FROM_HEADER } from "../router/dispatch.ts";
+import { ANSWERED_BY_HEADER } from "../placement/routing.ts";
+import { RETRIED_FROM_HEADER } from "../router/serving/dispatch.ts";
 
 export interface ChatMessage {
   role: "system" | "user" | "assistant";

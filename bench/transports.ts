@@ -10,7 +10,8 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { Transport, TRANSPORT_LINES, type PeerConnection, type TransportLine } from "../mesh/transport.ts";
+import { Transport, TRANSPORT_LINES, type TransportLine } from "../mesh/transport.ts";
+import type { PeerConnection } from "../streams/stream.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { killAllChildren } from "../harness/children.ts";
 import { testModel } from "../harness/models.ts";

@@ -12,7 +12,8 @@ import { randomBytes } from "node:crypto";
 import { createConnection, createServer, type Server, type Socket } from "node:net";
 import { parseArgs } from "node:util";
 import type { MemberAddr } from "../mesh/join-token.ts";
-import { Transport, type Stream } from "../mesh/transport.ts";
+import { Transport } from "../mesh/transport.ts";
+import type { Stream } from "../streams/stream.ts";
 import { quicToSocket, socketToQuic } from "../tunnel/pump.ts";
 
 export interface FarEnd {

@@ -3,7 +3,7 @@
  * tells the join token; it comes from the state dir, when that is this node's and readable.
  */
 import type { Config } from "../config/config.ts";
-import type { CatalogModel } from "../mesh/catalog.ts";
+import type { CatalogModel } from "../placement/catalog.ts";
 import { decodeJoinToken } from "../mesh/join-token.ts";
 import { readJoinToken } from "../mesh/join-token-file.ts";
 import type { MeshStatus } from "../mesh/status.ts";

@@ -4,7 +4,7 @@
  */
 import { homedir } from "node:os";
 import type { JoinToken } from "../mesh/join-token.ts";
-import { DEFAULT_LINE, type TransportLine } from "../mesh/transport.ts";
+import { DEFAULT_LINE, type RelaySetting, type TransportLine } from "../mesh/transport.ts";
 import { join } from "node:path";
 import { LLAMA_RELEASE } from "../llama/pin.ts";
 import { GITHUB_API } from "../llama/release.ts";
@@ -14,8 +14,6 @@ import type { ThreadsPolicy } from "../pool/cpu-threads.ts";
 /** Where a setting's value came from, in the order they override each other. */
 export type SettingSource = "flag" | "env" | "file" | "default";
 
-export const RELAY_MODES = ["default", "disabled"] as const;
-export type RelaySetting = (typeof RELAY_MODES)[number] | string[];
 export const LOG_FORMATS = ["text", "json"] as const;
 
 export interface Config {
@@ -52,7 +50,7 @@ export interface Config {
   evictMeshModels: "on" | "off";
   /** Requests that share a prompt prefix (a session, a user, a chat's opening) go to the same server of their model; off: the least loaded. */
   affinity: "on" | "off";
-  /** Take replicas of models whose servers are pressed (`mesh/replicas.ts`); off: this node is given none. */
+  /** Take replicas of models whose servers are pressed (`placement/replicas.ts`); off: this node is given none. */
   replicas: "on" | "off";
   /** A replica with no request this long is unloaded; 0 = never (it still goes when its memory is wanted). */
   replicaIdleMs: number;

@@ -3,8 +3,8 @@
  * part of the Config. The parser and `--help` are both generated from this table.
  */
 import { decodeJoinToken } from "../mesh/join-token.ts";
-import { TRANSPORT_LINES } from "../mesh/transport.ts";
-import { LOG_FORMATS, RELAY_MODES, type Config, type RelaySetting } from "./config.ts";
+import { RELAY_MODES, TRANSPORT_LINES, type RelaySetting } from "../mesh/transport.ts";
+import { LOG_FORMATS, type Config } from "./config.ts";
 import {
   parseChoice,
   parseCount,

@@ -19,7 +19,7 @@ export const CONSOLE_LIMITS = {
 export type NodeState = "up" | "silent" | "gone";
 /** How this node reaches the peer: itself; QUIC direct (UDP) or through a relay; and whether RPC tunnels use the direct TLS path. */
 export type QuicPath = "self" | "direct" | "relay" | "mixed" | "none";
-/** A replica serves the model whole beside its host (`mesh/replicas.ts`). */
+/** A replica serves the model whole beside its host (`placement/replicas.ts`). */
 export type GroupRole = "host" | "worker" | "standby" | "replica";
 
 export interface ConsoleNode {

@@ -3,7 +3,7 @@
  * marker included), but to any method, path and headers a test names, and the raw answer.
  */
 import { FORWARDED_HEADER } from "../mesh/http-stream.ts";
-import { encodeFrame, readFrame, StreamKind } from "../mesh/wire.ts";
+import { encodeFrame, readFrame, StreamKind } from "../streams/wire.ts";
 import type { RogueMembership } from "./rogue-peer.ts";
 import { withDeadline } from "./wait.ts";
 

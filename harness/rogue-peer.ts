@@ -6,11 +6,12 @@ import { TEST_LINE } from "./node.ts";
 import { randomBytes } from "node:crypto";
 import { authMac, MAC_BYTES, NONCE_BYTES, newNonce } from "../mesh/auth.ts";
 import type { JoinToken, MemberAddr } from "../mesh/join-token.ts";
-import { HEARTBEAT_MS } from "../mesh/mesh-node.ts";
+import { HEARTBEAT_MS } from "../node/mesh-node.ts";
 import { PROTOCOL_VERSION, type Announcement } from "../mesh/messages.ts";
-import { nodeSigner, Transport, type PeerConnection, type Signer, type Stream, type TransportLine } from "../mesh/transport.ts";
+import { nodeSigner, Transport, type Signer, type TransportLine } from "../mesh/transport.ts";
+import type { PeerConnection, Stream } from "../streams/stream.ts";
 import { directMac, directStatement, encodeDirectHello, type DirectPurpose } from "../tunnel/direct-auth.ts";
-import { encodeFrame, readFrame, StreamKind } from "../mesh/wire.ts";
+import { encodeFrame, readFrame, StreamKind } from "../streams/wire.ts";
 import { FileHasher } from "../models/file-hasher.ts";
 import { serveModelStream, type ModelLookup } from "../models/peer-transfer.ts";
 

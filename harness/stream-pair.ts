@@ -2,7 +2,7 @@
  * An in-memory bi-stream with QUIC's finish/reset/stop semantics, for tests of what runs over mesh
  * streams (model transfer, HTTP) without a transport.
  */
-import type { RecvSide, SendSide, Stream } from "../mesh/transport.ts";
+import type { RecvSide, SendSide, Stream } from "../streams/stream.ts";
 
 /** One direction: what the writer sent and the reader has not taken yet. */
 class Pipe {

@@ -3,7 +3,6 @@
  * cache for the pinned release and this machine's flavor (downloaded there on first run). When
  * none can be had, the error says what to do, and the node does not start half-way.
  */
-import type { Config } from "../config/config.ts";
 import type { Log } from "../log.ts";
 import { findLlamaBinaries, llamaCacheRoot, requireLlamaBinaries, runVersion, type LlamaBinaries } from "./binaries.ts";
 import { buildFlavor, releaseFlavor, type MachineProbe } from "./flavor.ts";
@@ -13,7 +12,13 @@ import { join } from "node:path";
 import { probeMachine } from "./probe.ts";
 import type { LlamaFlavor } from "./source-build.ts";
 
-type LlamaChoice = Pick<Config, "llamaDir" | "llamaRelease" | "llamaFlavor" | "llamaMirror">;
+/** Which llama.cpp the node runs, as its settings say (`--llama-dir`, `--llama-release`, `--llama-flavor`, `--llama-mirror`). */
+export interface LlamaChoice {
+  llamaDir: string | undefined;
+  llamaRelease: string;
+  llamaFlavor: LlamaFlavor | undefined;
+  llamaMirror: string;
+}
 type Env = Record<string, string | undefined>;
 
 /** Flavors whose cached build would do, best first: one built here for this machine, then the release's. */

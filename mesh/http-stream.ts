@@ -10,9 +10,9 @@ import { z } from "zod";
 import { hidePathsInJson } from "./member-text.ts";
 import { MAX_MEMBER_PATH, MEMBER_URL_BASE, type MemberVerdict } from "./member-routes.ts";
 import type { Admission } from "./member-stream-cap.ts";
-import { TimedRecv, TimedSend } from "./read-deadline.ts";
+import { TimedRecv, TimedSend } from "../streams/read-deadline.ts";
 import type { RecvSide, SendSide, Stream } from "./transport.ts";
-import { encodeFrame, readFrame } from "./wire.ts";
+import { encodeFrame, readFrame } from "../streams/wire.ts";
 
 /** Marks a request that already crossed the mesh (the value: the sending member's id): it is answered where it lands, never forwarded again. */
 export const FORWARDED_HEADER = "x-mesh-forwarded";

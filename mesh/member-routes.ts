@@ -10,7 +10,7 @@
  * spelling reaches a route the allowlist did not name.
  */
 
-/** POST routes a member may use: the inference routes of `router/route-table.ts` (`INFERENCE_PATHS`). */
+/** POST routes a member may use: the inference routes of `router/http/route-table.ts` (`INFERENCE_PATHS`). */
 export const MEMBER_INFERENCE_PATHS: readonly string[] = [
   "/v1/chat/completions",
   "/v1/completions",

@@ -13,7 +13,7 @@ import { ControlMessageSchema, PROTOCOL_VERSION, type Announcement, type Control
 import { shortId } from "./short-id.ts";
 import { memberAddr, RememberedMembers } from "./remembered-members.ts";
 import { LEGACY_LINE, type PeerConnection, type Stream, type Transport } from "./transport.ts";
-import { readFrame, StreamKind, WireError, writeFrame } from "./wire.ts";
+import { readFrame, StreamKind, WireError, writeFrame } from "../streams/wire.ts";
 
 /** QUIC application close codes we use. */
 export const CloseCode = { SHUTDOWN: 0, AUTH_FAILED: 401, DUPLICATE: 409, PROTOCOL: 400, TIMEOUT: 408 } as const;

@@ -12,11 +12,10 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
-import type { RelaySetting } from "../config/config.ts";
 import type { MemberAddr } from "./join-token.ts";
 import { MemberAddrSchema } from "./messages.ts";
 import { writePrivateFile } from "../private-file.ts";
-import { DEFAULT_LINE, LEGACY_LINE, TRANSPORT_LINES, type TransportLine } from "./transport.ts";
+import { DEFAULT_LINE, LEGACY_LINE, TRANSPORT_LINES, type RelaySetting, type TransportLine } from "./transport.ts";
 
 export const MESH_LINE_FILE = "mesh-line.json";
 /** Members kept for a restart: enough to find a mesh whose nodes come and go. */

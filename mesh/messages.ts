@@ -126,7 +126,7 @@ export const AnnouncementSchema = z.object({
       retryInS: z.number().int().min(0).max(86_400),
     })
     .optional(),
-  /** Models it serves (or loads) as replicas beside their hosts (`mesh/replicas.ts`): not its group's, nor loaded on demand. A list a node cannot read is dropped on its own. */
+  /** Models it serves (or loads) as replicas beside their hosts (`placement/replicas.ts`): not its group's, nor loaded on demand. A list a node cannot read is dropped on its own. */
   replicating: z.array(ModelName).max(L.replicating).default([]).catch([]),
   /** It may be given replicas (`--replicas on`); older versions say nothing and are given none. */
   takesReplicas: z.boolean().default(false).catch(false),

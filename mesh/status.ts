@@ -3,10 +3,9 @@
  * token: it carries the mesh secret, and `mesh token` reads it from the state dir instead.
  */
 import { shortId } from "./short-id.ts";
-import type { RelaySetting } from "../config/config.ts";
 import type { Membership } from "./membership.ts";
 import type { Role } from "./messages.ts";
-import { LEGACY_LINE, type TransportLine } from "./transport.ts";
+import { LEGACY_LINE, type RelaySetting, type TransportLine } from "./transport.ts";
 
 export interface PeerStatus {
   nodeId: string;
@@ -15,7 +14,7 @@ export interface PeerStatus {
   rttMs: number;
   role: Role;
   serving: string[];
-  /** Of those, the ones it serves as replicas beside their hosts (`mesh/replicas.ts`). */
+  /** Of those, the ones it serves as replicas beside their hosts (`placement/replicas.ts`). */
   replicating?: string[];
   vramBytes: number;
   ramBytes: number;

@@ -7,6 +7,7 @@
  */
 import { createPrivateKey, createPublicKey, sign, verify } from "node:crypto";
 import { createSocket } from "node:dgram";
+import type { PeerConnection, RecvSide, SendSide, Stream } from "../streams/stream.ts";
 import { formatSocketAddr, parseSocketAddr, type BoundSocket } from "./bound-addresses.ts";
 
 /** Where a member can be reached: its node id, its direct addresses, and the relay it uses (a join token carries one). */
@@ -27,35 +28,12 @@ export const DEFAULT_LINE: TransportLine = "iroh1";
 /** The line of a token or an announcement that names none: nodes from before iroh1 ran 0.35. */
 export const LEGACY_LINE: TransportLine = "iroh035";
 
-export interface SendSide {
-  writeAll(bytes: Uint8Array): Promise<void>;
-  finish(): Promise<void>;
-  reset(code: number): Promise<void>;
-}
+// The stream plumbing every floor above uses; the mesh only implements it.
+export type { PeerConnection, RecvSide, SendSide, Stream };
 
-export interface RecvSide {
-  /** Bytes read into `buf`, or null at the end of the stream. */
-  read(buf: Uint8Array): Promise<number | null>;
-  readExact(buf: Uint8Array): Promise<void>;
-  stop(code: number): Promise<void>;
-}
-
-export interface Stream {
-  send: SendSide;
-  recv: RecvSide;
-}
-
-/** A connection to a peer, its id proved by QUIC's handshake. */
-export interface PeerConnection {
-  readonly remoteId: string;
-  /** Resolves with the reason once the connection is closed, by either side or by a timeout. */
-  readonly closed: Promise<string>;
-  openStream(): Promise<Stream>;
-  acceptStream(): Promise<Stream>;
-  /** Round-trip time in milliseconds, as QUIC estimates it. */
-  rttMs(): number;
-  close(code: number, reason: string): void;
-}
+/** Which relays a node uses: the line's defaults, none, or the URLs given (`--relay`). */
+export const RELAY_MODES = ["default", "disabled"] as const;
+export type RelaySetting = (typeof RELAY_MODES)[number] | string[];
 
 export type QuicPathKind = "direct" | "relay" | "mixed" | "none";
 

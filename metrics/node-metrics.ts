@@ -7,7 +7,7 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { EvictionCause, Pool } from "../pool/pool.ts";
 import type { TrafficSample } from "../console/protocol.ts";
-import type { RequestStats } from "../router/request-stats.ts";
+import type { RequestStats } from "./request-stats.ts";
 import type { PeerTunnelCounters } from "../tunnel/tunnels.ts";
 import { DURATION_BUCKETS, peerLabel, QUEUE_WAIT_BUCKETS, tunnelBytes } from "./labels.ts";
 

@@ -7,7 +7,7 @@
  */
 import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { basename, isAbsolute, join, relative, resolve } from "node:path";
-import { Device, recipeDevices, type DeviceMask, type Recipe } from "../pool/devices.ts";
+import { Device, recipeDevices, type DeviceMask, type Recipe } from "./recipe-devices.ts";
 import { quantName, readGgufFacts, type GgufFacts } from "./gguf-info.ts";
 import { groupModelFiles } from "./model-files.ts";
 import { modelTypeOf, type ModelType } from "./model-type.ts";

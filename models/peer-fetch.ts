@@ -8,9 +8,9 @@
 import { existsSync } from "node:fs";
 import { rm, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { TimedRecv } from "../mesh/read-deadline.ts";
-import type { Stream } from "../mesh/transport.ts";
-import { readFrame, writeFrame } from "../mesh/wire.ts";
+import { TimedRecv } from "../streams/read-deadline.ts";
+import type { Stream } from "../streams/stream.ts";
+import { readFrame, writeFrame } from "../streams/wire.ts";
 import { contentIdentity } from "./content-identity.ts";
 import { copyRoom } from "./download-rules.ts";
 import { FileHasher } from "./file-hasher.ts";

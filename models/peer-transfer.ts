@@ -13,9 +13,9 @@ import { basename } from "node:path";
 import { open } from "node:fs/promises";
 import { z } from "zod";
 import type { FileHasher } from "./file-hasher.ts";
-import { TimedRecv, TimedSend } from "../mesh/read-deadline.ts";
-import type { Stream } from "../mesh/transport.ts";
-import { encodeFrame, readFrame, writeFrame } from "../mesh/wire.ts";
+import { TimedRecv, TimedSend } from "../streams/read-deadline.ts";
+import type { Stream } from "../streams/stream.ts";
+import { encodeFrame, readFrame, writeFrame } from "../streams/wire.ts";
 import { arrivalName, SHA256_HEX, TransferError } from "./model-transfer.ts";
 
 /** What a sender reads from the file at a time. */

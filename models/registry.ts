@@ -12,7 +12,7 @@ import { rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import lockfile from "proper-lockfile";
 import { z } from "zod";
-import { RECIPES } from "../pool/devices.ts";
+import { RECIPES } from "./recipe-devices.ts";
 
 export const REGISTRY_FILE = "models.json";
 /**

@@ -7,14 +7,14 @@
 import type { ConsoleNode, ConsoleState, QuicPath } from "../console/protocol.ts";
 import type { Log } from "../log.ts";
 import { peerLabel, tunnelBytes } from "../metrics/labels.ts";
-import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
+import { HEARTBEAT_MS, type MeshNode } from "./mesh-node.ts";
 import type { LogRing } from "../log-ring.ts";
 import type { Pool } from "../pool/pool.ts";
 import type { Tunnels } from "../tunnel/tunnels.ts";
 import { consoleState, rememberGone } from "./console-state.ts";
 import type { MeshModels } from "./mesh-models.ts";
 
-/** What the console's feed (`router/console-feed.ts`) reads from a node. */
+/** What the console's feed (`router/console/console-feed.ts`) reads from a node. */
 export interface ConsoleSources {
   state(): ConsoleState;
   logs: LogRing;

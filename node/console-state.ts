@@ -6,7 +6,7 @@
  */
 import type { ConsoleModel, ConsoleNode, ConsoleModelStatus, ConsoleState, GroupRole, QuicPath } from "../console/protocol.ts";
 import { CONSOLE_LIMITS } from "../console/protocol.ts";
-import type { CatalogModel, NodeView } from "../mesh/catalog.ts";
+import type { CatalogModel, NodeView } from "../placement/catalog.ts";
 import type { Announcement } from "../mesh/messages.ts";
 import { shortId } from "../mesh/status.ts";
 import { LEGACY_LINE } from "../mesh/transport.ts";

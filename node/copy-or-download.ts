@@ -11,8 +11,8 @@
  */
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import type { CatalogModel } from "../mesh/catalog.ts";
-import type { Stream } from "../mesh/transport.ts";
+import type { CatalogModel } from "../placement/catalog.ts";
+import type { Stream } from "../streams/stream.ts";
 import type { Log } from "../log.ts";
 import { withoutCredentials } from "../models/download-rules.ts";
 import type { HubConfig } from "../models/hf-hub.ts";

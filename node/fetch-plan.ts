@@ -4,7 +4,7 @@
  * the mesh announced), or by waiting for the member that pulls it. `model-fetcher.ts` acts on it;
  * `copy-or-download.ts` weighs a peer copy against the download.
  */
-import type { CatalogModel } from "../mesh/catalog.ts";
+import type { CatalogModel } from "../placement/catalog.ts";
 import { withoutCredentials } from "../models/download-rules.ts";
 import { modelRefOf } from "../models/model-ref.ts";
 

@@ -4,7 +4,7 @@
  * quiet for a while, and loads that failed over one layout space the next try further each time,
  * so a broken file does not spin llama-server while a passing fault still gets another chance.
  */
-import { workerIds } from "../mesh/election.ts";
+import { workerIds } from "../placement/election.ts";
 import { hidePaths } from "../mesh/member-text.ts";
 
 /** A load over peers starts once the layout it is for has not changed for this long... */

@@ -5,11 +5,11 @@
  * when it lets a model go for lack of requests. It re-decides on every change it hears of, and
  * works the catalog out again only then: requests read the one worked out last.
  */
-import { allocate, type Assignment } from "../mesh/allocation.ts";
-import { catalog, splitCandidates, type CatalogModel, type NodeView } from "../mesh/catalog.ts";
-import { holdsWhatTheyNeed, loadLayout, splitPlan, workerIds, type SplitPlan } from "../mesh/election.ts";
-import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
-import { gib, hostAllowed, routeModel, withinHosts, type Chooser, type Route } from "../mesh/route.ts";
+import { allocate, type Assignment } from "../placement/allocation.ts";
+import { catalog, splitCandidates, type CatalogModel, type NodeView } from "../placement/catalog.ts";
+import { holdsWhatTheyNeed, loadLayout, splitPlan, workerIds, type SplitPlan } from "../placement/election.ts";
+import { HEARTBEAT_MS, type MeshNode } from "./mesh-node.ts";
+import { gib, hostAllowed, routeModel, withinHosts, type Chooser, type Route } from "../placement/route.ts";
 import type { Log } from "../log.ts";
 import { needOf } from "../models/model-need.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";

@@ -18,7 +18,7 @@
  */
 import { mkdirSync } from "node:fs";
 import { basename, relative } from "node:path";
-import type { CatalogModel } from "../mesh/catalog.ts";
+import type { CatalogModel } from "../placement/catalog.ts";
 import type { Log } from "../log.ts";
 import { PEER_SOURCE_RULE, peerSizeLimit, withoutCredentials } from "../models/download-rules.ts";
 import type { HubConfig } from "../models/hf-hub.ts";

@@ -8,7 +8,7 @@
  */
 import type { Socket } from "node:net";
 import type { Log } from "../log.ts";
-import type { Stream } from "../mesh/transport.ts";
+import type { Stream } from "../streams/stream.ts";
 import { socketStream } from "../tunnel/socket-stream.ts";
 
 /** After a failed direct connection, a peer's copies go over the mesh for this long. */

@@ -17,18 +17,18 @@ import { MemberStreamCap } from "../mesh/member-stream-cap.ts";
 import { memberMayRequest } from "../mesh/member-routes.ts";
 import { showJoinToken } from "../mesh/join-token-file.ts";
 import { announcedDemand } from "../mesh/announcement.ts";
-import { startMesh, type MeshNode } from "../mesh/mesh-node.ts";
-import type { MeshRouting } from "../mesh/routing.ts";
-import { announcedLoad } from "../mesh/pick-server.ts";
+import { startMesh, type MeshNode } from "./mesh-node.ts";
+import type { MeshRouting } from "../placement/routing.ts";
+import { announcedLoad } from "../placement/pick-server.ts";
 import type { MeshStatus } from "../mesh/status.ts";
-import { StreamKind } from "../mesh/wire.ts";
+import { StreamKind } from "../streams/wire.ts";
 import { hubConfigFromEnv, TOKEN_VARIABLES, type HubConfig } from "../models/hf-hub.ts";
 import { ModelAdmin } from "./model-admin.ts";
 import { defaultModelName, parseModelRef } from "../models/model-ref.ts";
 import { ModelStore } from "../models/model-store.ts";
 import { modelStoreRoots, type StoreRoot } from "../models/stores/stores.ts";
 import { serveModelStream } from "../models/peer-transfer.ts";
-import type { Stream } from "../mesh/transport.ts";
+import type { Stream } from "../streams/stream.ts";
 import { capLogs } from "../pool/log-files.ts";
 import { Pool } from "../pool/pool.ts";
 import { RpcServerChild } from "../pool/rpc-server.ts";
@@ -214,7 +214,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   });
   /** A peer's request for one of our models' files, from a MODEL stream or the direct path alike. */
   const serveModel = (stream: Stream) => serveModelStream(stream, (name) => store.list().find((m) => m.name === name), fetcher.hasher);
-  // Models this node serves beside their hosts while their servers are pressed (mesh/replicas.ts).
+  // Models this node serves beside their hosts while their servers are pressed (placement/replicas.ts).
   // `admin` is made below; a replica's copy is deleted only long after start.
   const replicas = nodeReplicaKeeper(config, { pool, store, fetcher, mesh: () => mesh, models: () => models, remove: (name) => admin.remove(name), log });
   const models: MeshModels = new MeshModels({

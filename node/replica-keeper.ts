@@ -1,5 +1,5 @@
 /**
- * This node's part in replicas, the shell around `mesh/replicas.ts`: on every tick it works the
+ * This node's part in replicas, the shell around `placement/replicas.ts`: on every tick it works the
  * rule out over the mesh's views (every node does, and gets the same answer), and when the rule
  * picks this node for a model it copies the file from a peer if it has none, loads the model alone
  * in its pool and announces it in `replicating`; it unloads a replica the rule releases. A failed
@@ -7,10 +7,10 @@
  * decision is one log line.
  */
 import type { Config } from "../config/config.ts";
-import type { CatalogModel, NodeView } from "../mesh/catalog.ts";
-import { HEARTBEAT_MS, type MeshNode } from "../mesh/mesh-node.ts";
+import type { CatalogModel, NodeView } from "../placement/catalog.ts";
+import { HEARTBEAT_MS, type MeshNode } from "./mesh-node.ts";
 import { ANNOUNCEMENT_LIMITS } from "../mesh/messages.ts";
-import { MAX_REPLICAS_PER_NODE, replicaRelease, replicasToAdd, type DemandSignal, type ReplicaRelease, type ReplicaToAdd } from "../mesh/replicas.ts";
+import { MAX_REPLICAS_PER_NODE, replicaRelease, replicasToAdd, type DemandSignal, type ReplicaRelease, type ReplicaToAdd } from "../placement/replicas.ts";
 import type { Log } from "../log.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import type { EvictionCause } from "../pool/pool-types.ts";

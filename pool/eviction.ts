@@ -7,7 +7,7 @@
  * only load it again (the operator may allow it, and the node then lets its group go).
  */
 import type { ModelType } from "../models/model-type.ts";
-import { npuConflicts, type DeviceMask } from "./devices.ts";
+import { npuConflicts, type DeviceMask } from "../models/recipe-devices.ts";
 
 export interface ServerView {
   model: string;

@@ -11,7 +11,7 @@ import type { ModelInfo } from "../models/model-store.ts";
 import { chooseDraft } from "../models/model-draft.ts";
 import { needOf } from "../models/model-need.ts";
 import { placementOf, serverThreadArgs, type CpuShare } from "./cpu-threads.ts";
-import { Device } from "./devices.ts";
+import { Device } from "../models/recipe-devices.ts";
 import { invalidDraft } from "./errors.ts";
 import type { LoadOptions, RpcSplit } from "./pool-types.ts";
 import { serverArgv } from "./server-args.ts";

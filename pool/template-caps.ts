@@ -2,7 +2,7 @@
  * What a model's chat template can do, as its llama-server's `/props` tells (`chat_template_caps`,
  * read once when the server is ready) (pure). A template without tool calling gets a request that
  * forces a tool call answered in plain text by llama-server, silently; knowing it, the node that
- * serves the model refuses such a request instead (`router/tool-choice.ts`).
+ * serves the model refuses such a request instead (`router/serving/tool-choice.ts`).
  */
 
 export interface TemplateCaps {

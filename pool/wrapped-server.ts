@@ -9,7 +9,7 @@ import { closeSync, openSync } from "node:fs";
 import type { Subprocess } from "bun";
 import type { ModelType } from "../models/model-type.ts";
 import { childLaunch, readLogTail, terminate } from "./child-process.ts";
-import type { DeviceMask } from "./devices.ts";
+import type { DeviceMask } from "../models/recipe-devices.ts";
 import { serverGone } from "./errors.ts";
 import { DEFAULT_SLOTS, SlotQueue, slotsFromArgv, slotsFromProps, type QueueObserver } from "./slot-queue.ts";
 import { templateCapsFromProps, type TemplateCaps } from "./template-caps.ts";

@@ -16,9 +16,9 @@
  * model's slot for good.
  */
 import type { Hono } from "hono";
-import { fromOutside } from "./api-keys.ts";
+import { fromOutside } from "./http/api-keys.ts";
 import type { AppEnv } from "./app.ts";
-import { openAiError } from "./errors.ts";
+import { openAiError } from "./http/errors.ts";
 
 export interface FrontDoorOptions {
   /** `--max-connections`: requests in flight (answers still streaming included) before 503. */

@@ -18,7 +18,7 @@ import tls from "node:tls";
 import type { Log } from "../log.ts";
 import { KeyCounts } from "../key-counts.ts";
 import { throttledWarning } from "../throttled-log.ts";
-import type { Stream } from "../mesh/transport.ts";
+import type { Stream } from "../streams/stream.ts";
 import { signedBy, type Signer } from "../mesh/transport.ts";
 import { decodeDirectHello, directMac, directStatement, encodeDirectHello, verifyDirectMac, type DirectHello, type DirectPurpose } from "./direct-auth.ts";
 import { normalizeFingerprint, type DirectIdentity } from "./direct-identity.ts";

@@ -7,7 +7,7 @@
  * resets the other.
  */
 import type { Socket } from "node:net";
-import type { RecvSide, SendSide } from "../mesh/transport.ts";
+import type { RecvSide, SendSide } from "../streams/stream.ts";
 
 /** Bytes queued for QUIC before the socket is paused. */
 const HIGH_WATER = 4 * 1024 * 1024;

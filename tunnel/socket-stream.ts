@@ -8,7 +8,7 @@
  * the peer takes nothing for `writeStallMs` destroys the socket.
  */
 import type { Socket } from "node:net";
-import type { RecvSide, SendSide, Stream } from "../mesh/transport.ts";
+import type { RecvSide, SendSide, Stream } from "../streams/stream.ts";
 
 const HIGH_WATER = 8 * 1024 * 1024;
 /** As long as a model transfer's idle deadline: a peer that stops reading is given up on. */

@@ -6,8 +6,8 @@
  */
 import { createConnection, createServer, type Server, type Socket } from "node:net";
 import type { Log } from "../log.ts";
-import type { Stream } from "../mesh/transport.ts";
-import { StreamKind } from "../mesh/wire.ts";
+import type { Stream } from "../streams/stream.ts";
+import { StreamKind } from "../streams/wire.ts";
 import { noticingFirst, quicToSocket, socketToQuic, socketToSocket, type DirectionCounter } from "./pump.ts";
 import type { RewriteOptions } from "./rpc-rewrites.ts";
 import { RPC_SETUP_MS, RpcSessions, type RpcSession } from "./rpc-sessions.ts";

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
-import { encodeFrame, readFrame, StreamKind } from "../../mesh/wire.ts";
+import { encodeFrame, readFrame, StreamKind } from "../../streams/wire.ts";
 import { killAllChildren } from "../../harness/children.ts";
 import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
 import { rogueHttp } from "../../harness/rogue-http.ts";

@@ -7,8 +7,8 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
-import { ANSWERED_BY_HEADER } from "../../mesh/routing.ts";
-import { StreamKind } from "../../mesh/wire.ts";
+import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
+import { StreamKind } from "../../streams/wire.ts";
 import { loaded, server } from "../../harness/api.ts";
 import { killAllChildren } from "../../harness/children.ts";
 import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";

@@ -11,7 +11,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
-import { StreamKind } from "../../mesh/wire.ts";
+import { StreamKind } from "../../streams/wire.ts";
 import { contentIdentity } from "../../models/content-identity.ts";
 import { killAllChildren } from "../../harness/children.ts";
 import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";

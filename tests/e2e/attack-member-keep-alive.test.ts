@@ -11,7 +11,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
-import { KEEP_ALIVE_HEADER } from "../../router/keep-alive.ts";
+import { KEEP_ALIVE_HEADER } from "../../router/serving/keep-alive.ts";
 import { loaded, post } from "../../harness/api.ts";
 import { killAllChildren } from "../../harness/children.ts";
 import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
-import { encodeFrame, StreamKind } from "../../mesh/wire.ts";
+import { encodeFrame, StreamKind } from "../../streams/wire.ts";
 import { killAllChildren } from "../../harness/children.ts";
 import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
 import { testModel } from "../../harness/models.ts";

@@ -11,7 +11,7 @@ import { afterAll, afterEach, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import tls from "node:tls";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
-import { StreamKind } from "../../mesh/wire.ts";
+import { StreamKind } from "../../streams/wire.ts";
 import { normalizeFingerprint } from "../../tunnel/direct-identity.ts";
 import { encodeHello, HEADER_BYTES, RPC_TENSOR_BYTES, RpcCmd } from "../../tunnel/rpc-protocol.ts";
 import { MAX_RPC_SESSIONS_PER_PEER, RPC_SETUP_MS } from "../../tunnel/rpc-sessions.ts";

@@ -4,7 +4,7 @@
  */
 import { afterAll, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { ANSWERED_BY_HEADER } from "../../mesh/routing.ts";
+import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
 import { loaded } from "../../harness/api.ts";
 import { killAllChildren } from "../../harness/children.ts";
 import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";

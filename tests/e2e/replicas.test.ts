@@ -12,7 +12,7 @@ import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from ".
 import { testModel } from "../../harness/models.ts";
 import { SMALL_LLAMA } from "../../harness/node.ts";
 import { waitFor } from "../../harness/wait.ts";
-import { ANSWERED_BY_HEADER } from "../../mesh/routing.ts";
+import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
 
 const nodes: MeshTestNode[] = [];
 afterEach(async () => {

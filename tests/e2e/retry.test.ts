@@ -14,9 +14,9 @@ import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness
 import { testModel } from "../../harness/models.ts";
 import { SMALL_LLAMA } from "../../harness/node.ts";
 import { waitFor } from "../../harness/wait.ts";
-import { rankFor } from "../../mesh/pick-server.ts";
-import { ANSWERED_BY_HEADER } from "../../mesh/routing.ts";
-import { RETRIED_FROM_HEADER } from "../../router/dispatch.ts";
+import { rankFor } from "../../placement/pick-server.ts";
+import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
+import { RETRIED_FROM_HEADER } from "../../router/serving/dispatch.ts";
 
 const nodes: MeshTestNode[] = [];
 afterAll(async () => {

@@ -9,7 +9,7 @@ import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { ControlMessageSchema, PROTOCOL_VERSION, type ControlMessage } from "../../mesh/messages.ts";
 import type { RecvSide } from "../../mesh/transport.ts";
-import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, readFrame, WireError } from "../../mesh/wire.ts";
+import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, readFrame, WireError } from "../../streams/wire.ts";
 import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
 import { concat, cutAt, cuts, mutate, mutation } from "./arbitraries.ts";
 import { holds, holdsAsync } from "./settings.ts";

@@ -10,7 +10,7 @@
  * ever starts loading: the models dir is empty and the llama.cpp binaries do not
  * exist, so no request can get as far as a process.
  */
-import { isAnthropicPath } from "../../router/anthropic-errors.ts";
+import { isAnthropicPath } from "../../router/dialects/anthropic-errors.ts";
 import { afterAll, describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { join } from "node:path";
@@ -20,10 +20,10 @@ import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import type { MeshStatus } from "../../mesh/status.ts";
 import { ModelStore } from "../../models/model-store.ts";
 import { Pool } from "../../pool/pool.ts";
-import { fromOutside, presentedKey } from "../../router/api-keys.ts";
+import { fromOutside, presentedKey } from "../../router/http/api-keys.ts";
 import { createApp } from "../../router/app.ts";
-import { INFERENCE_ROUTES } from "../../router/openai.ts";
-import type { Serving } from "../../router/serving.ts";
+import { INFERENCE_ROUTES } from "../../router/dialects/openai.ts";
+import type { Serving } from "../../router/serving/serving.ts";
 import { withDeadline } from "../../harness/wait.ts";
 import { tempDirs } from "../../harness/transfer.ts";
 import { holdsAsync } from "./settings.ts";

@@ -11,7 +11,7 @@ import { post, type LoadedServer } from "../../harness/api.ts";
 import { meshStatus } from "../../harness/mesh.ts";
 import { SMALL_LLAMA, type TestNode } from "../../harness/node.ts";
 import { waitFor } from "../../harness/wait.ts";
-import type { CatalogModel } from "../../mesh/catalog.ts";
+import type { CatalogModel } from "../../placement/catalog.ts";
 import type { Lab, LabNode } from "../../harness/lab/lab.ts";
 import { ask, halfWrittenFiles, vramFor, type Answer } from "./lab-mesh.ts";
 

@@ -3,7 +3,7 @@ import { existsSync, readdirSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { loaded, post } from "../../harness/api.ts";
 import type { TestNode } from "../../harness/node.ts";
-import { ANSWERED_BY_HEADER } from "../../mesh/routing.ts";
+import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
 import { PARTIAL_DIR } from "../../models/model-transfer.ts";
 import { PULLS_DIR, REGISTRY_FILE } from "../../models/registry.ts";
 import { readGgufFacts } from "../../models/gguf-info.ts";

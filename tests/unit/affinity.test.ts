@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { affinityKey } from "../../router/affinity.ts";
+import { affinityKey } from "../../router/serving/affinity.ts";
 
 const noHeaders = () => undefined;
 const headers = (h: Record<string, string>) => (name: string) => h[name];

@@ -6,7 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import { announcedDemand, announcedRef, AnnouncementSource, describeLeftOut, fitAnnouncement, fitModels, type AnnouncementContent, type ModelLists } from "../../mesh/announcement.ts";
 import { ANNOUNCEMENT_LIMITS as L, AnnouncementSchema, ControlMessageSchema, PROTOCOL_VERSION } from "../../mesh/messages.ts";
-import { encodeFrame, MAX_CONTROL_MESSAGE } from "../../mesh/wire.ts";
+import { encodeFrame, MAX_CONTROL_MESSAGE } from "../../streams/wire.ts";
 import type { ModelInfo, ModelStore } from "../../models/model-store.ts";
 import { MeshModels, type MeshModelsOptions } from "../../node/mesh-models.ts";
 import type { Log } from "../../log.ts";

@@ -3,8 +3,8 @@
  * exact bytes), and answers that pass as they came. Where events end is `sse-split.test.ts`'s.
  */
 import { describe, expect, test } from "bun:test";
-import { rewriteAnswer, rewriteEvent, type AnswerRewrite } from "../../router/answer-rewrite.ts";
-import { isObject, type JsonObject } from "../../router/json.ts";
+import { rewriteAnswer, rewriteEvent, type AnswerRewrite } from "../../router/dialects/answer-rewrite.ts";
+import { isObject, type JsonObject } from "../../router/http/json.ts";
 
 const tagged = (event: string, data: JsonObject): JsonObject | undefined => (data.n === 1 ? { ...data, seen: event } : undefined);
 

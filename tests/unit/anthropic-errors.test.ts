@@ -1,6 +1,6 @@
 /** Errors on Anthropic's routes take its shape, whatever shape they were made in. */
 import { describe, expect, test } from "bun:test";
-import { anthropicErrorBody, anthropicErrorType, isAnthropicPath } from "../../router/anthropic-errors.ts";
+import { anthropicErrorBody, anthropicErrorType, isAnthropicPath } from "../../router/dialects/anthropic-errors.ts";
 
 describe("anthropicErrorType", () => {
   test.each([

@@ -1,7 +1,7 @@
 /** Anthropic's stop reason for a reply that stopped on a requested stop sequence, whole and streamed. */
 import { describe, expect, test } from "bun:test";
-import { messagesTranslator, stopReasonOfEvent, stopReasonOfMessage, withStopReason } from "../../router/anthropic-stop.ts";
-import type { JsonObject } from "../../router/json.ts";
+import { messagesTranslator, stopReasonOfEvent, stopReasonOfMessage, withStopReason } from "../../router/dialects/anthropic-stop.ts";
+import type { JsonObject } from "../../router/http/json.ts";
 
 const SEQUENCES = ["on", "\n\nHuman:"];
 

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { fromOutside, keyMatches, presentedKey } from "../../router/api-keys.ts";
+import { fromOutside, keyMatches, presentedKey } from "../../router/http/api-keys.ts";
 import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 
 test.each<[string, Record<string, string>, string | undefined]>([

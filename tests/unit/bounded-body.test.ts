@@ -1,6 +1,6 @@
 /** An answer read whole stops at its bound: a member sending without end cannot fill a node's memory. */
 import { expect, test } from "bun:test";
-import { AnswerTooLarge, jsonWithin, textWithin } from "../../router/bounded-body.ts";
+import { AnswerTooLarge, jsonWithin, textWithin } from "../../router/http/bounded-body.ts";
 
 const answer = (...pieces: (string | number[])[]) =>
   new Response(

@@ -1,6 +1,6 @@
 /** The browser guard's decisions as a table: Host, Origin, Content-Type and preflights. */
 import { describe, expect, test } from "bun:test";
-import { browserVerdict, hostAllowed, hostName, type BrowserPolicy, type BrowserRequest } from "../../router/browser-guard.ts";
+import { browserVerdict, hostAllowed, hostName, type BrowserPolicy, type BrowserRequest } from "../../router/http/browser-guard.ts";
 
 const LOOPBACK: BrowserPolicy = { listen: "127.0.0.1", corsOrigins: [] };
 const WITH_CORS: BrowserPolicy = { listen: "127.0.0.1", corsOrigins: ["http://localhost:3000", "https://app.example"] };

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { fitOf, type Fit } from "../../models/catalog-fit.ts";
-import { catalogListing } from "../../router/catalog-listing.ts";
+import { catalogListing } from "../../router/dialects/catalog-listing.ts";
 
 const GiB = 2 ** 30;
 

@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test";
-import { allocate, type Assignment } from "../../mesh/allocation.ts";
-import { catalog, puller, splitCandidates, type NodeModel, type NodeView } from "../../mesh/catalog.ts";
+import { allocate, type Assignment } from "../../placement/allocation.ts";
+import { catalog, puller, splitCandidates, type NodeModel, type NodeView } from "../../placement/catalog.ts";
 import { kvCacheBytes, modelNeedBytes } from "../../models/model-need.ts";
-import { elect, splitPlan } from "../../mesh/election.ts";
+import { elect, splitPlan } from "../../placement/election.ts";
 
 const GB = 1e9;
 const model = (name: string, gb: number, extra: Partial<NodeModel> = {}): NodeModel => ({ name, sizeBytes: gb * GB, needBytes: gb * GB * 1.2, ...extra });

@@ -2,12 +2,12 @@
 import { describe, expect, test } from "bun:test";
 import { CONSOLE_LIMITS, type ConsoleNode } from "../../console/protocol.ts";
 import { LogRing } from "../../log-ring.ts";
-import { catalog, type NodeView } from "../../mesh/catalog.ts";
+import { catalog, type NodeView } from "../../placement/catalog.ts";
 import { AnnouncementSchema, type Announcement } from "../../mesh/messages.ts";
 import { opener } from "../../commands/open.ts";
 import { nodeView } from "../../node/model-fields.ts";
 import { consoleState, groupOf, rememberGone, type ConsoleInput, type ConsolePeer } from "../../node/console-state.ts";
-import { stateDue, stateKey } from "../../router/console-feed.ts";
+import { stateDue, stateKey } from "../../router/console/console-feed.ts";
 
 const GIB = 2 ** 30;
 const id = (c: string) => c.repeat(64);

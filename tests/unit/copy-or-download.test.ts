@@ -12,7 +12,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Log } from "../../log.ts";
-import type { CatalogModel } from "../../mesh/catalog.ts";
+import type { CatalogModel } from "../../placement/catalog.ts";
 import type { Stream } from "../../mesh/transport.ts";
 import { contentIdentity } from "../../models/content-identity.ts";
 import type { HubConfig } from "../../models/hf-hub.ts";

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { placementOf, processesAtOnce, serverThreadArgs, type NodeProcesses, type PlacementInput, type ServerThreadsInput } from "../../pool/cpu-threads.ts";
 import { loadThreadArgs } from "../../pool/load-launch.ts";
-import { Device } from "../../pool/devices.ts";
+import { Device } from "../../models/recipe-devices.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import { serverArgv } from "../../pool/server-args.ts";
 

@@ -10,7 +10,7 @@ import { createServer, connect, Socket } from "node:net";
 import { join } from "node:path";
 import tls from "node:tls";
 import { createLog } from "../../log.ts";
-import { readFrame, writeFrame } from "../../mesh/wire.ts";
+import { readFrame, writeFrame } from "../../streams/wire.ts";
 import { contentIdentity } from "../../models/content-identity.ts";
 import { FileHasher } from "../../models/file-hasher.ts";
 import { fetchModelFromPeer } from "../../models/peer-fetch.ts";

@@ -1,11 +1,11 @@
 import { describe, expect, test } from "bun:test";
-import type { CatalogModel } from "../../mesh/catalog.ts";
-import { rankFor } from "../../mesh/pick-server.ts";
-import { routeModel, type Route } from "../../mesh/route.ts";
-import type { MeshRouting } from "../../mesh/routing.ts";
+import type { CatalogModel } from "../../placement/catalog.ts";
+import { rankFor } from "../../placement/pick-server.ts";
+import { routeModel, type Route } from "../../placement/route.ts";
+import type { MeshRouting } from "../../placement/routing.ts";
 import { modelNotFound, serverGone } from "../../pool/errors.ts";
-import { dispatch, failedBeforeAnswer, outstandingOf, RETRIED_FROM_HEADER, retryAvoiding, type Outcome } from "../../router/dispatch.ts";
-import type { Serving } from "../../router/serving.ts";
+import { dispatch, failedBeforeAnswer, outstandingOf, RETRIED_FROM_HEADER, retryAvoiding, type Outcome } from "../../router/serving/dispatch.ts";
+import type { Serving } from "../../router/serving/serving.ts";
 
 const peer = (peerId: string): Route => ({ to: "peer", peerId });
 const local: Route = { to: "local" };

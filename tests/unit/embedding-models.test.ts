@@ -1,7 +1,7 @@
 /** Which models an embeddings request is refused for, and which models the refusal names instead. */
 import { describe, expect, test } from "bun:test";
-import { catalog, type NodeView } from "../../mesh/catalog.ts";
-import { embeddingsRefusal, embeddingsRefusalFrom } from "../../router/embedding-models.ts";
+import { catalog, type NodeView } from "../../placement/catalog.ts";
+import { embeddingsRefusal, embeddingsRefusalFrom } from "../../router/serving/embedding-models.ts";
 
 describe("embeddingsRefusal", () => {
   test.each<[string, string | undefined, string[], string | undefined]>([

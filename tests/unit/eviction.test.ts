@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { Device } from "../../pool/devices.ts";
+import { Device } from "../../models/recipe-devices.ts";
 import { idleLimitMs, idleVictims, planLoad, planNuclear, type LoadPlan, type LoadWant, type ServerView, sweepPeriodMs } from "../../pool/eviction.ts";
 import { canTransition } from "../../pool/wrapped-server.ts";
 

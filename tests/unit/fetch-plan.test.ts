@@ -5,7 +5,7 @@
  * every other member waits for that one and copies from it.
  */
 import { describe, expect, test } from "bun:test";
-import type { CatalogModel } from "../../mesh/catalog.ts";
+import type { CatalogModel } from "../../placement/catalog.ts";
 import { fetchedFrom, fetchPlan, type FetchPlan, type OwnOrigin } from "../../node/fetch-plan.ts";
 import { modelArg, NodeSetupError, type ModelArg } from "../../node/node.ts";
 

@@ -5,7 +5,7 @@
  * (more memory) was elected host over b; c's load waited for b's rpc-server, b's unload for c's answer.
  */
 import { expect, test } from "bun:test";
-import { holdsWhatTheyNeed } from "../../mesh/election.ts";
+import { holdsWhatTheyNeed } from "../../placement/election.ts";
 
 test.each([
   ["solo server, not in their split: ours answers until theirs does", "b", "", { host: "c", workers: ["d"] }, false],

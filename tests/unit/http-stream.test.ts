@@ -8,7 +8,7 @@ import { describe, expect, spyOn, test } from "bun:test";
 import { FORWARDED_HEADER, forwardHttp, serveHttp, type ServeOptions } from "../../mesh/http-stream.ts";
 import { MemberStreamCap } from "../../mesh/member-stream-cap.ts";
 import { memberMayRequest } from "../../mesh/member-routes.ts";
-import { encodeFrame, readFrame } from "../../mesh/wire.ts";
+import { encodeFrame, readFrame } from "../../streams/wire.ts";
 import type { Stream } from "../../mesh/transport.ts";
 import { drained, streamPair } from "../../harness/stream-pair.ts";
 import { withDeadline } from "../../harness/wait.ts";

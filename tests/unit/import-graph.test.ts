@@ -69,3 +69,67 @@ test("no circle of files importing each other", () => expect(circles(graph)).toE
 test.each(files.filter((f) => f.startsWith("bench/")))("%s imports nothing from tests/", (file) => {
   expect(importsOf(texts.get(file)!).filter((spec) => /(^|\/)tests\//.test(spec))).toEqual([]);
 });
+
+/**
+ * The floors of the house, bottom up, as the README's architecture section draws them: a file may
+ * import its own floor and the ones below, never one above. Files at the root are the floor's
+ * helpers (logging, private files, progress) except `main.ts`, the roof. `router/` has rooms of
+ * its own: HTTP plumbing, the serving core, the dialects, the console, and the app that joins them.
+ */
+const FLOORS = [
+  "base",
+  "streams",
+  "placement",
+  "models",
+  "llama",
+  "mesh",
+  "tunnel",
+  "pool",
+  "config",
+  "metrics",
+  "node",
+  "router/http",
+  "router/serving",
+  "router/dialects",
+  "router/console",
+  "router",
+  "service",
+  "commands",
+  "main",
+  "scripts",
+  "harness",
+  "bench",
+] as const;
+
+/** The floor a file stands on (pure). */
+function floorOf(file: string): string {
+  const parts = file.split("/");
+  if (parts.length === 1) return file === "main.ts" ? "main" : "base";
+  if (parts[0] === "router" && parts.length > 2) return `router/${parts[1]}`;
+  return parts[0]!;
+}
+
+/** Each import that points up a floor, as "file -> imported". */
+function upwardImports(g: ReadonlyMap<string, readonly string[]>): string[] {
+  const rank = (f: string) => FLOORS.indexOf(floorOf(f) as (typeof FLOORS)[number]);
+  return [...g].flatMap(([file, imported]) => imported.filter((d) => rank(d) > rank(file)).map((d) => `${file} -> ${d}`));
+}
+
+test.each([
+  ["log.ts", "base"],
+  ["main.ts", "main"],
+  ["mesh/membership.ts", "mesh"],
+  ["router/app.ts", "router"],
+  ["router/http/errors.ts", "router/http"],
+  ["models/stores/ollama.ts", "models"],
+])("%s stands on %s", (file, floor) => expect(floorOf(file)).toBe(floor));
+
+test("every file stands on a floor the house has", () => {
+  expect(files.filter((f) => !FLOORS.includes(floorOf(f) as (typeof FLOORS)[number]))).toEqual([]);
+});
+
+test("the finder finds an import up a floor", () => {
+  expect(upwardImports(new Map([["mesh/a.ts", ["config/b.ts", "streams/c.ts"]], ["config/b.ts", ["mesh/a.ts"]]]))).toEqual(["mesh/a.ts -> config/b.ts"]);
+});
+
+test("no import points up a floor", () => expect(upwardImports(graph)).toEqual([]));

@@ -1,6 +1,6 @@
 /** An Ollama keep_alive across the mesh: the header's value both ways (nothing but whole ms passes), and what it does where the model is answered. */
 import { describe, expect, test } from "bun:test";
-import { keepAliveEffect, keepAliveHeaderValue, MAX_CARRIED_KEEP_ALIVE_MS, MEMBER_UNLOAD_EVERY_MS, MemberUnloads, memberKeepAlive, parseKeepAliveHeader } from "../../router/keep-alive.ts";
+import { keepAliveEffect, keepAliveHeaderValue, MAX_CARRIED_KEEP_ALIVE_MS, MEMBER_UNLOAD_EVERY_MS, MemberUnloads, memberKeepAlive, parseKeepAliveHeader } from "../../router/serving/keep-alive.ts";
 
 describe("keepAliveHeaderValue: what the forwarding node sends", () => {
   test.each<[number | undefined, string | undefined]>([

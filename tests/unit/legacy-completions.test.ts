@@ -4,8 +4,8 @@
  * chunk, with the prompt echoed.
  */
 import { describe, expect, test } from "bun:test";
-import { completionsRequest, legacyAnswer, legacyLogprobs, type CompletionsPlan, type CompletionsState } from "../../router/legacy-completions.ts";
-import type { Json, JsonObject } from "../../router/json.ts";
+import { completionsRequest, legacyAnswer, legacyLogprobs, type CompletionsPlan, type CompletionsState } from "../../router/dialects/legacy-completions.ts";
+import type { Json, JsonObject } from "../../router/http/json.ts";
 
 describe("completionsRequest", () => {
   test.each<[string, JsonObject, JsonObject | undefined, Partial<CompletionsPlan> | undefined]>([

@@ -1,9 +1,9 @@
 /** Lemonade parity's pure rules: which `/api/v1` paths are OpenAI's, `ctx_size`, the error shape, system-info. */
 import { describe, expect, test } from "bun:test";
 import type { LlamaDevice } from "../../llama/devices.ts";
-import { lemonadeError, loadCtxSize } from "../../router/lemonade.ts";
-import { isOpenAiRoute } from "../../router/openai-under-api.ts";
-import { deviceKind, systemInfo, type HostFacts } from "../../router/system-info.ts";
+import { lemonadeError, loadCtxSize } from "../../router/dialects/lemonade.ts";
+import { isOpenAiRoute } from "../../router/dialects/openai-under-api.ts";
+import { deviceKind, systemInfo, type HostFacts } from "../../router/dialects/system-info.ts";
 
 describe("isOpenAiRoute: what /api/v1 answers with the /v1 routes", () => {
   test.each([

@@ -1,6 +1,6 @@
 /** Which request bodies name media by URL (which llama-server would download), across the APIs' shapes. */
 import { expect, test } from "bun:test";
-import { remoteMediaUrl } from "../../router/media-urls.ts";
+import { remoteMediaUrl } from "../../router/serving/media-urls.ts";
 
 const DATA = "data:image/png;base64,iVBORw0KGgo=";
 const chat = (part: unknown) => ({ model: "m", messages: [{ role: "user", content: [{ type: "text", text: "hi" }, part] }] });

@@ -1,7 +1,7 @@
 /** What a mesh member may ask of a node's API: a table of methods and paths, path tricks included. */
 import { describe, expect, test } from "bun:test";
 import { MAX_MEMBER_PATH, MEMBER_INFERENCE_PATHS, memberMayRequest } from "../../mesh/member-routes.ts";
-import { INFERENCE_PATHS } from "../../router/openai.ts";
+import { INFERENCE_PATHS } from "../../router/dialects/openai.ts";
 
 describe("memberMayRequest", () => {
   const allowed: [string, string][] = [

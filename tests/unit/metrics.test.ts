@@ -5,9 +5,9 @@ import { NodeMetrics, type MetricSources } from "../../metrics/node-metrics.ts";
 import type { EvictionCause } from "../../pool/pool.ts";
 import type { QueueObserver } from "../../pool/slot-queue.ts";
 import { modelNotFound } from "../../pool/errors.ts";
-import { respondToError } from "../../router/errors.ts";
-import { requestMetrics } from "../../router/metrics.ts";
-import type { RequestStats } from "../../router/request-stats.ts";
+import { respondToError } from "../../router/http/errors.ts";
+import { requestMetrics } from "../../router/http/request-metrics.ts";
+import type { RequestStats } from "../../metrics/request-stats.ts";
 import type { PeerTunnelCounters } from "../../tunnel/tunnels.ts";
 import { bucketBounds, labelSets, observationsOf, parseScrape, valueOf } from "../../harness/prometheus.ts";
 

@@ -1,7 +1,9 @@
 /** Ollama ↔ OpenAI translation, as tables: names, options, request bodies, answers, NDJSON framing, keep_alive. */
 import { describe, expect, test } from "bun:test";
-import { isOllamaPath, keepAliveIdleMs, keepAliveMs, MAX_EVENT_CHARS, mapChat, mapEmbed, mapFormat, mapGenerate, mapOptions, modelName, ollamaError, StreamTranslator, taggedName, wholeAnswer } from "../../router/ollama-mapping.ts";
-import { capabilitiesOf, detailsOf, digestOf } from "../../router/ollama-models.ts";
+import { keepAliveMs, MAX_EVENT_CHARS, mapChat, mapEmbed, mapFormat, mapGenerate, mapOptions, modelName, ollamaError, StreamTranslator, taggedName, wholeAnswer } from "../../router/dialects/ollama-mapping.ts";
+import { isOllamaPath } from "../../router/http/route-table.ts";
+import { keepAliveIdleMs } from "../../router/serving/keep-alive.ts";
+import { capabilitiesOf, detailsOf, digestOf } from "../../router/dialects/ollama-models.ts";
 
 const NOW = new Date("2026-01-01T00:00:00Z");
 

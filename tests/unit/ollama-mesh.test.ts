@@ -7,12 +7,12 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { catalog, type CatalogModel, type NodeView } from "../../mesh/catalog.ts";
+import { catalog, type CatalogModel, type NodeView } from "../../placement/catalog.ts";
 import { ModelOnDiskSchema } from "../../mesh/messages.ts";
 import { parameterCountOf } from "../../models/gguf-info.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import { diskFields, nodeView, type ModelFields } from "../../node/model-fields.ts";
-import { detailsOf, meshPsEntries, parameterSize, remoteShowAnswer, remoteTagsEntry } from "../../router/ollama-models.ts";
+import { detailsOf, meshPsEntries, parameterSize, remoteShowAnswer, remoteTagsEntry } from "../../router/dialects/ollama-models.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "mesh-ollama-mesh-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

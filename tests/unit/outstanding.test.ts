@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { Outstanding, untilBodyEnds, wholeBody } from "../../router/outstanding.ts";
+import { Outstanding, untilBodyEnds, wholeBody } from "../../router/serving/outstanding.ts";
 
 test("counts per (model, server); an end counts once; pairs at zero are forgotten", () => {
   const o = new Outstanding();

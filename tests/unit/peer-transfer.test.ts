@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { SendSide, Stream } from "../../mesh/transport.ts";
-import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, readFrame } from "../../mesh/wire.ts";
+import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, readFrame } from "../../streams/wire.ts";
 import { ModelStore } from "../../models/model-store.ts";
 import { FileHasher } from "../../models/file-hasher.ts";
 import { NotTheContent, type TransferProgress } from "../../models/model-transfer.ts";

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { AFFINITY_MARGIN, announcedLoad, loadOf, pickServer, rankFor, type AnnouncedLoad, type ServerLoad } from "../../mesh/pick-server.ts";
+import { AFFINITY_MARGIN, announcedLoad, loadOf, pickServer, rankFor, type AnnouncedLoad, type ServerLoad } from "../../placement/pick-server.ts";
 
 const IDS = ["node-a", "node-b", "node-c"];
 const KEY = "u:alice";

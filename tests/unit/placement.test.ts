@@ -4,9 +4,9 @@
  * run it alone (every RPC hop saved). The catalog names the host that plan names.
  */
 import { describe, expect, test } from "bun:test";
-import { catalog, type ModelStatus, type NodeView } from "../../mesh/catalog.ts";
-import { splitPlan, type Candidate } from "../../mesh/election.ts";
-import { routeModel } from "../../mesh/route.ts";
+import { catalog, type ModelStatus, type NodeView } from "../../placement/catalog.ts";
+import { splitPlan, type Candidate } from "../../placement/election.ts";
+import { routeModel } from "../../placement/route.ts";
 import { retryAfterFailureMs } from "../../node/host-schedule.ts";
 
 const running = (nodeId: string, vramBytes: number, layout: string[]): Candidate => ({ nodeId, vramBytes, ready: true, hosting: true, layout });

@@ -12,7 +12,7 @@ import {
   ollamaPullStart,
   ollamaPullSuccess,
   sseEvent,
-} from "../../router/pull-events.ts";
+} from "../../router/dialects/pull-events.ts";
 
 const p = (file: string, bytes: number, over: Partial<PullProgress> = {}): PullProgress => ({
   file,

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { catalog, type NodeView } from "../../mesh/catalog.ts";
+import { catalog, type NodeView } from "../../placement/catalog.ts";
 import type { Log } from "../../log.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import { announcedDemandOf, copyGoes, ReplicaKeeper, type ReplicaKeeperOptions } from "../../node/replica-keeper.ts";

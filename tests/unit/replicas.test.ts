@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { catalog, type NodeModel, type NodeView } from "../../mesh/catalog.ts";
+import { catalog, type NodeModel, type NodeView } from "../../placement/catalog.ts";
 import { AnnouncementSchema } from "../../mesh/messages.ts";
-import { pressed, replicaRelease, replicasToAdd, type DemandSignal, type HeldReplica, type ReplicaView } from "../../mesh/replicas.ts";
+import { pressed, replicaRelease, replicasToAdd, type DemandSignal, type HeldReplica, type ReplicaView } from "../../placement/replicas.ts";
 import { demandList } from "../../node/replica-keeper.ts";
 import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
 

@@ -8,11 +8,11 @@ import { describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { zodTextFormat } from "openai/helpers/zod";
 import { z } from "zod";
-import type { Json, JsonObject } from "../../router/json.ts";
-import { responseOfChat, type ResponseIds } from "../../router/responses-answer.ts";
-import { responsesAnswer } from "../../router/responses-dialect.ts";
-import { chatRequestOf, type ResponsesEcho } from "../../router/responses-request.ts";
-import { MAX_ANSWER_CHARS, readChatSse, ResponsesEvents } from "../../router/responses-stream.ts";
+import type { Json, JsonObject } from "../../router/http/json.ts";
+import { responseOfChat, type ResponseIds } from "../../router/dialects/responses-answer.ts";
+import { responsesAnswer } from "../../router/dialects/responses-dialect.ts";
+import { chatRequestOf, type ResponsesEcho } from "../../router/dialects/responses-request.ts";
+import { MAX_ANSWER_CHARS, readChatSse, ResponsesEvents } from "../../router/dialects/responses-stream.ts";
 
 const MODEL = "tiny";
 

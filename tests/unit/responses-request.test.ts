@@ -1,7 +1,7 @@
 /** Responses API requests as the chat completions llama-server answers, and the ones refused, as tables. */
 import { describe, expect, test } from "bun:test";
-import type { JsonObject } from "../../router/json.ts";
-import { chatRequestOf } from "../../router/responses-request.ts";
+import type { JsonObject } from "../../router/http/json.ts";
+import { chatRequestOf } from "../../router/dialects/responses-request.ts";
 
 const M = "tiny";
 const chatOf = (body: JsonObject) => {

@@ -1,9 +1,9 @@
 /** Which methods each path answers (405 with Allow vs 404), the load error for a model of the mesh, and the bounded copy of a passing answer. */
 import { expect, test } from "bun:test";
-import { figuresOfKept, keepLast } from "../../router/passing-stats.ts";
-import { isManagementPath } from "../../router/no-route.ts";
-import { allowedMethods, asApiV1, INFERENCE_PATHS } from "../../router/route-table.ts";
-import { notOnThisNode } from "../../router/serving.ts";
+import { figuresOfKept, keepLast } from "../../router/serving/passing-stats.ts";
+import { isManagementPath } from "../../router/dialects/no-route.ts";
+import { allowedMethods, asApiV1, INFERENCE_PATHS } from "../../router/http/route-table.ts";
+import { notOnThisNode } from "../../router/serving/serving.ts";
 
 test.each<[string, readonly string[] | undefined]>([
   ["/v1/chat/completions", ["POST"]],

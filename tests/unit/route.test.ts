@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
-import type { CatalogModel } from "../../mesh/catalog.ts";
-import { hostAllowed, routeModel, withinHosts, type LocalView, type Route } from "../../mesh/route.ts";
+import type { CatalogModel } from "../../placement/catalog.ts";
+import { hostAllowed, routeModel, withinHosts, type LocalView, type Route } from "../../placement/route.ts";
 
 const entry = (over: Partial<CatalogModel>): CatalogModel => ({
   name: "m",

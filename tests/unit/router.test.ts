@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { modelOfBody } from "../../router/openai.ts";
-import { figuresOf, figuresOfSse, toStats } from "../../router/request-stats.ts";
-import { sseEndedCleanly } from "../../router/sse-events.ts";
+import { modelOfBody } from "../../router/dialects/openai.ts";
+import { figuresOf, figuresOfSse, toStats } from "../../metrics/request-stats.ts";
+import { sseEndedCleanly } from "../../router/http/sse-events.ts";
 
 describe("modelOfBody", () => {
   test.each([

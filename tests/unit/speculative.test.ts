@@ -11,7 +11,7 @@ import { PoolError } from "../../pool/errors.ts";
 import { draftArgs, launchArgv, resolveDraft, type DraftPlacement } from "../../pool/load-launch.ts";
 import { parseRequestArgs } from "../../pool/request-args.ts";
 import { checkUserArgs, loadArgs } from "../../pool/server-args.ts";
-import { toStats } from "../../router/request-stats.ts";
+import { toStats } from "../../metrics/request-stats.ts";
 import { parseScrape, valueOf } from "../../harness/prometheus.ts";
 
 const model = (name: string, over: Partial<ModelInfo> = {}): ModelInfo =>

@@ -1,8 +1,8 @@
 /** The end-of-stream check: SSE read event by event, in any split, with a final event of any size; and through the proxy. */
 import { afterAll, describe, expect, test } from "bun:test";
 import type { Lease } from "../../pool/pool.ts";
-import { proxyToServer } from "../../router/proxy.ts";
-import { emptySse, isFinalEvent, readSse, SSE_HEAD_CHARS, sseEndedCleanly } from "../../router/sse-events.ts";
+import { proxyToServer } from "../../router/serving/proxy.ts";
+import { emptySse, isFinalEvent, readSse, SSE_HEAD_CHARS, sseEndedCleanly } from "../../router/http/sse-events.ts";
 
 const BIG = "x".repeat(8 * 1024);
 const bigCompleted = `event: response.completed\ndata: {"type":"response.completed","response":{"output":[{"text":"${BIG}"}]}}\n\n`;

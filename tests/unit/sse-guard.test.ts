@@ -3,9 +3,9 @@
  * the endings each SDK reads, and the guard over streams that finish, stop short, or fail.
  */
 import { describe, expect, test } from "bun:test";
-import { guardSse } from "../../router/sse-guard.ts";
-import { brokenStreamEnding, endOfLastEvent } from "../../router/stream-endings.ts";
-import { readSse, emptySse } from "../../router/sse-events.ts";
+import { guardSse } from "../../router/http/sse-guard.ts";
+import { brokenStreamEnding, endOfLastEvent } from "../../router/http/stream-endings.ts";
+import { readSse, emptySse } from "../../router/http/sse-events.ts";
 
 const encoder = new TextEncoder();
 

@@ -1,7 +1,7 @@
 /** SSE keep-alives in the proxy: a comment after a quiet spell, only between events, never after the end. */
 import { afterAll, expect, test } from "bun:test";
 import type { Lease } from "../../pool/pool.ts";
-import { atEventBoundary, proxyToServer } from "../../router/proxy.ts";
+import { atEventBoundary, proxyToServer } from "../../router/serving/proxy.ts";
 
 const encoder = new TextEncoder();
 /** The stand-in llama-server's script for each path: each chunk after a pause (ms). */

@@ -4,7 +4,7 @@
  * its exact text, and the bound on an event still arriving.
  */
 import { describe, expect, test } from "bun:test";
-import { readEvent, splitSse, type WholeSseEvent } from "../../router/sse-split.ts";
+import { readEvent, splitSse, type WholeSseEvent } from "../../router/http/sse-split.ts";
 
 /** `pieces` fed one after another, each call given what the previous one held. */
 function splitAll(pieces: string[], maxHeld = Number.POSITIVE_INFINITY): { events: WholeSseEvent[]; held: string | undefined } {

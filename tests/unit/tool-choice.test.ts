@@ -1,7 +1,7 @@
 /** Requests that force a tool call, in each dialect, refused for a chat template that cannot call tools; the caps read from /props. */
 import { describe, expect, test } from "bun:test";
 import { templateCapsFromProps } from "../../pool/template-caps.ts";
-import { forcedToolChoice, toolChoiceRefusal } from "../../router/tool-choice.ts";
+import { forcedToolChoice, toolChoiceRefusal } from "../../router/serving/tool-choice.ts";
 
 describe("forcedToolChoice", () => {
   test.each<[string, unknown, string | undefined]>([

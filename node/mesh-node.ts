@@ -1,0 +1,210 @@
+/**
+ * This node's place in the mesh: identity and mesh secret from the state dir, the iroh endpoint,
+ * authenticated membership, the join token it keeps in the state dir, and announcements kept current.
+ */
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Config } from "../config/config.ts";
+import type { Log } from "../log.ts";
+import { AnnouncementSource, type AnnouncementContent } from "../mesh/announcement.ts";
+import { hasMeshSecret, loadOrCreateNodeKey, resolveMeshSecret } from "../mesh/identity.ts";
+import { decodeJoinToken, encodeJoinToken, type MemberAddr } from "../mesh/join-token.ts";
+import { readJoinToken, writeJoinToken } from "../mesh/join-token-file.ts";
+import { Membership } from "../mesh/membership.ts";
+import { decideLine, MEMBERS_KEPT, readRememberedMesh, rememberMesh, toRemember } from "../mesh/mesh-line.ts";
+import { meshStatus, relayShown, type MeshStatus } from "../mesh/status.ts";
+import { LEGACY_LINE, nodeSigner, Transport, type QuicPathKind, type Signer, type TransportLine } from "../mesh/transport.ts";
+import type { Stream } from "../streams/stream.ts";
+import { given, settingName } from "../config/layers.ts";
+
+/** Heartbeat and silence limit: a killed peer is gone from every view within about 7 s. */
+export const HEARTBEAT_MS = 2_000;
+export const PEER_TIMEOUT_MS = 6_000;
+const QUIC_PORT_FILE = "quic-ports.json";
+/** Where a 0.35 mesh's operator reads how to move it. */
+const MOVE_DOCS = 'see "Moving a mesh to iroh 1.x" in the README';
+
+/**
+ * The socket addresses to bind (pure). `--quic-bind HOST:PORT` decides the family and host; an
+ * IPv4 loopback host pins IPv6 to loopback too, so nothing listens wider than asked. Port 0 means
+ * "the port this node had last time, else any": peers remember a node's addresses by its id, and
+ * an iroh endpoint that knew an old address takes about 20 s to trust a new one, so a node that
+ * restarts on its old ports is back in the mesh at once.
+ */
+export function bindAddresses(bind: Config["quicBind"], remembered: { v4?: number; v6?: number }): { ipv4Addr?: string; ipv6Addr?: string } {
+  const pick = (port: number | undefined, last: number | undefined) => (port ? port : (last ?? 0));
+  if (!bind) {
+    return {
+      ...(remembered.v4 ? { ipv4Addr: `0.0.0.0:${remembered.v4}` } : {}),
+      ...(remembered.v6 ? { ipv6Addr: `[::]:${remembered.v6}` } : {}),
+    };
+  }
+  if (bind.host.includes(":")) return { ipv6Addr: `[${bind.host}]:${pick(bind.port, remembered.v6)}` };
+  const v4 = { ipv4Addr: `${bind.host}:${pick(bind.port, remembered.v4)}` };
+  return bind.host === "127.0.0.1" ? { ...v4, ipv6Addr: `[::1]:${remembered.v6 ?? 0}` } : v4;
+}
+
+/** Our bound ports by family, from our addresses. */
+export function boundPorts(addresses: readonly string[]): { v4?: number; v6?: number } {
+  const port = (a: string | undefined) => (a ? Number(a.split(":").pop()) : undefined);
+  const v4 = port(addresses.find((a) => !a.startsWith("[")));
+  const v6 = port(addresses.find((a) => a.startsWith("[")));
+  return { ...(v4 ? { v4 } : {}), ...(v6 ? { v6 } : {}) };
+}
+
+function readPorts(file: string): { v4?: number; v6?: number } {
+  try {
+    const parsed = JSON.parse(readFileSync(file, "utf8")) as { v4?: unknown; v6?: unknown };
+    const ok = (p: unknown) => (typeof p === "number" && Number.isInteger(p) && p > 0 && p < 65536 ? p : undefined);
+    const v4 = ok(parsed.v4);
+    const v6 = ok(parsed.v6);
+    return { ...(v4 ? { v4 } : {}), ...(v6 ? { v6 } : {}) };
+  } catch {
+    return {};
+  }
+}
+
+/** The line the join token in the state dir names (a token that names none is 0.35's), or undefined when there is none to read. */
+function lineOfTokenFile(stateDir: string): TransportLine | undefined {
+  const text = readJoinToken(stateDir);
+  if (!text) return undefined;
+  try {
+    return decodeJoinToken(text).line ?? LEGACY_LINE;
+  } catch {
+    return undefined;
+  }
+}
+
+export interface MeshNode {
+  nodeId: string;
+  /** The mesh secret (proofs on the direct RPC path are made with it). */
+  secret: Uint8Array;
+  /** Signs with this node's key (the direct path's hello: the id it names is its own). */
+  sign: Signer;
+  /** The join token as it is now: made at once, made again when the endpoint's own address arrives. */
+  readonly token: string;
+  /** Where the token is kept (`mesh token` prints it), and whether this start wrote it first. */
+  tokenFile: { path: string; first: boolean };
+  /** Resolves once the endpoint accepts and dials (peers can use the token); rejects if it cannot start. */
+  ready: Promise<void>;
+  founded: boolean;
+  /** The iroh line the mesh runs, and whether this start moved it there from the other one. */
+  line: TransportLine;
+  moved: boolean;
+  membership: Membership;
+  status(): MeshStatus;
+  /** How the QUIC connection to a peer goes now (direct UDP, relay, both, none). */
+  quicPath(peerId: string): Promise<QuicPathKind>;
+  /** Sends our announcement now if it changed since the last one. */
+  announceIfChanged(): void;
+  /** Says goodbye to every peer and closes the endpoint. */
+  stop(): Promise<void>;
+}
+
+export interface MeshHooks {
+  /** What we announce, given our address. */
+  content: (nodeId: string, addresses: string[], relayUrl?: string) => AnnouncementContent;
+  /** A peer opened a data stream (RPC tunnel, HTTP). */
+  onStream: (peerId: string, kind: number, stream: Stream) => void;
+  /** Peers joined, left or announced something new. */
+  onPeersChange: () => void;
+}
+
+/**
+ * Starts this node's part of the mesh. Resolves in milliseconds, with the node id, the join token and
+ * the first announcement made from the ports chosen; the endpoint comes up behind it (`ready`), and
+ * the token and announcement are made again should its own address differ.
+ */
+export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Promise<MeshNode> {
+  const remembered = readRememberedMesh(config.stateDir);
+  const lineChoice = decideLine({
+    asked: given(config, "transport") ? config.transport : undefined,
+    askedFrom: settingName(config, "transport"),
+    askedRelay: given(config, "relay") ? config.relay : undefined,
+    token: config.join,
+    remembered,
+    member: hasMeshSecret(config.stateDir),
+    ...(remembered ? {} : { legacyLine: lineOfTokenFile(config.stateDir) }),
+  });
+  const { line, relay } = lineChoice;
+  const secretKey = loadOrCreateNodeKey(config.stateDir);
+  if (lineChoice.relaysFrom) log.info(`using the mesh's own relays, from the ${lineChoice.relaysFrom === "token" ? "join token" : "state dir"}`, { relays: (relay as string[]).join(",") });
+  if (lineChoice.movedFrom) log.warn(`this node's mesh moves from ${lineChoice.movedFrom} to ${line}: its members join again with the new join token (${MOVE_DOCS})`);
+  // Said once a start: a mesh that needs a relay stops forming when they go.
+  if (line === "iroh035") log.warn(`this mesh runs on iroh 0.35, whose public relays are being retired (kept for six months from iroh 1.0, 2026-06-15): move it to iroh1 (${MOVE_DOCS})`);
+  const { secret, founded } = resolveMeshSecret(config.stateDir, config.join?.secret);
+  rememberMesh(config.stateDir, toRemember(lineChoice));
+  let membership: Membership | undefined;
+  const early: Parameters<Membership["accept"]>[0][] = [];
+  const portFile = join(config.stateDir, QUIC_PORT_FILE);
+  let up = false;
+  const transport = await Transport.start({
+    secretKey,
+    ...bindAddresses(config.quicBind, readPorts(portFile)),
+    relay,
+    line,
+    onConnection: (conn) => (membership ? void membership.accept(conn) : void early.push(conn)),
+    onAddress: (addr) => {
+      log.info("the endpoint's address differs from the one worked out at start; the join token is made again", { addresses: addr.addresses.join(",") });
+      keep(addr);
+      if (source.current().changed) membership?.announce();
+    },
+  });
+  let token = "";
+  const keep = (addr: MemberAddr) => {
+    writeFileSync(portFile, `${JSON.stringify(boundPorts(addr.addresses))}\n`);
+    token = encodeJoinToken({ addr, secret, line, ...(Array.isArray(relay) ? { relays: relay } : {}) });
+    return writeJoinToken(config.stateDir, token);
+  };
+  const tokenFile = keep(transport.addr());
+  const source = new AnnouncementSource(() => {
+    const addr = transport.addr();
+    return { ...hooks.content(addr.nodeId, addr.addresses, addr.relayUrl), transport: line };
+  });
+  membership = new Membership({
+    transport,
+    secret,
+    announcement: () => source.current().announcement,
+    log,
+    heartbeatMs: HEARTBEAT_MS,
+    peerTimeoutMs: PEER_TIMEOUT_MS,
+    onStream: hooks.onStream,
+    onChange: hooks.onPeersChange,
+  });
+  const m = membership;
+  for (const conn of early.splice(0)) void m.accept(conn);
+  const ready = transport.ready.then(() => void (up = true));
+  ready.catch(() => undefined);
+  // Dials wait for the endpoint anyway; one that cannot start has no mesh to join.
+  const via = [...(lineChoice.via ? [lineChoice.via] : []), ...(lineChoice.members ?? [])];
+  if (via.length) void ready.then(() => m.join(...via), () => undefined);
+  return {
+    nodeId: transport.nodeId,
+    secret,
+    sign: nodeSigner(secretKey),
+    get token() {
+      return token;
+    },
+    tokenFile,
+    ready,
+    founded,
+    line,
+    moved: lineChoice.movedFrom !== undefined,
+    membership: m,
+    status: () => ({ ...meshStatus(m), state: up ? "running" : "starting", line, relay: relayShown(relay, transport.addr().relayUrl) }),
+    quicPath: (peerId) => transport.pathTo(peerId),
+    announceIfChanged: () => {
+      if (source.current().changed) m.announce();
+    },
+    stop: async () => {
+      // A founder has no token to find its mesh with after a restart, and the members it leaves forget it while they have each other.
+      try {
+        rememberMesh(config.stateDir, toRemember(lineChoice, m.knownMembers(MEMBERS_KEPT)));
+      } catch (err) {
+        log.warn("could not keep the members in the state dir", { error: (err as Error).message });
+      }
+      await m.leave();
+      await transport.close();
+    },
+  };
+}

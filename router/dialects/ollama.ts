@@ -1,0 +1,259 @@
+/**
+ * Ollama's API (`/api/version`, `/api/tags`, `/api/ps`, `/api/show`, `/api/chat`, `/api/generate`,
+ * `/api/embed`, `/api/embeddings`; `/api/pull` and `/api/delete` in `ollama-pull.ts`) as a thin
+ * adapter over the `/v1` routes: each inference request is translated (`ollama-mapping.ts`) into
+ * the OpenAI request it means and served by the same code as `/v1` (model lookup, loading,
+ * routing to the peer that hosts the model, proxying), and the answer is translated back: SSE to
+ * NDJSON, JSON to Ollama's JSON. Members of the mesh forward only `/v1` routes, so a request
+ * crosses the mesh in OpenAI's words, its `keep_alive` beside it for the node that answers
+ * (`keep-alive.ts`). `/api/ps` lists the models loaded anywhere in the mesh, and `/api/show` and
+ * `/api/tags` describe another node's model as its catalog entry does (what its holders announce).
+ * Errors are Ollama's `{"error": "..."}` with the status `/v1` gave.
+ */
+import { Hono, type Context, type MiddlewareHandler } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { statSync } from "node:fs";
+import type { CatalogModel } from "../../placement/catalog.ts";
+import type { ModelInfo } from "../../models/model-store.ts";
+import { PoolError } from "../../pool/errors.ts";
+import { linkModelAs, ModelCopyError } from "../../models/model-copy.ts";
+import { inProcessV1, type InProcessV1 } from "../http/in-process.ts";
+import { applyKeepAlive, type KeepAliveBinding } from "../serving/keep-alive.ts";
+import { keepAliveMs, mapChat, mapEmbed, mapGenerate, modelName, ollamaError, StreamTranslator, wholeAnswer, type AnswerKind, type JsonObject, type Mapped } from "./ollama-mapping.ts";
+import { meshPsEntries, psEntry, remoteShowAnswer, remoteTagsEntry, showAnswer, tagsEntry } from "./ollama-models.ts";
+import { ollamaModelFileRoutes } from "./ollama-pull.ts";
+import { KEEP_ALIVE_MS } from "../serving/proxy.ts";
+import { findModel, type Serving } from "../serving/serving.ts";
+import { jsonWithin, MAX_ERROR_BODY_BYTES, MAX_REWRITTEN_ANSWER_BYTES, textWithin } from "../http/bounded-body.ts";
+
+/**
+ * Serves one OpenAI request (`path` under `/v1`) the way `/v1` does, for the Ollama route `route`,
+ * with the request's `keep_alive` in ms (undefined: none given), which the node that answers applies.
+ */
+export type OpenAiCall = (route: string, path: string, body: JsonObject, signal: AbortSignal, keepAliveMs: number | undefined) => Promise<Response>;
+
+/**
+ * Calls the `/v1` routes in-process, as a request of their own: the same lookup, routing and
+ * proxying, and errors in their OpenAI shape with the status they carry. Each is counted once in
+ * the request metrics, under the Ollama route it serves (`countAs`), with the model it names.
+ */
+export function openAiCall(v1: Hono, countAs: (route: string) => MiddlewareHandler): OpenAiCall {
+  // One per Ollama route (a handful): the middleware knows its label.
+  const byRoute = new Map<string, InProcessV1>();
+  return (route, path, body, signal, keepAliveMs) => {
+    let inner = byRoute.get(route);
+    if (!inner) byRoute.set(route, (inner = inProcessV1(v1, countAs(route))));
+    // In the bindings, where no client can put one: `/v1` applies it here or carries it to the peer that answers.
+    const env: KeepAliveBinding = { ollamaKeepAlive: { ms: keepAliveMs } };
+    return inner(new Request(`http://mesh.local/v1${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal }), env);
+  };
+}
+
+/** Routes of Ollama's that make or publish models, which this node does not do: a clear error each. */
+const OLLAMA_ERRORS = {
+  create: "creating models is not supported; put GGUF files in --models-dir, or pull one (mesh pull, POST /api/pull)",
+  push: "pushing models is not supported",
+} as const;
+
+const ollamaFail = (c: Context, status: ContentfulStatusCode, error: string) => c.json({ error }, status);
+
+function mtimeOf(path: string): number {
+  try {
+    return statSync(path).mtimeMs;
+  } catch {
+    return 0;
+  }
+}
+
+async function jsonBody(c: Context): Promise<unknown> {
+  try {
+    return JSON.parse(await c.req.text()) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+async function errorOf(c: Context, res: Response): Promise<Response> {
+  const body = await jsonWithin(res, MAX_ERROR_BODY_BYTES).catch(() => undefined);
+  return ollamaFail(c, res.status as ContentfulStatusCode, ollamaError(body, `request failed with status ${res.status}`).error as string);
+}
+
+async function answer(c: Context, call: OpenAiCall, kind: AnswerKind, mapped: Mapped, keepAliveMs: number | undefined): Promise<Response> {
+  if (!mapped.ok) return ollamaFail(c, 400, mapped.error);
+  const started = performance.now();
+  // Its keep_alive is applied by the node that answers, once the answer is complete (`keep-alive.ts`).
+  const res = await call(c.req.path, mapped.path, mapped.body, c.req.raw.signal, keepAliveMs);
+  if (!res.ok) return errorOf(c, res);
+  const isSse = (res.headers.get("content-type") ?? "").includes("text/event-stream");
+  if (!mapped.stream || !isSse || !res.body) {
+    const whole = wholeAnswer(kind, mapped.model, JSON.parse(await textWithin(res, MAX_REWRITTEN_ANSWER_BYTES)) as unknown, performance.now() - started, new Date());
+    if (!mapped.stream) return c.json(whole);
+    return new Response(`${JSON.stringify(whole)}\n`, { headers: { "content-type": "application/x-ndjson" } });
+  }
+  const translator = new StreamTranslator(kind, mapped.model);
+  const decoder = new TextDecoder();
+  const encoder = new TextEncoder();
+  const reader = res.body.getReader();
+  const stream = new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        // Until there is a line to give: a pull that enqueues nothing is not called again.
+        for (;;) {
+          const { done, value } = await reader.read().catch(() => ({ done: true as const, value: undefined }));
+          if (done) {
+            controller.enqueue(encoder.encode(translator.close(new Date(), performance.now() - started)));
+            controller.close();
+            return;
+          }
+          const lines = translator.push(decoder.decode(value, { stream: true }), new Date());
+          if (lines.length) return controller.enqueue(encoder.encode(lines.join("")));
+        }
+      },
+      cancel() {
+        void reader.cancel().catch(() => undefined);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+  return new Response(stream, { headers: { "content-type": "application/x-ndjson" } });
+}
+
+/** The model a show/tags request names: on this node, or only elsewhere in the mesh. */
+async function describe(serving: Serving, name: string): Promise<{ local: ModelInfo } | { remote: CatalogModel } | undefined> {
+  const local = await serving.store.find(name);
+  if (local) return { local };
+  const remote = serving.routing?.catalog().find((m) => m.name === name);
+  return remote ? { remote } : undefined;
+}
+
+export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = KEEP_ALIVE_MS): Hono {
+  const api = new Hono();
+
+  // Ours is the mesh's version, which Ollama clients only display.
+  api.get("/version", (c) => c.json({ version: serving.version }));
+
+  api.get("/tags", async (c) => {
+    const models = await serving.store.refresh();
+    const local = new Set(models.map((m) => m.name));
+    const remote = (serving.routing?.catalog() ?? []).filter((m) => !local.has(m.name)).map(remoteTagsEntry);
+    return c.json({ models: [...models.map((m) => tagsEntry(m, mtimeOf(m.path))), ...remote] });
+  });
+
+  // The mesh's loaded models: this node's own, then those other nodes serve (`meshPsEntries`).
+  api.get("/ps", async (c) => {
+    const models = [];
+    const here = new Set<string>();
+    const self = serving.routing?.nodeId();
+    for (const s of serving.pool.loaded()) {
+      const m = await serving.store.find(s.model);
+      if (!m || s.state !== "ready") continue;
+      models.push(psEntry(m, mtimeOf(m.path), s.lastUse, serving.pool.idleUnloadMsOf(s.model), self));
+      here.add(s.model);
+    }
+    return c.json({ models: [...models, ...meshPsEntries(serving.routing?.catalog() ?? [], here, self)] });
+  });
+
+  api.post("/show", async (c) => {
+    const body = await jsonBody(c);
+    const raw = typeof body === "object" && body !== null ? ((body as { model?: unknown; name?: unknown }).model ?? (body as { name?: unknown }).name) : undefined;
+    if (typeof raw !== "string" || raw === "") return ollamaFail(c, 400, '"model" is required');
+    const name = modelName(raw);
+    const found = await describe(serving, name);
+    if (!found) return ollamaFail(c, 404, `model '${raw}' not found`);
+    if ("remote" in found) return c.json(remoteShowAnswer(found.remote));
+    return c.json(showAnswer(found.local, mtimeOf(found.local.path)));
+  });
+
+  // A second name for a model on this node's disk: its files hard-linked under the new name.
+  api.post("/copy", async (c) => {
+    const body = await jsonBody(c);
+    const { source, destination } = (typeof body === "object" && body !== null ? body : {}) as { source?: unknown; destination?: unknown };
+    if (typeof source !== "string" || source === "" || typeof destination !== "string" || destination === "") return ollamaFail(c, 400, '"source" and "destination" are required');
+    const from = await serving.store.find(modelName(source));
+    if (!from) return ollamaFail(c, 404, `model '${source}' not found on this node`);
+    // A name the node or the mesh already knows would be shadowed by the new file, not replaced.
+    const dest = modelName(destination);
+    if ((await serving.store.find(dest)) || serving.routing?.catalog().some((m) => m.name === dest)) {
+      return ollamaFail(c, 409, `a model named '${destination}' already exists in the mesh; choose another name`);
+    }
+    try {
+      linkModelAs(from, dest, serving.store.modelsDir);
+    } catch (err) {
+      if (err instanceof ModelCopyError) return ollamaFail(c, err.status, err.message);
+      throw err;
+    }
+    await serving.store.refresh();
+    return c.body(null, 200);
+  });
+
+  api.post("/chat", async (c) => {
+    const body = await jsonBody(c);
+    return answer(c, call, "chat", mapChat(body), keepAliveMsOf(body));
+  });
+
+  api.post("/generate", async (c) => {
+    const body = await jsonBody(c);
+    const mapped = mapGenerate(body);
+    // Ollama loads a model for a generate request with no prompt or an empty one (and unloads it with keep_alive 0: `ollama stop`).
+    const prompt = typeof body === "object" && body !== null ? (body as { prompt?: unknown }).prompt : undefined;
+    if (mapped.ok && (prompt === undefined || prompt === "")) return preload(c, serving, call, mapped.model, keepAliveMsOf(body));
+    return answer(c, call, "generate", mapped, keepAliveMsOf(body));
+  });
+
+  for (const [route, legacy] of [["/embed", false], ["/embeddings", true]] as const) {
+    api.post(route, async (c) => {
+      const body = await jsonBody(c);
+      const mapped = mapEmbed(body, legacy);
+      if (!mapped.ok) return ollamaFail(c, 400, mapped.error);
+      const started = performance.now();
+      const res = await call(c.req.path, mapped.path, mapped.body, c.req.raw.signal, keepAliveMsOf(body));
+      if (!res.ok) return errorOf(c, res);
+      const data = (JSON.parse(await textWithin(res, MAX_REWRITTEN_ANSWER_BYTES)) as { data?: { embedding: number[] }[]; usage?: { prompt_tokens?: number } } | null) ?? {};
+      const vectors = (data.data ?? []).map((d) => d.embedding);
+      if (legacy) return c.json({ embedding: vectors[0] ?? [] });
+      const ns = Math.round((performance.now() - started) * 1e6);
+      return c.json({ model: mapped.model, embeddings: vectors, total_duration: ns, load_duration: 0, prompt_eval_count: data.usage?.prompt_tokens ?? 0 });
+    });
+  }
+
+  ollamaModelFileRoutes(api, serving, keepAliveMs);
+  for (const [route, message] of Object.entries(OLLAMA_ERRORS)) {
+    // Ollama answers 501-like failures with its error shape.
+    api.on(["POST", "DELETE"], `/${route}`, (c) => ollamaFail(c, 501, message));
+  }
+  // Ollama's shape for what the pool throws (unknown model: 404), with the status it carries.
+  api.onError((err, c) => (err instanceof PoolError ? ollamaFail(c, err.status, err.message) : ollamaFail(c, 500, err.message)));
+  return api;
+}
+
+/** The request's `keep_alive` in ms; undefined when it gave none (or none readable). */
+function keepAliveMsOf(body: unknown): number | undefined {
+  return keepAliveMs(typeof body === "object" && body !== null ? (body as { keep_alive?: unknown }).keep_alive : undefined);
+}
+
+/** Whether another node's server answers for `model` now (and this node's does not). */
+const servedElsewhere = (serving: Serving, model: string): boolean =>
+  serving.routing?.catalog().some((m) => m.name === model && m.servers.some((id) => id !== serving.routing?.nodeId())) === true;
+
+/** `/api/generate` without a prompt: load (or, with keep_alive 0, unload) the model and say done. */
+async function preload(c: Context, serving: Serving, call: OpenAiCall, model: string, keepAliveMs: number | undefined): Promise<Response> {
+  const done = { model, created_at: new Date().toISOString(), response: "", done: true, done_reason: keepAliveMs === 0 ? "unload" : "load" };
+  if (keepAliveMs === 0) {
+    const server = serving.pool.server(model);
+    // The operator's pin outranks a client's keep_alive.
+    if (server && !server.pinned) await serving.pool.unload(model).catch(() => undefined);
+    // Served by another node: the cheapest request that reaches its server (a token count, which
+    // takes no slot) carries the keep_alive there, where it is applied as for any request.
+    else if (!server && servedElsewhere(serving, model)) {
+      const res = await call(c.req.path, "/messages/count_tokens", { model, messages: [{ role: "user", content: "" }] }, c.req.raw.signal, 0);
+      await res.body?.cancel().catch(() => undefined);
+      if (!res.ok) return ollamaFail(c, res.status as ContentfulStatusCode, `could not reach the node serving "${model}" to unload it (${res.status})`);
+    }
+    return c.json(done);
+  }
+  // Another node's model is loaded by its host; here there is nothing to do.
+  if (serving.routing?.catalog().some((m) => m.name === model) && !(await serving.store.find(model))) return c.json(done);
+  await serving.pool.load(await findModel(serving, model));
+  applyKeepAlive(serving.pool, model, keepAliveMs);
+  return c.json(done);
+}

@@ -1,0 +1,174 @@
+/**
+ * Forwards one OpenAI request to the llama-server that serves its model and passes the answer back:
+ * JSON whole, SSE unbuffered event by event. The request holds its server (no eviction) until the
+ * answer is complete or the client goes away; a client that disconnects aborts the upstream
+ * request; a server that dies mid-answer ends the stream with an error event instead of a hang.
+ * A stream quiet for 15 s (a long prompt being read) gets an SSE comment, which clients skip, so
+ * nothing between here and the client (a mesh stream's read deadline, a proxy, the connection's
+ * idle timeout should it apply) takes a thinking model for a dead one.
+ */
+import type { Lease } from "../../pool/pool.ts";
+import { serverGone } from "../../pool/errors.ts";
+import { figuresOf, figuresOfSse, toStats, type RequestStats } from "../../metrics/request-stats.ts";
+import { guardSse } from "../http/sse-guard.ts";
+import { keepLast, SSE_TAIL_BYTES } from "./passing-stats.ts";
+import { wholeBody } from "./outstanding.ts";
+
+/** Silence after which a stream gets a keep-alive comment: well under --idle-timeout's default and a peer's read deadline. */
+export const KEEP_ALIVE_MS = 15_000;
+const encoder = new TextEncoder();
+const KEEP_ALIVE = encoder.encode(": keep-alive\n\n");
+const decoder = new TextDecoder();
+
+export interface ProxyInput {
+  lease: Lease;
+  model: string;
+  path: string;
+  body: ArrayBuffer;
+  clientSignal: AbortSignal;
+  /** Added to the response (which node answered). */
+  extraHeaders?: Record<string, string>;
+  /**
+   * Receives the request's figures once the answer is complete, worked out only if someone asks (off
+   * the hot path); for a stream, also when its first bytes came (performance.now()).
+   */
+  onStats: (stats: () => RequestStats, stream: { firstByteAt: number | undefined } | undefined) => void;
+  /** Silence before a keep-alive comment (KEEP_ALIVE_MS; tests shorten it). */
+  keepAliveMs?: number;
+}
+
+/** Response headers that describe the upstream connection, not the content. */
+const HOP_BY_HOP = new Set(["connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "date", "server"]);
+
+function passHeaders(from: Headers): Headers {
+  const out = new Headers();
+  from.forEach((value, key) => {
+    if (!HOP_BY_HOP.has(key)) out.set(key, value);
+  });
+  return out;
+}
+
+export async function proxyToServer(input: ProxyInput): Promise<Response> {
+  const { lease, model, path } = input;
+  const started = performance.now();
+  const upstreamAbort = new AbortController();
+  const signal = AbortSignal.any([input.clientSignal, lease.server.gone, upstreamAbort.signal]);
+  const send = (keepalive: boolean) => fetch(`${lease.server.url}${path}`, { method: "POST", headers: { ...lease.server.headers, "content-type": "application/json" }, body: input.body, signal, keepalive });
+  let upstream: Response;
+  try {
+    // llama-server (cpp-httplib) closes kept-alive connections on its own schedule, and a request
+    // sent on one it has just closed is reset unread (~1% under load, found by bench/soak.ts): once
+    // more on a fresh connection. A server that really died refuses that one too.
+    upstream = await send(true).catch((err: unknown) => {
+      if ((err as { code?: string }).code !== "ECONNRESET" || signal.aborted) throw err;
+      return send(false);
+    });
+  } catch (err) {
+    lease.release();
+    if (input.clientSignal.aborted) throw err;
+    // Refused or reset before the exit is noticed is the same failure: the server is gone.
+    throw serverGone(`the server for model "${model}" failed while handling the request (${(err as Error).message}); retry to reload it`);
+  }
+
+  const headers = passHeaders(upstream.headers);
+  for (const [k, v] of Object.entries(input.extraHeaders ?? {})) headers.set(k, v);
+  const isSse = (upstream.headers.get("content-type") ?? "").includes("text/event-stream");
+  if (!isSse || !upstream.body) {
+    let buf: ArrayBuffer;
+    try {
+      buf = await upstream.arrayBuffer();
+    } catch (err) {
+      if (input.clientSignal.aborted) throw err;
+      throw serverGone(`the server for model "${model}" failed while answering (${(err as Error).message}); retry to reload it`);
+    } finally {
+      lease.release();
+    }
+    const totalMs = performance.now() - started;
+    if (upstream.status === 200) input.onStats(() => toStats(model, path, figuresOf(parseJson(buf)), { firstByteMs: undefined, totalMs }), undefined);
+    return wholeBody(new Response(buf, { status: upstream.status, headers }));
+  }
+
+  const reader = upstream.body.getReader();
+  let tail = new Uint8Array(0);
+  let firstByteMs: number | undefined;
+  let finished = false;
+  let lastSentAt = performance.now();
+  let keepAlive: Timer | undefined;
+  const finish = () => {
+    if (finished) return;
+    finished = true;
+    clearInterval(keepAlive);
+    lease.release();
+    const totalMs = performance.now() - started;
+    const last = tail;
+    try {
+      input.onStats(() => toStats(model, path, figuresOfSse(decoder.decode(last)), { firstByteMs, totalMs }), {
+        firstByteAt: firstByteMs === undefined ? undefined : started + firstByteMs,
+      });
+    } catch {
+      // Figures are a by-product: failing to record them must not fail an answer already given.
+    }
+  };
+  const keepTail = (chunk: Uint8Array) => void (tail = keepLast(tail, chunk, SSE_TAIL_BYTES));
+  const keepAliveMs = input.keepAliveMs ?? KEEP_ALIVE_MS;
+  const stream = new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        keepAlive = setInterval(() => {
+          // Only between events: a comment inside a half-sent event would corrupt it.
+          if (finished || performance.now() - lastSentAt < keepAliveMs || !atEventBoundary(tail)) return;
+          controller.enqueue(KEEP_ALIVE);
+          lastSentAt = performance.now();
+        }, keepAliveMs / 3);
+        keepAlive.unref();
+      },
+      async pull(controller) {
+        // Only the upstream read can tell of a dead server: whatever `finish` does (the stats
+        // observer) stays out of this try, or its failure would add an error event after `[DONE]`.
+        let read: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          read = await reader.read();
+        } catch (err) {
+          // The guard ends the stream in its dialect's words (a client that left reads nothing more).
+          controller.error(err);
+          finish();
+          return;
+        }
+        const { done, value } = read;
+        if (done) {
+          // A server killed mid-answer closes the socket like a finished one: the guard tells them apart.
+          controller.close();
+          finish();
+          return;
+        }
+        firstByteMs ??= performance.now() - started;
+        keepTail(value);
+        controller.enqueue(value);
+        lastSentAt = performance.now();
+      },
+      cancel() {
+        upstreamAbort.abort();
+        void reader.cancel().catch(() => undefined);
+        finish();
+      },
+    },
+    { highWaterMark: 0 },
+  );
+  const gone = { message: `the server for model "${model}" exited mid-stream; retry to reload it`, code: "model_server_exited" };
+  return new Response(guardSse(stream, path, gone), { status: upstream.status, headers });
+}
+
+function parseJson(buf: ArrayBuffer): unknown {
+  try {
+    return JSON.parse(decoder.decode(buf));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether the bytes so far end with a whole event (or there are none yet). */
+export function atEventBoundary(tail: Uint8Array): boolean {
+  if (tail.length === 0) return true;
+  const end = decoder.decode(tail.subarray(Math.max(0, tail.length - 4)));
+  return end.endsWith("\n\n") || end.endsWith("\r\n\r\n");
+}

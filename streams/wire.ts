@@ -1,0 +1,69 @@
+/**
+ * How bytes on a mesh stream are laid out. The first byte of every bi-stream says what it carries;
+ * control messages are a u32 big-endian length and that many bytes of UTF-8 JSON, capped so a
+ * peer cannot make us buffer without bound.
+ */
+import type { RecvSide, SendSide } from "./stream.ts";
+
+export const StreamKind = { CONTROL: 1, RPC: 2, HTTP: 3, MODEL: 4 } as const;
+export type StreamKind = (typeof StreamKind)[keyof typeof StreamKind];
+
+export const MAX_CONTROL_MESSAGE = 256 * 1024;
+
+export class WireError extends Error {}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder("utf-8", { fatal: true });
+
+export function encodeFrame(message: unknown): Uint8Array {
+  const body = encoder.encode(JSON.stringify(message));
+  if (body.length > MAX_CONTROL_MESSAGE) throw new WireError(`control message of ${body.length} bytes is over the ${MAX_CONTROL_MESSAGE} byte cap`);
+  const frame = new Uint8Array(4 + body.length);
+  new DataView(frame.buffer).setUint32(0, body.length);
+  frame.set(body, 4);
+  return frame;
+}
+
+/** Parses one frame's payload; a frame that is not JSON is the peer's fault. */
+export function decodePayload(payload: Uint8Array): unknown {
+  let text: string;
+  try {
+    text = decoder.decode(payload);
+  } catch {
+    throw new WireError("control message is not UTF-8");
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new WireError("control message is not JSON");
+  }
+}
+
+/**
+ * Fills `buf` from `from` on. A stream that finishes first sent half a message, which is the
+ * peer's fault (a WireError); a reset or a lost connection still fails as the transport's error.
+ */
+async function readFull(recv: RecvSide, buf: Uint8Array, from: number, what: string): Promise<void> {
+  for (let at = from; at < buf.length; ) {
+    const n = await recv.read(buf.subarray(at));
+    if (n === null) throw new WireError(`the stream ended inside a control message's ${what} (${at} of ${buf.length} bytes)`);
+    at += n;
+  }
+}
+
+/** Reads the next frame's JSON, or null when the stream ended cleanly between frames. */
+export async function readFrame(recv: RecvSide): Promise<unknown | null> {
+  const header = new Uint8Array(4);
+  const first = await recv.read(header);
+  if (first === null) return null;
+  await readFull(recv, header, first, "length");
+  const length = new DataView(header.buffer).getUint32(0);
+  if (length > MAX_CONTROL_MESSAGE) throw new WireError(`control message length ${length} is over the ${MAX_CONTROL_MESSAGE} byte cap`);
+  const payload = new Uint8Array(length);
+  await readFull(recv, payload, 0, "body");
+  return decodePayload(payload);
+}
+
+export async function writeFrame(send: SendSide, message: unknown): Promise<void> {
+  await send.writeAll(encodeFrame(message));
+}
