@@ -133,3 +133,11 @@ test("the finder finds an import up a floor", () => {
 });
 
 test("no import points up a floor", () => expect(upwardImports(graph)).toEqual([]));
+
+test("the README's architecture table draws these floors, in this order", () => {
+  const readme = readFileSync(join(REPO, "README.md"), "utf8");
+  const section = readme.slice(readme.indexOf("## Architecture"), readme.indexOf("## Development"));
+  const drawn = [...section.matchAll(/^\| `([a-z.]+)\/?` \|/gm)].map((m) => m[1]!.replace(/\.ts$/, "")).reverse();
+  const product = FLOORS.slice(FLOORS.indexOf("streams"), FLOORS.indexOf("main") + 1).filter((f) => !f.startsWith("router/"));
+  expect(drawn).toEqual(product);
+});
