@@ -26,7 +26,7 @@ import { describeTransport } from "./mesh/transport.ts";
 import { createNode, NodeSetupError, type NodeParts } from "./node/node.ts";
 import { LocalProofKey } from "./node/local-proof.ts";
 import { createApp, viaListener } from "./router/app.ts";
-import type { Serving } from "./router/serving/serving.ts";
+import { ServingCore } from "./router/serving/serving.ts";
 import { crashed, frontDoor, keepAliveMsFor } from "./router/front-door.ts";
 import { readConfigFile } from "./config/config-file.ts";
 import { envName, settingsReport } from "./config/layers.ts";
@@ -64,11 +64,10 @@ async function startNode(config: Config): Promise<void> {
     if (err instanceof NodeSetupError) throw new CommandError(err.message);
     throw err;
   }
-  const serving: Serving = {
+  const serving = new ServingCore({
     store: node.store,
     pool: node.pool,
     version: pkg.version,
-    lastStats: undefined,
     mesh: {
       status: () => ({
         ...node.meshStatus(),
@@ -82,7 +81,7 @@ async function startNode(config: Config): Promise<void> {
     affinity: config.affinity === "on",
     admin: node.admin,
     memory: () => node.models.views().map((v) => v.vramBytes),
-  };
+  });
   // Made once the API listens: a start that fails to bind must not replace a running node's key.
   let proofKey: LocalProofKey | undefined;
   let apiPort = config.port;
@@ -91,7 +90,7 @@ async function startNode(config: Config): Promise<void> {
     backends: availableBackends(devices),
     devices,
     apiKeys: config.apiKeys,
-    meshMetrics: { peers: () => node.mesh()?.membership.peers.size ?? 0, tunnels: () => node.tunnels.counters },
+    metrics: { pool: node.pool, peers: () => node.mesh()?.membership.peers.size ?? 0, tunnels: () => node.tunnels.counters },
     browser: { listen: config.listen, corsOrigins: config.corsOrigins },
     keepAliveMs: keepAliveMsFor(config.idleTimeoutS),
     console: consoleSource({ version: pkg.version, mesh: node.mesh, models: node.models, pool: node.pool, tunnels: node.tunnels, logs, log }),

@@ -33,8 +33,8 @@ export interface AppOptions {
   devices?: readonly LlamaDevice[];
   /** Keys `/v1` and `/api` require; none: open. */
   apiKeys: readonly string[];
-  /** What `/metrics` reads from the mesh when scraped (peers, tunnels); the pool comes from `serving`. */
-  meshMetrics?: Omit<MetricSources, "pool">;
+  /** What `/metrics` reads when scraped: the pool, and from the mesh its peers and tunnels. */
+  metrics: MetricSources;
   /** Which `Host`s and web origins requests from outside may come with (default: loopback, no origins). */
   browser?: BrowserPolicy;
   /** Silence after which an SSE answer gets a keep-alive comment (`keepAliveMsFor` the idle timeout). */
@@ -79,7 +79,7 @@ const readBody: MiddlewareHandler<AppEnv> = async (c, next) => {
 
 export function createApp(serving: Serving, opts: AppOptions): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  const metrics = new NodeMetrics({ pool: serving.pool, ...opts.meshMetrics });
+  const metrics = new NodeMetrics(opts.metrics);
   const { count, countAs, observer } = requestMetrics(metrics);
   // Outermost: every error on Anthropic's routes, whoever refused, reaches its SDK in its shape.
   app.use("*", anthropicErrors);
@@ -112,7 +112,7 @@ export function createApp(serving: Serving, opts: AppOptions): Hono<AppEnv> {
     app.use(path, limit);
     app.use(path, readBody);
   }
-  app.get("/api/status", (c) => c.json({ version: serving.version, ...serving.mesh.status() }));
+  app.get("/api/status", (c) => c.json({ version: serving.version, ...serving.status() }));
   // Ollama's own root answers this, and its tools probe for it where they look for Ollama (`--ollama-listen`).
   app.get("/", (c, next) => ((c.env as AppEnv["Bindings"] | undefined)?.listen !== undefined ? c.text("Ollama is running") : next()));
   const feed = opts.console ? new ConsoleFeed(opts.console, metrics) : undefined;

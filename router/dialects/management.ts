@@ -16,7 +16,7 @@ import { MAX_REQUEST_ARGS_CHARS, parseRequestArgs } from "../../pool/request-arg
 import { lemonadeBadRequest as badRequest, loadCtxSize, respondWithLemonadeError } from "./lemonade.ts";
 import { lemonadeModelFileRoutes } from "./lemonade-pull.ts";
 import { KEEP_ALIVE_MS } from "../serving/proxy.ts";
-import { findModel, type Serving } from "../serving/serving.ts";
+import type { Serving } from "../serving/serving.ts";
 import { hostFacts, systemInfo } from "./system-info.ts";
 
 const LoadRequest = z.object({
@@ -66,8 +66,8 @@ export function managementRoutes(serving: Serving, { backends, devices, keepAliv
   api.onError(respondWithLemonadeError);
 
   api.get("/health", (c) => {
-    const servers = serving.pool.loaded();
-    const last = serving.pool.lastLoaded ? serving.pool.server(serving.pool.lastLoaded) : undefined;
+    const servers = serving.servers();
+    const last = serving.lastLoaded();
     return c.json({
       status: "ok",
       version: serving.version,
@@ -87,15 +87,15 @@ export function managementRoutes(serving: Serving, { backends, devices, keepAliv
         backend_url: s.url,
         rpc_workers: s.rpcWorkers,
         pid: s.pid,
-        recipe_options: recipeOptions(serving.pool.loadOptionsOf(s), s.ctxSize),
+        recipe_options: recipeOptions(serving.loadOptionsOf(s), s.ctxSize),
       })),
       pinned_models: Object.fromEntries(MODEL_TYPES.map((t) => [t, servers.filter((s) => s.type === t && s.pinned).length])),
-      max_models: Object.fromEntries(MODEL_TYPES.map((t) => [t, serving.pool.limit])),
+      max_models: Object.fromEntries(MODEL_TYPES.map((t) => [t, serving.maxLoaded])),
     });
   });
 
   api.get("/stats", (c) => {
-    const s = serving.lastStats?.();
+    const s = serving.lastStats();
     if (!s) return c.json({ time_to_first_token: null, tokens_per_second: null, input_tokens: null, output_tokens: null });
     return c.json(s);
   });
@@ -116,14 +116,14 @@ export function managementRoutes(serving: Serving, { backends, devices, keepAliv
     if (req.llamacpp_backend && !backends.includes(req.llamacpp_backend)) {
       return badRequest(c, `llamacpp_backend "${req.llamacpp_backend}" is not available on this node; available: ${backends.join(", ")}`, "invalid_backend");
     }
-    const model = await findModel(serving, req.model_name);
+    const model = await serving.findModel(req.model_name);
     if (req.draft_model !== undefined) {
       // Answered here, not after the loads queued before this one: a draft is a model name this node lists.
-      if (!draftNameProblem(req.draft_model)) await serving.store.find(req.draft_model);
-      const draft = chooseDraft(model, req.draft_model, serving.store.list());
+      if (!draftNameProblem(req.draft_model)) await serving.localModel(req.draft_model);
+      const draft = chooseDraft(model, req.draft_model, serving.localModels());
       if (!draft.ok) return badRequest(c, draft.error, "invalid_draft_model");
     }
-    const server = await serving.pool.load(model, {
+    const server = await serving.load(model, {
       ctxSize: loadCtxSize(req.ctx_size),
       requestArgs: args.args,
       pinned: req.pinned,
@@ -140,7 +140,7 @@ export function managementRoutes(serving: Serving, { backends, devices, keepAliv
     if (!body.ok) return badRequest(c, body.error, "invalid_body");
     const parsed = UnloadRequest.safeParse(body.value);
     if (!parsed.success) return badRequest(c, `invalid unload request: ${z.prettifyError(parsed.error)}`, "invalid_body");
-    const unloaded = await serving.pool.unload(parsed.data.model_name);
+    const unloaded = await serving.unload(parsed.data.model_name);
     return c.json({ status: "success", message: `Unloaded ${unloaded.length ? unloaded.join(", ") : "nothing"}`, unloaded });
   });
 

@@ -18,12 +18,12 @@ import type { ModelInfo } from "../../models/model-store.ts";
 import { PoolError } from "../../pool/errors.ts";
 import { linkModelAs, ModelCopyError } from "../../models/model-copy.ts";
 import { inProcessV1, type InProcessV1 } from "../http/in-process.ts";
-import { applyKeepAlive, type KeepAliveBinding } from "../serving/keep-alive.ts";
+import type { KeepAliveBinding } from "../serving/keep-alive.ts";
 import { keepAliveMs, mapChat, mapEmbed, mapGenerate, modelName, ollamaError, StreamTranslator, wholeAnswer, type AnswerKind, type JsonObject, type Mapped } from "./ollama-mapping.ts";
 import { meshPsEntries, psEntry, remoteShowAnswer, remoteTagsEntry, showAnswer, tagsEntry } from "./ollama-models.ts";
 import { ollamaModelFileRoutes } from "./ollama-pull.ts";
 import { KEEP_ALIVE_MS } from "../serving/proxy.ts";
-import { findModel, type Serving } from "../serving/serving.ts";
+import type { Serving } from "../serving/serving.ts";
 import { jsonWithin, MAX_ERROR_BODY_BYTES, MAX_REWRITTEN_ANSWER_BYTES, textWithin } from "../http/bounded-body.ts";
 
 /**
@@ -120,9 +120,9 @@ async function answer(c: Context, call: OpenAiCall, kind: AnswerKind, mapped: Ma
 
 /** The model a show/tags request names: on this node, or only elsewhere in the mesh. */
 async function describe(serving: Serving, name: string): Promise<{ local: ModelInfo } | { remote: CatalogModel } | undefined> {
-  const local = await serving.store.find(name);
+  const local = await serving.localModel(name);
   if (local) return { local };
-  const remote = serving.routing?.catalog().find((m) => m.name === name);
+  const remote = serving.meshEntry(name);
   return remote ? { remote } : undefined;
 }
 
@@ -133,9 +133,9 @@ export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = K
   api.get("/version", (c) => c.json({ version: serving.version }));
 
   api.get("/tags", async (c) => {
-    const models = await serving.store.refresh();
+    const models = await serving.refreshModels();
     const local = new Set(models.map((m) => m.name));
-    const remote = (serving.routing?.catalog() ?? []).filter((m) => !local.has(m.name)).map(remoteTagsEntry);
+    const remote = serving.catalog().filter((m) => !local.has(m.name)).map(remoteTagsEntry);
     return c.json({ models: [...models.map((m) => tagsEntry(m, mtimeOf(m.path))), ...remote] });
   });
 
@@ -143,14 +143,14 @@ export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = K
   api.get("/ps", async (c) => {
     const models = [];
     const here = new Set<string>();
-    const self = serving.routing?.nodeId();
-    for (const s of serving.pool.loaded()) {
-      const m = await serving.store.find(s.model);
+    const self = serving.nodeId();
+    for (const s of serving.servers()) {
+      const m = await serving.localModel(s.model);
       if (!m || s.state !== "ready") continue;
-      models.push(psEntry(m, mtimeOf(m.path), s.lastUse, serving.pool.idleUnloadMsOf(s.model), self));
+      models.push(psEntry(m, mtimeOf(m.path), s.lastUse, serving.idleUnloadMsOf(s.model), self));
       here.add(s.model);
     }
-    return c.json({ models: [...models, ...meshPsEntries(serving.routing?.catalog() ?? [], here, self)] });
+    return c.json({ models: [...models, ...meshPsEntries(serving.catalog(), here, self)] });
   });
 
   api.post("/show", async (c) => {
@@ -169,20 +169,20 @@ export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = K
     const body = await jsonBody(c);
     const { source, destination } = (typeof body === "object" && body !== null ? body : {}) as { source?: unknown; destination?: unknown };
     if (typeof source !== "string" || source === "" || typeof destination !== "string" || destination === "") return ollamaFail(c, 400, '"source" and "destination" are required');
-    const from = await serving.store.find(modelName(source));
+    const from = await serving.localModel(modelName(source));
     if (!from) return ollamaFail(c, 404, `model '${source}' not found on this node`);
     // A name the node or the mesh already knows would be shadowed by the new file, not replaced.
     const dest = modelName(destination);
-    if ((await serving.store.find(dest)) || serving.routing?.catalog().some((m) => m.name === dest)) {
+    if ((await serving.localModel(dest)) || serving.meshEntry(dest)) {
       return ollamaFail(c, 409, `a model named '${destination}' already exists in the mesh; choose another name`);
     }
     try {
-      linkModelAs(from, dest, serving.store.modelsDir);
+      linkModelAs(from, dest, serving.modelsDir);
     } catch (err) {
       if (err instanceof ModelCopyError) return ollamaFail(c, err.status, err.message);
       throw err;
     }
-    await serving.store.refresh();
+    await serving.refreshModels();
     return c.body(null, 200);
   });
 
@@ -231,29 +231,17 @@ function keepAliveMsOf(body: unknown): number | undefined {
   return keepAliveMs(typeof body === "object" && body !== null ? (body as { keep_alive?: unknown }).keep_alive : undefined);
 }
 
-/** Whether another node's server answers for `model` now (and this node's does not). */
-const servedElsewhere = (serving: Serving, model: string): boolean =>
-  serving.routing?.catalog().some((m) => m.name === model && m.servers.some((id) => id !== serving.routing?.nodeId())) === true;
-
-/** `/api/generate` without a prompt: load (or, with keep_alive 0, unload) the model and say done. */
+/**
+ * `/api/generate` without a prompt: load (or, with keep_alive 0, unload) the model and say done.
+ * Served by another node, an unload goes there on the cheapest request that reaches its server (a
+ * token count, which takes no slot), whose keep_alive is applied there as for any request.
+ */
 async function preload(c: Context, serving: Serving, call: OpenAiCall, model: string, keepAliveMs: number | undefined): Promise<Response> {
   const done = { model, created_at: new Date().toISOString(), response: "", done: true, done_reason: keepAliveMs === 0 ? "unload" : "load" };
-  if (keepAliveMs === 0) {
-    const server = serving.pool.server(model);
-    // The operator's pin outranks a client's keep_alive.
-    if (server && !server.pinned) await serving.pool.unload(model).catch(() => undefined);
-    // Served by another node: the cheapest request that reaches its server (a token count, which
-    // takes no slot) carries the keep_alive there, where it is applied as for any request.
-    else if (!server && servedElsewhere(serving, model)) {
-      const res = await call(c.req.path, "/messages/count_tokens", { model, messages: [{ role: "user", content: "" }] }, c.req.raw.signal, 0);
-      await res.body?.cancel().catch(() => undefined);
-      if (!res.ok) return ollamaFail(c, res.status as ContentfulStatusCode, `could not reach the node serving "${model}" to unload it (${res.status})`);
-    }
-    return c.json(done);
+  if ((await serving.preload(model, keepAliveMs)) === "elsewhere") {
+    const res = await call(c.req.path, "/messages/count_tokens", { model, messages: [{ role: "user", content: "" }] }, c.req.raw.signal, 0);
+    await res.body?.cancel().catch(() => undefined);
+    if (!res.ok) return ollamaFail(c, res.status as ContentfulStatusCode, `could not reach the node serving "${model}" to unload it (${res.status})`);
   }
-  // Another node's model is loaded by its host; here there is nothing to do.
-  if (serving.routing?.catalog().some((m) => m.name === model) && !(await serving.store.find(model))) return c.json(done);
-  await serving.pool.load(await findModel(serving, model));
-  applyKeepAlive(serving.pool, model, keepAliveMs);
   return c.json(done);
 }

@@ -3,33 +3,23 @@
  * (`/tokenize`...). Inference routes read `model` from the JSON body, get that model's server
  * (loading it when needed) or the peer that serves it, and proxy the original bytes there.
  */
-import { Hono, type Context, type Handler } from "hono";
+import { Hono, type Handler } from "hono";
 import { statSync } from "node:fs";
 import { basename } from "node:path";
 import type { CatalogModel } from "../../placement/catalog.ts";
 import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
-import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
-import { serverGone } from "../../pool/errors.ts";
 import { badRequest, errorResponse } from "../http/errors.ts";
 import type { InferenceObserver } from "../http/request-metrics.ts";
-import { noRoute } from "./no-route.ts";
-import { recordPassingStats } from "../serving/passing-stats.ts";
-import { remoteMediaUrl } from "../serving/media-urls.ts";
-import { proxyToServer } from "../serving/proxy.ts";
-import { requestSource, takesSlot } from "../serving/request-source.ts";
-import { dispatch } from "../serving/dispatch.ts";
-import type { Route } from "../../placement/route.ts";
 import { INFERENCE_ROUTES, LLAMA_ROUTES } from "../http/route-table.ts";
-import { applyKeepAlive, KEEP_ALIVE_HEADER, keepAliveHeaderValue, MemberUnloads, parseKeepAliveHeader, type KeepAliveBinding } from "../serving/keep-alive.ts";
-import { untilBodyEnds } from "../serving/outstanding.ts";
+import { noRoute } from "./no-route.ts";
+import { remoteMediaUrl } from "../serving/media-urls.ts";
+import type { KeepAliveBinding } from "../serving/keep-alive.ts";
 import { catalogListing } from "./catalog-listing.ts";
 import { knownModels } from "../../models/known-models.ts";
-import { acquireModel, findModel, modelStatus, type Serving } from "../serving/serving.ts";
+import type { Serving } from "../serving/serving.ts";
 import { TRANSLATORS } from "./dialects.ts";
 import { embeddingsRefusalOn } from "../serving/embedding-models.ts";
-import { toolChoiceRefusal } from "../serving/tool-choice.ts";
 import type { JsonObject } from "../http/json.ts";
-import { guardedAnswer } from "../http/sse-guard.ts";
 
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
@@ -76,14 +66,14 @@ function meshFields(entry: CatalogModel | undefined) {
 
 /** `forMember`: asked by another node of the mesh, which learns the file's name but not where this node keeps it. */
 function modelEntry(serving: Serving, name: string, entry: CatalogModel | undefined, forMember: boolean) {
-  const m = serving.store.list().find((x) => x.name === name)!;
+  const m = serving.localModels().find((x) => x.name === name)!;
   let created = 0;
   try {
     created = Math.floor(statSync(m.path).mtimeMs / 1000);
   } catch {
     // listed in the registry, file not there (yet)
   }
-  const local = modelStatus(serving, m.name);
+  const local = serving.modelStatus(m.name);
   return {
     id: m.name,
     object: "model" as const,
@@ -107,32 +97,15 @@ function remoteEntry(m: CatalogModel) {
   return { id: m.name, object: "model" as const, created: 0, owned_by: "mesh", size: m.sizeBytes, ...meshFields(m), status: MESH_STATUS[m.status] };
 }
 
-async function forward(serving: Serving, peer: string, path: string, body: ArrayBuffer, signal: AbortSignal, keepAlive: KeepAlive | undefined): Promise<Response> {
-  const carried = keepAliveHeaderValue(keepAlive?.ms);
-  const headers = { "content-type": "application/json", ...(carried === undefined ? {} : { [KEEP_ALIVE_HEADER]: carried }) };
-  try {
-    return await serving.routing!.forward(peer, { method: "POST", path, headers, body: new Uint8Array(body) }, signal);
-  } catch (err) {
-    // iroh's errors carry their causes and a native stack trace over several lines: the causes are enough.
-    const why = (err as Error).message.split(/\n\s*Stack backtrace:/)[0]!.replace(/\s+/g, " ").trim();
-    throw serverGone(`the node serving this model (${peer.slice(0, 10)}) could not be reached: ${why}`);
-  }
-}
-
-function answeredBy(serving: Serving): Record<string, string> | undefined {
-  const id = serving.routing?.nodeId();
-  return id ? { [ANSWERED_BY_HEADER]: id } : undefined;
-}
-
 export function openAiRoutes(serving: Serving, observer?: InferenceObserver, keepAliveMs?: number): Hono {
   const v1 = new Hono();
 
   v1.get("/models", async (c) => {
-    const models = await serving.store.refresh();
+    const models = await serving.refreshModels();
     // The well-known models a pull can fetch by id, and whether each fits this mesh.
-    if (c.req.query("catalog") === "true") return c.json(catalogListing(knownModels(), new Set(models.map((m) => m.name)), serving.memory?.() ?? []));
+    if (c.req.query("catalog") === "true") return c.json(catalogListing(knownModels(), new Set(models.map((m) => m.name)), serving.memory()));
     const local = new Set(models.map((m) => m.name));
-    const meshModels = serving.routing?.catalog() ?? [];
+    const meshModels = serving.catalog();
     const byName = new Map(meshModels.map((m) => [m.name, m]));
     const remote = meshModels
       .filter((m) => !local.has(m.name))
@@ -143,11 +116,11 @@ export function openAiRoutes(serving: Serving, observer?: InferenceObserver, kee
 
   v1.get("/models/:id{.+}", async (c) => {
     const id = c.req.param("id");
-    const entry = serving.routing?.catalog().find((m) => m.name === id);
-    if (entry && !(await serving.store.find(id))) {
+    const entry = serving.meshEntry(id);
+    if (entry && !(await serving.localModel(id))) {
       return c.json(remoteEntry(entry));
     }
-    const m = await findModel(serving, id);
+    const m = await serving.findModel(id);
     return c.json(modelEntry(serving, m.name, entry, c.req.header(FORWARDED_HEADER) !== undefined));
   });
 
@@ -162,28 +135,6 @@ export function llamaRoutes(serving: Serving, observer?: InferenceObserver, keep
   const root = new Hono();
   for (const route of Object.keys(LLAMA_ROUTES)) root.post(route, inference(serving, route, observer, keepAliveMs));
   return root;
-}
-
-/** The llama-server path of a public inference path (one of `INFERENCE_PATHS`). */
-const upstreamPathOf = (path: string): string => (path.startsWith("/v1/") ? INFERENCE_ROUTES[path.slice(3)]! : LLAMA_ROUTES[path]!);
-
-/** Per node: when members' keep_alive last unloaded each model (every route of the node shares it). */
-const memberUnloads = new WeakMap<Serving, MemberUnloads>();
-const memberUnloadsOf = (serving: Serving): MemberUnloads => memberUnloads.get(serving) ?? memberUnloads.set(serving, new MemberUnloads()).get(serving)!;
-
-/** A client's Ollama keep_alive, in ms (undefined: it gave none), to apply where the request is answered; `member`: carried by one. */
-type KeepAlive = { ms: number | undefined; member?: true };
-
-/**
- * The keep_alive a request carries: the Ollama adapter's (in its bindings, which no client sets),
- * or the header of a request a member forwarded, as far as a member's counts; nothing anyone else
- * sends counts (`keep-alive.ts`).
- */
-function keepAliveOf(c: Context, forwarded: boolean, model: string, unloads: MemberUnloads): KeepAlive | undefined {
-  if (!forwarded) return (c.env as KeepAliveBinding | undefined)?.ollamaKeepAlive;
-  const carried = parseKeepAliveHeader(c.req.header(KEEP_ALIVE_HEADER));
-  const ms = carried === undefined ? undefined : unloads.allows(model, carried);
-  return ms === undefined ? undefined : { ms, member: true };
 }
 
 /**
@@ -201,8 +152,6 @@ function inference(serving: Serving, path: string, observer: InferenceObserver |
     if (translation && "error" in translation) return badRequest(c, translation.error, "invalid_body");
     if (translation) body = encoder.encode(JSON.stringify(translation.body)).buffer as ArrayBuffer;
     const sentTo = translation?.path ?? path;
-    // What is sent, for its affinity key and the serving node's checks.
-    const json = translation?.body ?? parsed.json;
     observer?.named(c, parsed.model);
     // Checked here, on the node a client or a member sent it to, before it goes anywhere.
     const remote = remoteMediaUrl(parsed.json);
@@ -212,61 +161,22 @@ function inference(serving: Serving, path: string, observer: InferenceObserver |
     // An embedding asked of a model that does not embed is told so here, before anything loads or goes anywhere.
     const notEmbedding = sentTo === "/v1/embeddings" ? embeddingsRefusalOn(serving, parsed.model) : undefined;
     if (notEmbedding !== undefined) return badRequest(c, notEmbedding, "model_not_embedding");
-    const forwarded = c.req.header(FORWARDED_HEADER) !== undefined;
-    const send = sender(serving, c, { model: parsed.model, body, json, path: sentTo, started, keepAlive: keepAliveOf(c, forwarded, parsed.model, memberUnloadsOf(serving)) }, observer, keepAliveMs);
-    const res = await dispatch({ serving, model: parsed.model, json, header: (name) => c.req.header(name), forwarded, signal: c.req.raw.signal, send });
+    const res = await serving.infer({
+      model: parsed.model,
+      path: sentTo,
+      body,
+      // What is sent, for its affinity key and the serving node's checks.
+      json: translation?.body ?? parsed.json,
+      started,
+      headers: c.req.raw.headers,
+      signal: c.req.raw.signal,
+      forwarded: c.req.header(FORWARDED_HEADER) !== undefined,
+      keepAlive: (c.env as KeepAliveBinding | undefined)?.ollamaKeepAlive,
+      refuse: (status, message, type, code, retryAfterS) => errorResponse(c, status, message, type, code, retryAfterS),
+      onForwarded: (peer) => observer?.forwarded(peer),
+      onAnswered: (stats, stream) => observer?.answered(c, stats, stream),
+      keepAliveCommentMs: keepAliveMs,
+    });
     return translation ? translation.answer(res) : res;
-  };
-}
-
-/** How a stream from a peer ends when the peer goes away mid-answer (before it could end it itself). */
-const PEER_GONE = { message: "the node serving this model went away mid-stream; retry", code: "peer_gone" };
-
-/** Sends a request where its route says: to a peer, a 503 the route gives, or this node's pool (none: no mesh). */
-function sender(
-  serving: Serving,
-  c: Context,
-  req: { model: string; body: ArrayBuffer; json: unknown; path: string; started: number; keepAlive: KeepAlive | undefined },
-  observer: InferenceObserver | undefined,
-  keepAliveMs: number | undefined,
-): (route: Route | undefined) => Promise<Response> {
-  return async (route: Route | undefined): Promise<Response> => {
-    if (route?.to === "peer") {
-      observer?.forwarded(route.peerId);
-      // Its keep_alive goes along: the peer that answers applies it there.
-      const res = await forward(serving, route.peerId, req.path, req.body, c.req.raw.signal, req.keepAlive);
-      // The answer passes through here: this node's /api/v1/stats tells it too.
-      const passed = recordPassingStats(res, req.model, upstreamPathOf(req.path), req.started, (s) => (serving.lastStats = s));
-      return guardedAnswer(passed, req.path, PEER_GONE);
-    }
-    if (route?.to === "unavailable") return errorResponse(c, 503, route.message, "service_unavailable", "model_not_ready", route.retryAfterS);
-    const upstreamPath = upstreamPathOf(req.path);
-    const lease = await acquireModel(serving, req.model, c.req.raw.signal, takesSlot(upstreamPath) ? requestSource(c.req.raw.headers) : undefined);
-    // Only the node that serves the model knows its chat template: a tool call it cannot make is refused here, whoever sent the request.
-    const noTools = toolChoiceRefusal(req.path, req.model, req.json, lease.server.templateCaps);
-    if (noTools !== undefined) {
-      lease.release();
-      return badRequest(c, noTools, "tool_calls_unsupported");
-    }
-    const res = await proxyToServer({
-      lease,
-      model: req.model,
-      path: upstreamPath,
-      body: req.body,
-      clientSignal: c.req.raw.signal,
-      extraHeaders: answeredBy(serving),
-      keepAliveMs,
-      onStats: (s, stream) => {
-        serving.lastStats = s;
-        observer?.answered(c, s, stream);
-      },
-    });
-    const keepAlive = req.keepAlive;
-    // Answered here: its keep_alive applies to this node's server once the answer has gone.
-    if (!keepAlive || !res.ok) return res;
-    return untilBodyEnds(res, () => {
-      const effect = applyKeepAlive(serving.pool, req.model, keepAlive.ms);
-      if (keepAlive.member && effect.action === "unload") memberUnloadsOf(serving).unloaded(req.model);
-    });
   };
 }

@@ -9,15 +9,25 @@
 import { pickServer } from "../../placement/pick-server.ts";
 import type { Chooser, Route } from "../../placement/route.ts";
 import { PoolError } from "../../pool/errors.ts";
+import type { MeshRouting } from "../../placement/routing.ts";
 import { affinityKey } from "./affinity.ts";
-import { Outstanding, untilBodyEnds } from "./outstanding.ts";
-import type { Serving } from "./serving.ts";
+import { untilBodyEnds, type Outstanding } from "./outstanding.ts";
 
 /** On an answer that came from a second server: the node that failed the request first. */
 export const RETRIED_FROM_HEADER = "x-mesh-retried-from";
 
+/** What dispatching needs of its node, and what it keeps: the requests in flight per server, and the turn for requests without a key. */
+export interface Dispatching {
+  /** The mesh's routing; none: no mesh, everything is this node's pool. */
+  readonly routing: MeshRouting | undefined;
+  /** Requests that share a prompt prefix go to the same server of their model (`--affinity`). */
+  readonly affinity: boolean;
+  readonly outstanding: Outstanding;
+  turn: number;
+}
+
 export interface DispatchInput {
-  serving: Serving;
+  dispatching: Dispatching;
   model: string;
   /** The parsed body, for its affinity key. */
   json: unknown;
@@ -60,25 +70,16 @@ export function retryAvoiding(o: { forwarded: boolean; aborted: boolean; route: 
 export const serverOf = (route: Route | undefined, self: string | undefined): string | undefined =>
   route?.to === "peer" ? route.peerId : route?.to === "local" ? self : undefined;
 
-/** Per node: the requests it has in flight per server, and the turn for requests without a key. */
-interface DispatchState {
-  outstanding: Outstanding;
-  turn: number;
-}
-const states = new WeakMap<Serving, DispatchState>();
-const stateOf = (serving: Serving): DispatchState => states.get(serving) ?? states.set(serving, { outstanding: new Outstanding(), turn: 0 }).get(serving)!;
-
-/** The requests this node has in flight per (model, server). */
-export const outstandingOf = (serving: Serving): Outstanding => stateOf(serving).outstanding;
+/** The requests a node has in flight per (model, server). */
+export const outstandingOf = (d: Dispatching): Outstanding => d.outstanding;
 
 export async function dispatch(input: DispatchInput): Promise<Response> {
-  const { serving, model, forwarded } = input;
-  const state = stateOf(serving);
-  const routing = serving.routing;
+  const { dispatching: state, model, forwarded } = input;
+  const routing = state.routing;
   const self = routing?.nodeId();
   // Worked out once, and only when there is a choice to make.
   let key: string | undefined | null = null;
-  const keyOf = () => (key === null ? (key = serving.affinity === false ? undefined : affinityKey(input.json, input.header)) : key);
+  const keyOf = () => (key === null ? (key = !state.affinity ? undefined : affinityKey(input.json, input.header)) : key);
   const avoid = new Set<string>();
   // A model with one server has nothing to choose (what `pickServer` gives for one): no key, no loads.
   const choose: Chooser = (servers) =>

@@ -41,4 +41,4 @@ export function embeddingsRefusalFrom(model: string, local: readonly Known[], ca
 }
 
 /** The refusal for `model` on this node (the store's list as last scanned: a request costs no scan). */
-export const embeddingsRefusalOn = (serving: Serving, model: string): string | undefined => embeddingsRefusalFrom(model, serving.store.list(), serving.routing?.catalog() ?? []);
+export const embeddingsRefusalOn = (serving: Serving, model: string): string | undefined => embeddingsRefusalFrom(model, serving.localModels(), serving.catalog());

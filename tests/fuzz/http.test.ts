@@ -23,7 +23,7 @@ import { Pool } from "../../pool/pool.ts";
 import { fromOutside, presentedKey } from "../../router/http/api-keys.ts";
 import { createApp } from "../../router/app.ts";
 import { INFERENCE_ROUTES } from "../../router/dialects/openai.ts";
-import type { Serving } from "../../router/serving/serving.ts";
+import { ServingCore } from "../../router/serving/serving.ts";
 import { withDeadline } from "../../harness/wait.ts";
 import { tempDirs } from "../../harness/transfer.ts";
 import { holdsAsync } from "./settings.ts";
@@ -57,15 +57,14 @@ function node(apiKeys: string[]) {
   const { acquire, load } = { acquire: pool.acquire.bind(pool), load: pool.load.bind(pool) };
   pool.acquire = (...args) => (asked.loads++, acquire(...args));
   pool.load = (...args) => (asked.loads++, load(...args));
-  const serving: Serving = {
+  const serving = new ServingCore({
     store,
     pool,
     version: "fuzz",
-    lastStats: undefined,
     mesh: { status: () => ({ state: "running", nodeId: null, peers: [] }) as MeshStatus },
     routing: undefined,
-  };
-  const app = createApp(serving, { maxBodyBytes: MAX_BODY, backends: ["cpu"], apiKeys, browser: { listen: "127.0.0.1", corsOrigins: [CORS_ORIGIN] } });
+  });
+  const app = createApp(serving, { metrics: { pool }, maxBodyBytes: MAX_BODY, backends: ["cpu"], apiKeys, browser: { listen: "127.0.0.1", corsOrigins: [CORS_ORIGIN] } });
   // As main.ts serves it: the forwarded marker is stripped from anything not from the mesh.
   const fetch = async (req: Request, forwarded: boolean) => app.fetch(forwarded ? req : fromOutside(req));
   return { fetch, pool, asked };

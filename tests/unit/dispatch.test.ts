@@ -4,8 +4,8 @@ import { rankFor } from "../../placement/pick-server.ts";
 import { routeModel, type Route } from "../../placement/route.ts";
 import type { MeshRouting } from "../../placement/routing.ts";
 import { modelNotFound, serverGone } from "../../pool/errors.ts";
-import { dispatch, failedBeforeAnswer, outstandingOf, RETRIED_FROM_HEADER, retryAvoiding, type Outcome } from "../../router/serving/dispatch.ts";
-import type { Serving } from "../../router/serving/serving.ts";
+import { dispatch, failedBeforeAnswer, outstandingOf, RETRIED_FROM_HEADER, retryAvoiding, type Dispatching, type Outcome } from "../../router/serving/dispatch.ts";
+import { Outstanding } from "../../router/serving/outstanding.ts";
 
 const peer = (peerId: string): Route => ({ to: "peer", peerId });
 const local: Route = { to: "local" };
@@ -72,7 +72,7 @@ function mesh(servers: string[], answer: (server: string, call: number) => Respo
     route: async (model, forwarded, choose) => (forwarded ? { to: "local" } : routeModel(catalogNow, { nodeId: "me", model, known: false, hasFiles: false, ready: false, needBytes: 1, vramBytes: 1 }, forwarded, choose)),
     forward: async () => new Response("unused"),
   };
-  const serving = { routing, affinity } as unknown as Serving;
+  const serving: Dispatching = { routing, affinity, outstanding: new Outstanding(), turn: 0 };
   const send = async (route: Route | undefined) => {
     const server = route?.to === "peer" ? route.peerId : route?.to === "local" ? "me" : "?";
     sent.push(server);
@@ -84,7 +84,7 @@ function mesh(servers: string[], answer: (server: string, call: number) => Respo
     return new Response(a.status === 204 ? null : body, { status: a.status });
   };
   const run = (opts: { forwarded?: boolean; json?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {}) =>
-    dispatch({ serving, model: "m", json: opts.json ?? { messages: [] }, header: (n) => opts.headers?.[n], forwarded: opts.forwarded ?? false, signal: opts.signal ?? new AbortController().signal, send });
+    dispatch({ dispatching: serving, model: "m", json: opts.json ?? { messages: [] }, header: (n) => opts.headers?.[n], forwarded: opts.forwarded ?? false, signal: opts.signal ?? new AbortController().signal, send });
   return { serving, sent, bodies, run, drop: (id: string) => void (catalogNow = entry(catalogNow.servers.filter((s) => s !== id))) };
 }
 

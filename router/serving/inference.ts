@@ -1,0 +1,149 @@
+/**
+ * One inference request's answer, once a dialect's handler has put it in the words llama-server
+ * speaks: the mesh routes it (`dispatch.ts`), and it goes to the peer that serves its model, gets
+ * the route's 503, or takes a slot of this node's server and is proxied there (`proxy.ts`). What
+ * the serving node checks (a forced tool call its template cannot make), its figures and its
+ * keep_alive (`keep-alive.ts`) are settled here, whichever dialect the client spoke.
+ */
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { RequestStats } from "../../metrics/request-stats.ts";
+import type { ModelInfo } from "../../models/model-store.ts";
+import type { Route } from "../../placement/route.ts";
+import { ANSWERED_BY_HEADER, type MeshRouting } from "../../placement/routing.ts";
+import { serverGone } from "../../pool/errors.ts";
+import type { Pool } from "../../pool/pool.ts";
+import { INFERENCE_ROUTES, LLAMA_ROUTES } from "../http/route-table.ts";
+import { guardedAnswer } from "../http/sse-guard.ts";
+import { dispatch, type Dispatching } from "./dispatch.ts";
+import { applyKeepAlive, KEEP_ALIVE_HEADER, keepAliveHeaderValue, parseKeepAliveHeader, type MemberUnloads } from "./keep-alive.ts";
+import { untilBodyEnds } from "./outstanding.ts";
+import { recordPassingStats } from "./passing-stats.ts";
+import { proxyToServer } from "./proxy.ts";
+import { requestSource, takesSlot } from "./request-source.ts";
+import { toolChoiceRefusal } from "./tool-choice.ts";
+
+/** An answer refusing the request, in the shape of the API the client called. */
+export type Refusal = (status: ContentfulStatusCode, message: string, type: string, code: string, retryAfterS?: number) => Response;
+
+export interface InferenceCall {
+  model: string;
+  /** The public path it is sent to, after any translation: `/v1/...`, or llama-server's own at the root. */
+  path: string;
+  /** The bytes sent on, as they are. */
+  body: ArrayBuffer;
+  /** The same body parsed, for its affinity key and the serving node's checks. */
+  json: unknown;
+  /** performance.now() when the request came. */
+  started: number;
+  headers: Headers;
+  /** The client's: a request it gave up on is neither sent again nor answered. */
+  signal: AbortSignal;
+  /** It came from another node of the mesh: answered here, never forwarded or retried here. */
+  forwarded: boolean;
+  /** A local client's Ollama keep_alive (none: it gave none); a member's comes in its header. */
+  keepAlive?: { ms: number | undefined } | undefined;
+  refuse: Refusal;
+  /** It goes to a peer. */
+  onForwarded?: ((peerId: string) => void) | undefined;
+  /** This node's server answered it whole: its figures, and for a stream when its first bytes came. */
+  onAnswered?: ((stats: () => RequestStats, stream: { firstByteAt: number | undefined } | undefined) => void) | undefined;
+  /** Silence before a streamed answer gets a keep-alive comment (the proxy's default when none). */
+  keepAliveCommentMs?: number | undefined;
+}
+
+/** What answering needs of the serving core it belongs to. */
+export interface InferenceParts {
+  pool: Pool;
+  routing: MeshRouting | undefined;
+  dispatching: Dispatching;
+  memberUnloads: MemberUnloads;
+  findModel: (name: string) => Promise<ModelInfo>;
+  recordStats: (stats: () => RequestStats) => void;
+}
+
+/** A client's Ollama keep_alive, in ms (undefined: it gave none), to apply where the request is answered; `member`: carried by one. */
+type KeepAlive = { ms: number | undefined; member?: true };
+
+/** How a stream from a peer ends when the peer goes away mid-answer (before it could end it itself). */
+const PEER_GONE = { message: "the node serving this model went away mid-stream; retry", code: "peer_gone" };
+
+/** The llama-server path of a public inference path (one of `INFERENCE_PATHS`). */
+const upstreamPathOf = (path: string): string => (path.startsWith("/v1/") ? INFERENCE_ROUTES[path.slice(3)]! : LLAMA_ROUTES[path]!);
+
+export async function answerInference(parts: InferenceParts, call: InferenceCall): Promise<Response> {
+  const keepAlive = keepAliveOf(call, parts.memberUnloads);
+  return dispatch({
+    dispatching: parts.dispatching,
+    model: call.model,
+    json: call.json,
+    header: (name) => call.headers.get(name) ?? undefined,
+    forwarded: call.forwarded,
+    signal: call.signal,
+    send: (route) => send(parts, call, route, keepAlive),
+  });
+}
+
+/**
+ * The keep_alive a request carries: a local client's (the Ollama adapter's, in its bindings, which
+ * no client sets), or the header of a request a member forwarded, as far as a member's counts;
+ * nothing anyone else sends counts (`keep-alive.ts`).
+ */
+function keepAliveOf(call: InferenceCall, unloads: MemberUnloads): KeepAlive | undefined {
+  if (!call.forwarded) return call.keepAlive;
+  const carried = parseKeepAliveHeader(call.headers.get(KEEP_ALIVE_HEADER));
+  const ms = carried === undefined ? undefined : unloads.allows(call.model, carried);
+  return ms === undefined ? undefined : { ms, member: true };
+}
+
+/** Sends a request where its route says: to a peer, a 503 the route gives, or this node's pool (none: no mesh). */
+async function send(parts: InferenceParts, call: InferenceCall, route: Route | undefined, keepAlive: KeepAlive | undefined): Promise<Response> {
+  if (route?.to === "peer") {
+    call.onForwarded?.(route.peerId);
+    // Its keep_alive goes along: the peer that answers applies it there.
+    const res = await forward(parts.routing!, route.peerId, call, keepAlive);
+    // The answer passes through here: this node's /api/v1/stats tells it too.
+    const passed = recordPassingStats(res, call.model, upstreamPathOf(call.path), call.started, parts.recordStats);
+    return guardedAnswer(passed, call.path, PEER_GONE);
+  }
+  if (route?.to === "unavailable") return call.refuse(503, route.message, "service_unavailable", "model_not_ready", route.retryAfterS);
+  const upstreamPath = upstreamPathOf(call.path);
+  const lease = await parts.pool.acquire(await parts.findModel(call.model), call.signal, takesSlot(upstreamPath) ? requestSource(call.headers) : undefined);
+  // Only the node that serves the model knows its chat template: a tool call it cannot make is refused here, whoever sent the request.
+  const noTools = toolChoiceRefusal(call.path, call.model, call.json, lease.server.templateCaps);
+  if (noTools !== undefined) {
+    lease.release();
+    return call.refuse(400, noTools, "invalid_request_error", "tool_calls_unsupported");
+  }
+  const self = parts.routing?.nodeId();
+  const res = await proxyToServer({
+    lease,
+    model: call.model,
+    path: upstreamPath,
+    body: call.body,
+    clientSignal: call.signal,
+    extraHeaders: self ? { [ANSWERED_BY_HEADER]: self } : undefined,
+    keepAliveMs: call.keepAliveCommentMs,
+    onStats: (s, stream) => {
+      parts.recordStats(s);
+      call.onAnswered?.(s, stream);
+    },
+  });
+  // Answered here: its keep_alive applies to this node's server once the answer has gone.
+  if (!keepAlive || !res.ok) return res;
+  return untilBodyEnds(res, () => {
+    const effect = applyKeepAlive(parts.pool, call.model, keepAlive.ms);
+    if (keepAlive.member && effect.action === "unload") parts.memberUnloads.unloaded(call.model);
+  });
+}
+
+async function forward(routing: MeshRouting, peer: string, call: InferenceCall, keepAlive: KeepAlive | undefined): Promise<Response> {
+  const carried = keepAliveHeaderValue(keepAlive?.ms);
+  const headers = { "content-type": "application/json", ...(carried === undefined ? {} : { [KEEP_ALIVE_HEADER]: carried }) };
+  try {
+    return await routing.forward(peer, { method: "POST", path: call.path, headers, body: new Uint8Array(call.body) }, call.signal);
+  } catch (err) {
+    // iroh's errors carry their causes and a native stack trace over several lines: the causes are enough.
+    const why = (err as Error).message.split(/\n\s*Stack backtrace:/)[0]!.replace(/\s+/g, " ").trim();
+    throw serverGone(`the node serving this model (${peer.slice(0, 10)}) could not be reached: ${why}`);
+  }
+}
