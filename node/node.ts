@@ -2,6 +2,12 @@
  * Everything a node runs besides its HTTP API: the model store, the pool of llama-servers, the
  * rpc-server it offers the mesh, its place in the mesh, the RPC tunnels to its peers, and its part
  * in serving the mesh's models (which group it is in, what it hosts, the files it fetches).
+ * `createNode` builds the parts in the order they read each other, each from those above it: the
+ * store, the rpc-server and tunnels, the pool, the fetcher and the admin, then the mesh brain (the
+ * announcer, the mesh's view, the replicas, the splits, the group, the router). The reports that
+ * go up that order (the pool's hooks, a fetch done, the models dir changed) go to `NodeEvents`,
+ * made first and connected to the group and the replicas once they exist; nothing reads a part
+ * before its line.
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { homedir, totalmem } from "node:os";
@@ -23,7 +29,7 @@ import type { MeshStatus } from "../mesh/status.ts";
 import { StreamKind } from "../streams/wire.ts";
 import { hubConfigFromEnv, TOKEN_VARIABLES, type HubConfig } from "../models/hf-hub.ts";
 import { ModelAdmin } from "./model-admin.ts";
-import { defaultModelName, parseModelRef } from "../models/model-ref.ts";
+import { isPath, modelArg, NodeSetupError } from "./model-arg.ts";
 import { ModelStore } from "../models/model-store.ts";
 import { modelStoreRoots, type StoreRoot } from "../models/stores/stores.ts";
 import { serveModelStream } from "../models/peer-transfer.ts";
@@ -50,36 +56,6 @@ import { GroupReconciler } from "./group-reconciler.ts";
 import { MeshForwarder } from "./mesh-forwarder.ts";
 import { MeshRouter } from "./mesh-router.ts";
 import { NodeEvents } from "./node-events.ts";
-
-/** `--model` values that may name files (rather than models in the models dir). */
-const isPath = (v: string) => v.includes("/") || /\.gguf$/i.test(v);
-
-/** What a `--model` value names: a file, or a model by name (with the reference it is pulled by, when it is one). */
-export type ModelArg = { kind: "path"; path: string } | { kind: "name"; name: string; ref?: string };
-
-/**
- * Reads a `--model` value (pure but for the callbacks): a file that exists; a model the models dir
- * has (its registry knows its reference, if any); a reference (`org/repo:Q4_K_M`, a URL, a catalog
- * id), named as a pull names it; else a plain name (a peer may know it). A path that leads nowhere
- * is an error, and so is a malformed reference.
- */
-export function modelArg(value: string, isFile: (path: string) => boolean, isKnown: (name: string) => boolean): ModelArg {
-  if (isPath(value) && isFile(value)) return { kind: "path", path: value };
-  if (isKnown(value)) return { kind: "name", name: value };
-  // A path, absolute or relative (`dir/file.gguf` too: no repository is named so), is never a reference.
-  if (/^[/.~]/.test(value) || (/\.gguf$/i.test(value) && value.split("/").length <= 2)) throw new NodeSetupError(`--model ${value}: no such file`);
-  let ref: ReturnType<typeof parseModelRef>;
-  try {
-    ref = parseModelRef(value);
-  } catch (err) {
-    throw new NodeSetupError(`--model ${value}: ${(err as Error).message}`);
-  }
-  if (ref) return { kind: "name", name: defaultModelName(value), ref: value.trim() };
-  if (isPath(value)) throw new NodeSetupError(`--model ${value}: no such file`);
-  return { kind: "name", name: value };
-}
-
-export class NodeSetupError extends Error {}
 
 /** The other tools' stores a node with these settings serves from, in naming order (none with --scan-model-stores off). */
 export function storeRoots(config: Pick<Config, "scanModelStores" | "modelStores">): StoreRoot[] {
@@ -160,8 +136,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   const needOf = needAt(config.ctxSize);
   /** Tells the peers what changed in our announcement, once the mesh is up. */
   const announce = () => void mesh?.announceIfChanged();
-  // What the pool, the fetcher, the models dir and the replicas report: connected to the parts that
-  // answer (the group, the replicas) once every part is built, at the end of this section.
+  // Where the pool, the fetcher, the models dir and the replicas report; `events.connect` joins it to
+  // the parts that answer (the group, the replicas) once they are built.
   const events = new NodeEvents();
 
   const cpu = nodeCpuShare(config, devices, { models: () => store.list(), lendsToSplit: () => events.lendsToSplit() });
