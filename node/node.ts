@@ -24,7 +24,6 @@ import { memberMayRequest } from "../mesh/member-routes.ts";
 import { showJoinToken } from "../mesh/join-token-file.ts";
 import { announcedDemand } from "../mesh/announcement.ts";
 import { startMesh, type MeshNode } from "./mesh-node.ts";
-import type { MeshRouting } from "../placement/routing.ts";
 import type { MeshStatus } from "../mesh/status.ts";
 import { StreamKind } from "../streams/wire.ts";
 import { hubConfigFromEnv, TOKEN_VARIABLES, type HubConfig } from "../models/hf-hub.ts";
@@ -78,8 +77,8 @@ export interface NodeParts {
   zeroTransfer: ZeroTransfer;
   rpc: RpcServerChild;
   mesh: () => MeshNode | undefined;
-  /** Where each request goes: this node's pool or the node hosting its model. */
-  routing: MeshRouting;
+  /** Where each request goes: this node's pool or the node hosting its model (the router's `MeshRouting`). */
+  routing: MeshRouter;
   /** The mesh as this node sees it (what members announce, the catalog, what this node saw itself). */
   view: MeshView;
   /** This node's group: the model it is assigned, whether it hosts it (`status` for the API). */
