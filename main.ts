@@ -23,7 +23,8 @@ import { createLog } from "./log.ts";
 import { LogRing } from "./log-ring.ts";
 import { consoleSource } from "./node/console-source.ts";
 import { describeTransport } from "./mesh/transport.ts";
-import { createNode, NodeSetupError, type NodeParts } from "./node/node.ts";
+import { createNode, type NodeParts } from "./node/node.ts";
+import { NodeSetupError } from "./node/model-arg.ts";
 import { LocalProofKey } from "./node/local-proof.ts";
 import { createApp, viaListener } from "./router/app.ts";
 import { ServingCore } from "./router/serving/serving.ts";
@@ -71,7 +72,7 @@ async function startNode(config: Config): Promise<void> {
     mesh: {
       status: () => ({
         ...node.meshStatus(),
-        models: node.models.status(),
+        models: node.group.status(),
         settings: settingsReport(config),
         tunnels: Object.fromEntries(node.tunnels.counters),
         zeroTransfer: node.zeroTransfer.stats,
@@ -80,7 +81,7 @@ async function startNode(config: Config): Promise<void> {
     routing: node.routing,
     affinity: config.affinity === "on",
     admin: node.admin,
-    memory: () => node.models.views().map((v) => v.vramBytes),
+    memory: () => node.view.views().map((v) => v.vramBytes),
   });
   // Made once the API listens: a start that fails to bind must not replace a running node's key.
   let proofKey: LocalProofKey | undefined;
@@ -93,7 +94,7 @@ async function startNode(config: Config): Promise<void> {
     metrics: { pool: node.pool, peers: () => node.mesh()?.membership.peers.size ?? 0, tunnels: () => node.tunnels.counters },
     browser: { listen: config.listen, corsOrigins: config.corsOrigins },
     keepAliveMs: keepAliveMsFor(config.idleTimeoutS),
-    console: consoleSource({ version: pkg.version, mesh: node.mesh, models: node.models, pool: node.pool, tunnels: node.tunnels, logs, log }),
+    console: consoleSource({ version: pkg.version, mesh: node.mesh, view: node.view, pool: node.pool, tunnels: node.tunnels, logs, log }),
     localProof: (challenge) => proofKey?.prove(challenge, apiPort),
   });
   node.setHttpHandler(async (req) => app.fetch(req));

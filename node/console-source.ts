@@ -12,7 +12,7 @@ import type { LogRing } from "../log-ring.ts";
 import type { Pool } from "../pool/pool.ts";
 import type { Tunnels } from "../tunnel/tunnels.ts";
 import { consoleState, rememberGone } from "./console-state.ts";
-import type { MeshModels } from "./mesh-models.ts";
+import type { MeshView } from "./mesh-view.ts";
 
 /** What the console's feed (`router/console/console-feed.ts`) reads from a node. */
 export interface ConsoleSources {
@@ -28,7 +28,8 @@ export interface ConsoleSources {
 export interface ConsoleSourceParts {
   version: string;
   mesh: () => MeshNode | undefined;
-  models: Pick<MeshModels, "views" | "catalog">;
+  /** The mesh's view: every node's view and the catalog, as routing and status read them. */
+  view: Pick<MeshView, "views" | "catalog">;
   pool: Pick<Pool, "loaded" | "isLoading">;
   tunnels: Pick<Tunnels, "counters">;
   logs: LogRing;
@@ -71,7 +72,7 @@ export function consoleSource(parts: ConsoleSourceParts): ConsoleSources {
     const now = Date.now();
     const mesh = parts.mesh();
     const peers = [...(mesh?.membership.peers.values() ?? [])].sort((a, b) => (a.id < b.id ? -1 : 1));
-    const catalog = parts.models.catalog();
+    const catalog = parts.view.catalog();
     const local = parts.pool.loaded();
     const loadingHere = new Set(catalog.map((m) => m.name).filter((name) => parts.pool.isLoading(name)));
     const loading = new Set(catalog.filter((m) => m.status === "loading" || loadingHere.has(m.name)).map((m) => m.name));
@@ -94,7 +95,7 @@ export function consoleSource(parts: ConsoleSourceParts): ConsoleSources {
           tunnel: { ...bytes, direct: counters?.direct ?? false },
         };
       }),
-      views: parts.models.views(),
+      views: parts.view.views(),
       catalog,
       local: local.map((s) => ({ model: s.model, pinned: s.pinned })),
       loadingHere,

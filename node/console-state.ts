@@ -2,7 +2,7 @@
  * What the console shows of the mesh, worked out from what this node knows (pure): every node with
  * its announcement, liveness, path and use of memory, and every model of the catalog with its
  * status, group and the share of layers each member runs. Shares follow the memory each member
- * offers, as the host's `--tensor-split` does (`MeshModels.rpcSplit`).
+ * offers, as the host's `--tensor-split` does (`SplitPlanner.rpcSplit`).
  */
 import type { ConsoleModel, ConsoleNode, ConsoleModelStatus, ConsoleState, GroupRole, QuicPath } from "../console/protocol.ts";
 import { CONSOLE_LIMITS } from "../console/protocol.ts";

@@ -10,6 +10,7 @@ import { ANNOUNCEMENT_LIMITS, FAMILY, type Announcement } from "../mesh/messages
 import type { Log } from "../log.ts";
 import { hasCredentials } from "../models/download-rules.ts";
 import type { ModelIdentities } from "../models/model-identities.ts";
+import { needOf } from "../models/model-need.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 
 export type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching" | "rpcProtocol" | "keepsLayouts" | "hostsOnlyGetters" | "layout" | "loadFailed" | "replicating" | "takesReplicas">;
@@ -23,6 +24,12 @@ function familyAndWeights(m: ModelInfo): { family?: string; parameters?: number 
     ...(p !== undefined && Number.isSafeInteger(p) && p >= 0 && p <= ANNOUNCEMENT_LIMITS.parameters ? { parameters: p } : {}),
   };
 }
+
+/** What running a model of this node needs, its own context size or else `defaultCtxSize` (`--ctx-size`). */
+export const needAt =
+  (defaultCtxSize: number) =>
+  (m: ModelInfo): number =>
+    needOf(m.sizeBytes, m.facts, m.ctxSize ?? defaultCtxSize);
 
 /** Every file of the model is here and whole, as far as a stat can tell. */
 export const hasFiles = (m: ModelInfo) => !m.problem && m.files.every((f) => existsSync(f));

@@ -2,6 +2,12 @@
  * Everything a node runs besides its HTTP API: the model store, the pool of llama-servers, the
  * rpc-server it offers the mesh, its place in the mesh, the RPC tunnels to its peers, and its part
  * in serving the mesh's models (which group it is in, what it hosts, the files it fetches).
+ * `createNode` builds the parts in the order they read each other, each from those above it: the
+ * store, the rpc-server and tunnels, the pool, the fetcher and the admin, then the mesh brain (the
+ * announcer, the mesh's view, the replicas, the splits, the group, the router). The reports that
+ * go up that order (the pool's hooks, a fetch done, the models dir changed) go to `NodeEvents`,
+ * made first and connected to the group and the replicas once they exist; nothing reads a part
+ * before its line.
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { homedir, totalmem } from "node:os";
@@ -12,19 +18,17 @@ import type { LlamaBinaries } from "../llama/binaries.ts";
 import type { LlamaDevice } from "../llama/devices.ts";
 import { LLAMA_SOURCE } from "../llama/pin.ts";
 import type { Log } from "../log.ts";
-import { forwardHttp, RESPONSE_IDLE_MS, serveHttp } from "../mesh/http-stream.ts";
+import { serveHttp } from "../mesh/http-stream.ts";
 import { MemberStreamCap } from "../mesh/member-stream-cap.ts";
 import { memberMayRequest } from "../mesh/member-routes.ts";
 import { showJoinToken } from "../mesh/join-token-file.ts";
 import { announcedDemand } from "../mesh/announcement.ts";
 import { startMesh, type MeshNode } from "./mesh-node.ts";
-import type { MeshRouting } from "../placement/routing.ts";
-import { announcedLoad } from "../placement/pick-server.ts";
 import type { MeshStatus } from "../mesh/status.ts";
 import { StreamKind } from "../streams/wire.ts";
 import { hubConfigFromEnv, TOKEN_VARIABLES, type HubConfig } from "../models/hf-hub.ts";
 import { ModelAdmin } from "./model-admin.ts";
-import { defaultModelName, parseModelRef } from "../models/model-ref.ts";
+import { isPath, modelArg, NodeSetupError } from "./model-arg.ts";
 import { ModelStore } from "../models/model-store.ts";
 import { modelStoreRoots, type StoreRoot } from "../models/stores/stores.ts";
 import { serveModelStream } from "../models/peer-transfer.ts";
@@ -39,40 +43,18 @@ import { makeDirectIdentity } from "../tunnel/direct-identity.ts";
 import { Tunnels } from "../tunnel/tunnels.ts";
 import { ZeroTransfer } from "../tunnel/zero-transfer.ts";
 import { KNOWN_PROTOCOLS, protocolMajor } from "../tunnel/rpc-limits.ts";
-import { MeshModels } from "./mesh-models.ts";
+import { ModelIdentities } from "../models/model-identities.ts";
 import { ModelFetcher } from "./model-fetcher.ts";
 import { nodeReplicaKeeper } from "./replica-keeper.ts";
 import { nodeCpuShare } from "./cpu-share.ts";
-
-/** `--model` values that may name files (rather than models in the models dir). */
-const isPath = (v: string) => v.includes("/") || /\.gguf$/i.test(v);
-
-/** What a `--model` value names: a file, or a model by name (with the reference it is pulled by, when it is one). */
-export type ModelArg = { kind: "path"; path: string } | { kind: "name"; name: string; ref?: string };
-
-/**
- * Reads a `--model` value (pure but for the callbacks): a file that exists; a model the models dir
- * has (its registry knows its reference, if any); a reference (`org/repo:Q4_K_M`, a URL, a catalog
- * id), named as a pull names it; else a plain name (a peer may know it). A path that leads nowhere
- * is an error, and so is a malformed reference.
- */
-export function modelArg(value: string, isFile: (path: string) => boolean, isKnown: (name: string) => boolean): ModelArg {
-  if (isPath(value) && isFile(value)) return { kind: "path", path: value };
-  if (isKnown(value)) return { kind: "name", name: value };
-  // A path, absolute or relative (`dir/file.gguf` too: no repository is named so), is never a reference.
-  if (/^[/.~]/.test(value) || (/\.gguf$/i.test(value) && value.split("/").length <= 2)) throw new NodeSetupError(`--model ${value}: no such file`);
-  let ref: ReturnType<typeof parseModelRef>;
-  try {
-    ref = parseModelRef(value);
-  } catch (err) {
-    throw new NodeSetupError(`--model ${value}: ${(err as Error).message}`);
-  }
-  if (ref) return { kind: "name", name: defaultModelName(value), ref: value.trim() };
-  if (isPath(value)) throw new NodeSetupError(`--model ${value}: no such file`);
-  return { kind: "name", name: value };
-}
-
-export class NodeSetupError extends Error {}
+import { needAt } from "./model-fields.ts";
+import { ModelAnnouncer } from "./model-announcer.ts";
+import { MeshViewCache, type MeshView } from "./mesh-view.ts";
+import { SplitPlanner } from "./split-planner.ts";
+import { GroupReconciler } from "./group-reconciler.ts";
+import { MeshForwarder } from "./mesh-forwarder.ts";
+import { MeshRouter } from "./mesh-router.ts";
+import { NodeEvents } from "./node-events.ts";
 
 /** The other tools' stores a node with these settings serves from, in naming order (none with --scan-model-stores off). */
 export function storeRoots(config: Pick<Config, "scanModelStores" | "modelStores">): StoreRoot[] {
@@ -95,9 +77,12 @@ export interface NodeParts {
   zeroTransfer: ZeroTransfer;
   rpc: RpcServerChild;
   mesh: () => MeshNode | undefined;
-  /** Where each request goes: this node's pool or the node hosting its model. */
-  routing: MeshRouting;
-  models: MeshModels;
+  /** Where each request goes: this node's pool or the node hosting its model (the router's `MeshRouting`). */
+  routing: MeshRouter;
+  /** The mesh as this node sees it (what members announce, the catalog, what this node saw itself). */
+  view: MeshView;
+  /** This node's group: the model it is assigned, whether it hosts it (`status` for the API). */
+  group: GroupReconciler;
   /** Pulls and deletes models on this node's disk (the API's and the CLI's). */
   admin: ModelAdmin;
   /** The API that answers requests peers forward to us (set once the HTTP app exists). */
@@ -147,11 +132,24 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   let mesh: MeshNode | undefined;
   // Memory offered to the mesh: the GPUs', or RAM on a CPU node.
   const vramBytes = config.vramBytes ?? (devices.length ? devices.reduce((sum, d) => sum + d.totalBytes, 0) : totalmem());
-  const cpu = nodeCpuShare(config, devices, { models: () => store.list(), lendsToSplit: () => models.lendsToSplit() });
+  const needOf = needAt(config.ctxSize);
+  /** Tells the peers what changed in our announcement, once the mesh is up. */
+  const announce = () => void mesh?.announceIfChanged();
+  // Where the pool, the fetcher, the models dir and the replicas report; `events.connect` joins it to
+  // the parts that answer (the group, the replicas) once they are built.
+  const events = new NodeEvents();
+
+  const cpu = nodeCpuShare(config, devices, { models: () => store.list(), lendsToSplit: () => events.lendsToSplit() });
   const rpc = new RpcServerChild({ binary: llama.rpcServer, stateDir: config.stateDir, threads: config.rpcThreads, log });
   const zeroTransfer = new ZeroTransfer({ cacheDir: rpc.cacheDir, files: () => store.list().flatMap((m) => m.files), maxCacheBytes: config.rpcCacheBytes, log });
   const identity = config.rpcDirect === "on" ? await makeDirectIdentity() : undefined;
   let direct: { port: number; close: () => void } | undefined;
+  /** A proved direct connection to a peer for `purpose`, when both ends offer the path (and the peer serves it). */
+  const connectToPeer = (peerId: string, purpose: DirectPurpose) => {
+    const target = directTarget(mesh?.membership.peers.get(peerId)?.announcement);
+    if (!mesh || !identity || !target) return undefined;
+    return connectDirect(target, mesh.nodeId, peerId, mesh.secret, mesh.sign, purpose);
+  };
   const tunnels = new Tunnels({
     log,
     openStream: async (peerId, kind) => mesh?.membership.openStream(peerId, kind),
@@ -159,12 +157,6 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     rewrites: { forkRegisterPeer: false, onSetTensorHash: zeroTransfer.onSetTensorHash, rpcProtocol: () => rpc.protocol, offeredBytes: vramBytes },
     connectDirect: (peerId) => connectToPeer(peerId, "rpc"),
   });
-  /** A proved direct connection to a peer for `purpose`, when both ends offer the path (and the peer serves it). */
-  const connectToPeer = (peerId: string, purpose: DirectPurpose) => {
-    const target = directTarget(mesh?.membership.peers.get(peerId)?.announcement);
-    if (!mesh || !identity || !target) return undefined;
-    return connectDirect(target, mesh.nodeId, peerId, mesh.secret, mesh.sign, purpose);
-  };
 
   const pool = new Pool({
     llama,
@@ -175,14 +167,10 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     defaultCtxSize: config.ctxSize,
     defaultArgs: config.llamacppArgs,
     log,
-    onChange: () => {
-      mesh?.announceIfChanged();
-      models.reconcile();
-    },
-    rpcWorkersFor: (model) => models.rpcSplit(model),
-    // A replica's unload is the keeper's alone: the group's rules never hear of it.
-    onEvict: (model, cause) => void (replicas.onEvict(model, cause) || models.onEvict(model, cause)),
-    heldForMesh: (model) => models.heldForMesh(model),
+    onChange: () => events.changed(),
+    rpcWorkersFor: (model) => events.rpcSplit(model),
+    onEvict: (model, cause) => events.evicted(model, cause),
+    heldForMesh: (model) => events.heldForMesh(model),
     maxQueue: config.maxQueue,
     knownModels: async (name) => {
       // `find` rescans when the name is new: a draft copied in since the last scan is found.
@@ -205,74 +193,79 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     // Until it hears from its mesh a joining node would pull what a member may have; not forever, should the mesh be gone.
     joining: () => config.join !== undefined && (mesh?.membership.peers.size ?? 0) === 0 && performance.now() - startedAt < JOIN_GRACE_MS,
     log,
-    onProgress: () => mesh?.announceIfChanged(),
+    onProgress: announce,
     onDone: async () => {
       await store.refresh();
-      mesh?.announceIfChanged();
-      models.reconcile();
+      events.changed();
     },
   });
   /** A peer's request for one of our models' files, from a MODEL stream or the direct path alike. */
   const serveModel = (stream: Stream) => serveModelStream(stream, (name) => store.list().find((m) => m.name === name), fetcher.hasher);
-  // Models this node serves beside their hosts while their servers are pressed (placement/replicas.ts).
-  // `admin` is made below; a replica's copy is deleted only long after start.
-  const replicas = nodeReplicaKeeper(config, { pool, store, fetcher, mesh: () => mesh, models: () => models, remove: (name) => admin.remove(name), log });
-  const models: MeshModels = new MeshModels({
+  const admin = new ModelAdmin({
     store,
-    pool,
-    mesh: () => mesh,
-    explicit,
-    refs,
-    vramBytes,
-    ownRpcEndpoint: () => (devices.length === 0 && rpc.port ? `127.0.0.1:${rpc.port}` : undefined),
-    tunnelEndpoint: async (peerId) => `127.0.0.1:${await tunnels.portFor(peerId)}`,
-    // What our rpc-server says in HELLO; until it is up, what this mesh's llama.cpp speaks.
-    rpcProtocol: () => rpc.protocol ?? LLAMA_SOURCE.rpcProtocol,
-    defaultCtxSize: config.ctxSize,
-    evictMeshModels: config.evictMeshModels === "on",
-    hosts: config.hosts,
-    replicas: () => replicas.announced(),
-    fetcher,
+    inUse: (name) => pool.server(name) !== undefined || pool.isLoading(name),
+    hub,
+    onChange: () => events.changed(),
     log,
   });
+
+  // The mesh brain, in the order each part reads the one before: what we announce, the view of the
+  // mesh (ours and our peers' announcements, the catalog, what we saw ourselves), the replicas, the
+  // splits, the group, and the router.
+  // Our models' content identities are announced once worked out (a copy from us is checked against them).
+  const identities = new ModelIdentities(fetcher.hasher, announce);
+  const announcer = new ModelAnnouncer({
+    store,
+    refs,
+    explicit,
+    needOf,
+    identities,
+    pool,
+    fetcher,
+    // What our rpc-server says in HELLO; until it is up, what this mesh's llama.cpp speaks.
+    rpcProtocol: () => rpc.protocol ?? LLAMA_SOURCE.rpcProtocol,
+    log,
+  });
+  const view = new MeshViewCache({ members: () => mesh, vramBytes, own: announcer, pool, identities });
+  // Models this node serves beside their hosts while their servers are pressed (placement/replicas.ts).
+  const replicas = nodeReplicaKeeper(config, { view, pool, store, fetcher, changed: () => events.changed(), remove: (name) => admin.remove(name), log });
+  const splits = new SplitPlanner({
+    view,
+    vramBytes,
+    needOf,
+    ownRpcEndpoint: () => (devices.length === 0 && rpc.port ? `127.0.0.1:${rpc.port}` : undefined),
+    tunnelEndpoint: async (peerId) => `127.0.0.1:${await tunnels.portFor(peerId)}`,
+  });
+  const group = new GroupReconciler({
+    view,
+    splits,
+    store,
+    pool,
+    fetcher,
+    explicit,
+    hosts: config.hosts,
+    evictMeshModels: config.evictMeshModels === "on",
+    replicas,
+    peerServes: (model) => [...(mesh?.membership.peers.values() ?? [])].some((p) => p.announcement.serving.includes(model)),
+    announce,
+    log,
+  });
+  const forwarder = new MeshForwarder({ members: () => mesh, headMs: config.loadTimeoutMs + FORWARD_ANSWER_MS });
+  const router = new MeshRouter({ view, store, needOf, vramBytes, hosts: config.hosts, forwarder });
+  // Every part exists: the announcement tells the group's and the replicas' state, and the parts' reports reach them.
+  announcer.connect({ group, replicas });
+  events.connect({ announce, group, replicas });
 
   const onPeersChange = () => {
     const present = new Set(mesh?.membership.peers.keys() ?? []);
     for (const id of tunnels.peers()) if (!present.has(id)) tunnels.closeFor(id);
-    models.reconcile();
+    group.reconcile();
   };
 
   let httpHandler: ((req: Request) => Promise<Response>) | undefined;
   // Members' requests get as many places as the outside door's, and no member all of them; the
   // bodies they hold at once come to two of the largest a request may have per member, four in all.
   const memberStreams = new MemberStreamCap(config.maxConnections, 0.5, { perPeerBytes: 2 * config.maxBodyBytes, totalBytes: 4 * config.maxBodyBytes });
-  const routing: MeshRouting = {
-    nodeId: () => mesh?.nodeId,
-    catalog: () => models.catalog(),
-    route: (model, forwarded, choose) => models.route(model, forwarded, choose),
-    announcedLoad: (id, model) => announcedLoad(mesh?.membership.peers.get(id)?.announcement, model),
-    // Live, per request with a choice; one draining for a reload or an eviction has no slot for a new request.
-    ownLoad: (model) => {
-      const s = pool.server(model);
-      return s?.state === "ready" && !s.draining ? s.queue.figures() : undefined;
-    },
-    forward: async (peerId, req, signal) => {
-      for (let attempt = 0; ; attempt++) {
-        const carrier = mesh?.membership.peers.get(peerId)?.conn;
-        try {
-          const stream = await mesh?.membership.openStream(peerId, StreamKind.HTTP);
-          if (!stream) throw new Error(`peer ${peerId.slice(0, 10)} is not connected`);
-          return await forwardHttp(stream, req, signal, { headMs: config.loadTimeoutMs + FORWARD_ANSWER_MS, idleMs: RESPONSE_IDLE_MS });
-        } catch (err) {
-          // Two members that dial each other at once keep one connection and close the other; a request
-          // that went out on the closed one before any answer goes once more on the one kept (which may
-          // still be in its handshake here when the other side closed the duplicate first).
-          if (attempt > 0 || signal.aborted || !mesh || !carrier) throw err;
-          if (!(await mesh.membership.replacedAfterFailure(peerId, carrier)) || signal.aborted) throw err;
-        }
-      }
-    },
-  };
 
   // Children log into the state dir for as long as they run: keep those files bounded.
   const logDir = join(config.stateDir, "logs");
@@ -307,7 +300,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           role: pool.loaded().length ? "host" : rpc.port ? "worker" : "idle",
           vramBytes,
           ramBytes: totalmem(),
-          ...models.announced(),
+          ...announcer.announced(),
           apiPort,
           // To 10 s: every request would otherwise be an announcement to every peer.
           lastRequest: Object.fromEntries(pool.loaded().map((s) => [s.model, Math.floor(s.lastUse / 10_000) * 10_000])),
@@ -331,7 +324,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
       .then(async (m) => {
         log.info("mesh identity ready; the endpoint is starting", { node: m.nodeId });
         // A founder decides (and starts loading its model) at once; a joiner waits to hear its mesh.
-        const adopt = () => void (mesh ??= m, models.reconcile());
+        const adopt = () => void (mesh ??= m, group.reconcile());
         if (!config.join) adopt();
         await m.ready;
         adopt();
@@ -366,21 +359,10 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
       });
   };
 
-  const admin = new ModelAdmin({
-    store,
-    inUse: (name) => pool.server(name) !== undefined || pool.isLoading(name),
-    hub,
-    onChange: () => {
-      mesh?.announceIfChanged();
-      models.reconcile();
-    },
-    log,
-  });
-
   // A signal came: nothing loads, reloads or restarts a child from here (`stop` begins with it too).
   function beginShutdown(): void {
     replicas.stop();
-    models.stop();
+    group.stop();
     pool.beginShutdown();
     rpc.beginShutdown();
   }
@@ -392,8 +374,9 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     zeroTransfer,
     rpc,
     mesh: () => mesh,
-    routing,
-    models,
+    routing: router,
+    view,
+    group,
     admin,
     setHttpHandler: (handler) => void (httpHandler = handler),
     meshStatus: () => mesh?.status() ?? { state: "starting", nodeId: null, peers: [] },

@@ -8,14 +8,14 @@
  */
 import type { Config } from "../config/config.ts";
 import type { CatalogModel, NodeView } from "../placement/catalog.ts";
-import { HEARTBEAT_MS, type MeshNode } from "./mesh-node.ts";
+import { HEARTBEAT_MS } from "./mesh-node.ts";
 import { ANNOUNCEMENT_LIMITS } from "../mesh/messages.ts";
 import { MAX_REPLICAS_PER_NODE, replicaRelease, replicasToAdd, type DemandSignal, type ReplicaRelease, type ReplicaToAdd } from "../placement/replicas.ts";
 import type { Log } from "../log.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import type { EvictionCause } from "../pool/pool-types.ts";
 import type { Pool } from "../pool/pool.ts";
-import type { MeshModels } from "./mesh-models.ts";
+import type { MeshView } from "./mesh-view.ts";
 import type { ModelFetcher } from "./model-fetcher.ts";
 import { hasFiles } from "./model-fields.ts";
 
@@ -58,20 +58,6 @@ export function demandList(value: unknown): DemandSignal[] | undefined {
   if (!Array.isArray(value)) return undefined;
   const num = (v: unknown) => typeof v === "number" && Number.isFinite(v);
   return value.filter((d): d is DemandSignal => typeof d === "object" && d !== null && typeof d.model === "string" && num(d.queued) && num(d.waitMs)).slice(0, ANNOUNCEMENT_LIMITS.serving);
-}
-
-/**
- * What node `id` announced of its slots, as every peer read it. For this node too: the demand of
- * its last announcement, not its live queue, or it would work the rule out over figures no peer
- * has and pick another answer than theirs.
- */
-export function announcedDemandOf(
-  id: string,
-  selfId: string,
-  m: { lastAnnounced: { demand?: unknown } | undefined; peers: ReadonlyMap<string, { announcement?: { demand?: unknown } | undefined }> },
-): unknown {
-  const a = id === selfId ? m.lastAnnounced : m.peers.get(id)?.announcement;
-  return a?.demand;
 }
 
 /**
@@ -255,29 +241,23 @@ export class ReplicaKeeper {
   }
 }
 
-/** The keeper of a running node, wired to its parts, deciding on the heartbeat's beat (how often demand moves). */
+/** The keeper of a running node, reading the mesh's view, deciding on the heartbeat's beat (how often demand moves). */
 export function nodeReplicaKeeper(
   config: Pick<Config, "replicas" | "replicaIdleMs">,
-  n: { pool: Pool; store: ModelStore; fetcher: ModelFetcher; mesh: () => MeshNode | undefined; models: () => MeshModels; remove: (model: string) => Promise<unknown>; log: Log },
+  n: { view: MeshView; pool: Pool; store: ModelStore; fetcher: ModelFetcher; changed: () => void; remove: (model: string) => Promise<unknown>; log: Log },
 ): ReplicaKeeper {
   const keeper = new ReplicaKeeper({
     enabled: config.replicas === "on",
     idleMs: config.replicaIdleMs,
-    selfId: () => n.mesh()?.nodeId,
-    views: () => n.models().views(),
-    catalog: () => n.models().catalog(),
-    demandOf: (id) => {
-      const m = n.mesh();
-      return m ? announcedDemandOf(id, m.nodeId, m.membership) : undefined;
-    },
+    selfId: () => n.view.selfId(),
+    views: () => n.view.views(),
+    catalog: () => n.view.catalog(),
+    demandOf: (id) => n.view.announcedDemand(id),
     pool: n.pool,
     store: n.store,
     copy: (model, peer, entry, signal) => n.fetcher.copyFromPeer(model, peer, entry, signal),
     remove: n.remove,
-    changed: () => {
-      n.mesh()?.announceIfChanged();
-      n.models().reconcile();
-    },
+    changed: n.changed,
     log: n.log,
   });
   keeper.start(HEARTBEAT_MS);

@@ -2,7 +2,8 @@
  * Where a request for a model goes (pure), from the catalog every node derives alike: this node's
  * pool, or the node that hosts the model, or nowhere yet (503 with Retry-After), or nowhere at all
  * (404). A model served by several nodes (its host and replicas) goes to the one the caller's
- * chooser picks. A request that already crossed the mesh is answered where it lands.
+ * chooser picks. A request that already crossed the mesh is answered where it lands. `routeInMesh`
+ * adds what this node saw itself (which servers it heard from lately) and `--hosts` on top.
  */
 import type { CatalogModel } from "./catalog.ts";
 
@@ -132,4 +133,39 @@ export function withinHosts(route: Route, entry: CatalogModel | undefined, self:
 /** Whether `id` may serve this node's clients under `--hosts` (whole ids; `self` names none but this node). */
 export function hostAllowed(hosts: readonly string[], selfId: string, id: string): boolean {
   return hosts.length === 0 || id === selfId || hosts.includes(id);
+}
+
+/** What a request's route is worked out from, besides the catalog's entry and this node's side. */
+export interface MeshRouteInput {
+  entry: CatalogModel | undefined;
+  self: LocalView;
+  /** The request already crossed the mesh: it is answered here. */
+  forwarded: boolean;
+  /** Picks among the model's servers when it has several (its host and replicas). */
+  choose?: Chooser;
+  /** `--hosts`: the nodes that may serve this node's clients (none: any member). */
+  hosts: readonly string[];
+  /** How long since this node last heard from each node (its own clock, not their word; 0 for itself). */
+  silentMs: (id: string) => number;
+  /** Silent longer than this, a server is likely gone. */
+  silentLimitMs: number;
+}
+
+/**
+ * Where a request goes in the mesh (pure): `routeModel` among the servers heard from lately and
+ * named by `--hosts` (`withinHosts` for this node's own clients). A route to a peer that has gone
+ * silent is a clear 503 now, which beats a request that waits for the connection to time out.
+ */
+export function routeInMesh(i: MeshRouteInput): Route {
+  const { entry, self, forwarded, choose, silentMs } = i;
+  const allowed = (id: string) => hostAllowed(i.hosts, self.nodeId, id);
+  // A server that missed its heartbeats is likely gone: another one of the model takes the request.
+  const live = (id: string) => silentMs(id) <= i.silentLimitMs;
+  const chosen = routeModel(entry, self, forwarded, choose && ((servers) => choose(servers.filter((id) => live(id) && allowed(id)))));
+  const route = forwarded ? chosen : withinHosts(chosen, entry, self, allowed);
+  if (route.to === "peer" && !live(route.peerId)) {
+    const message = `the node hosting model "${self.model}" (${short(route.peerId)}) has not been heard from for ${Math.round(silentMs(route.peerId) / 1000)} s; retry shortly`;
+    return { to: "unavailable", message, retryAfterS: 5 };
+  }
+  return route;
 }

@@ -8,7 +8,13 @@ import { announcedDemand, announcedRef, AnnouncementSource, describeLeftOut, fit
 import { ANNOUNCEMENT_LIMITS as L, AnnouncementSchema, ControlMessageSchema, PROTOCOL_VERSION } from "../../mesh/messages.ts";
 import { encodeFrame, MAX_CONTROL_MESSAGE } from "../../streams/wire.ts";
 import type { ModelInfo, ModelStore } from "../../models/model-store.ts";
-import { MeshModels, type MeshModelsOptions } from "../../node/mesh-models.ts";
+import type { Pool } from "../../pool/pool.ts";
+import type { ModelFetcher } from "../../node/model-fetcher.ts";
+import { ModelAnnouncer } from "../../node/model-announcer.ts";
+import { MeshViewCache } from "../../node/mesh-view.ts";
+import { GroupReconciler } from "../../node/group-reconciler.ts";
+import { SplitPlanner } from "../../node/split-planner.ts";
+import { needAt } from "../../node/model-fields.ts";
 import type { Log } from "../../log.ts";
 import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
 
@@ -107,7 +113,7 @@ describe("what the sender sends, the receiver accepts", () => {
   });
 });
 
-describe("MeshModels: trims with one log line per change, and works the catalog out once per change", () => {
+describe("the announcer and the mesh view: trims with one log line per change, and works the catalog out once per change", () => {
   function setup(count: number) {
     const warnings: string[] = [];
     const log = { info: () => undefined, warn: (msg: string) => void warnings.push(msg), error: () => undefined, debug: () => undefined } as unknown as Log;
@@ -115,21 +121,16 @@ describe("MeshModels: trims with one log line per change, and works the catalog 
       ({ name, path: `/m/${name}.gguf`, files: [], mmproj: undefined, sizeBytes: 1e9, ctxSize: 512, source: longSource(0).source, facts: undefined, problem: undefined }) as unknown as ModelInfo;
     let list: ModelInfo[] = Array.from({ length: count }, (_, i) => info(`model-${String(i).padStart(5, "0")}`));
     const store = { list: () => list } as unknown as ModelStore;
-    const options = {
-      store,
-      pool: { loaded: () => [], server: () => undefined, isLoading: () => false },
-      mesh: () => undefined,
-      explicit: [],
-      refs: new Map(),
-      vramBytes: 8e9,
-      ownRpcEndpoint: () => undefined,
-      tunnelEndpoint: async () => "",
-      rpcProtocol: () => "3.0.0",
-      defaultCtxSize: 512,
-      fetcher: { progress: undefined, enabled: true, cancel: () => undefined, changed: () => undefined },
-      log,
-    } as unknown as MeshModelsOptions;
-    const models = new MeshModels(options);
+    const pool = { loaded: () => [], server: () => undefined, isLoading: () => false } as unknown as Pool;
+    const fetcher = { progress: undefined, enabled: true, cancel: () => undefined, changed: () => undefined } as unknown as ModelFetcher;
+    const needOf = needAt(512);
+    // The node's parts as `createNode` builds them: the announcer, the view that reads it, the group that feeds both.
+    const announcer = new ModelAnnouncer({ store, refs: new Map(), explicit: [], needOf, pool, fetcher, rpcProtocol: () => "3.0.0", log });
+    const view = new MeshViewCache({ members: () => undefined, vramBytes: 8e9, own: announcer, pool, identities: { of: () => undefined } });
+    const splits = new SplitPlanner({ view, vramBytes: 8e9, needOf, ownRpcEndpoint: () => undefined, tunnelEndpoint: async () => "" });
+    const group = new GroupReconciler({ view, splits, store, pool, fetcher, explicit: [], hosts: [], evictMeshModels: false, peerServes: () => false, announce: () => undefined, log });
+    announcer.connect({ group });
+    const models = { announced: () => announcer.announced(), catalog: () => view.catalog(), reconcile: () => group.reconcile() };
     return {
       models,
       warnings,

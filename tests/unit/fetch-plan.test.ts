@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import type { CatalogModel } from "../../placement/catalog.ts";
 import { fetchedFrom, fetchPlan, type FetchPlan, type OwnOrigin } from "../../node/fetch-plan.ts";
-import { modelArg, NodeSetupError, type ModelArg } from "../../node/node.ts";
+import { modelArg, NodeSetupError, type ModelArg } from "../../node/model-arg.ts";
 
 const entry = (over: Partial<CatalogModel>): CatalogModel => ({
   name: "m",

@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { catalog, type NodeView } from "../../placement/catalog.ts";
 import type { Log } from "../../log.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
-import { announcedDemandOf, copyGoes, ReplicaKeeper, type ReplicaKeeperOptions } from "../../node/replica-keeper.ts";
+import { copyGoes, ReplicaKeeper, type ReplicaKeeperOptions } from "../../node/replica-keeper.ts";
+import { announcedDemandOf } from "../../node/mesh-view.ts";
 
 const GB = 1e9;
 const file = join(mkdtempSync(join(tmpdir(), "replica-keeper-")), "m.gguf");

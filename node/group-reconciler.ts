@@ -1,0 +1,274 @@
+/**
+ * This node's group in the multi-model mesh: the one owner of the group's state (which model it is
+ * assigned, whether it hosts it, the models it let go idle, the split each loaded server runs over,
+ * hand-overs, models it cannot get, its load schedule) and the loop that decides again on every
+ * change it hears of: leave a group that went idle, take a model when it has none, move when it is
+ * a spare, and host (load, reload over a changed group, or hand over) when elected. It reads the
+ * mesh's view and tells it of each change, so the catalog is worked out again then and only then.
+ */
+import { allocate, type Assignment } from "../placement/allocation.ts";
+import { catalog, type CatalogModel, type NodeView } from "../placement/catalog.ts";
+import { holdsWhatTheyNeed, workerIds } from "../placement/election.ts";
+import { hostAllowed } from "../placement/route.ts";
+import type { Log } from "../log.ts";
+import type { ModelInfo, ModelStore } from "../models/model-store.ts";
+import type { EvictionCause, RpcSplit } from "../pool/pool-types.ts";
+import type { Pool } from "../pool/pool.ts";
+import { HostSchedule } from "./host-schedule.ts";
+import type { GroupFields } from "./model-announcer.ts";
+import type { FetchProgress, ModelFetcher } from "./model-fetcher.ts";
+import { hasFiles } from "./model-fields.ts";
+import type { MeshView } from "./mesh-view.ts";
+import type { SplitPlanner } from "./split-planner.ts";
+
+export interface GroupReconcilerOptions {
+  /** The mesh's view; `heard` tells it of a change, so the catalog is worked out again. */
+  view: Pick<MeshView, "selfId" | "peerCount" | "snapshot" | "catalog"> & { heard(): void };
+  splits: Pick<SplitPlanner, "plan" | "rpcSplit" | "lendsToSplit">;
+  store: Pick<ModelStore, "list">;
+  pool: Pick<Pool, "server" | "isLoading" | "load" | "reload" | "unload">;
+  fetcher: Pick<ModelFetcher, "fetch" | "cancel" | "changed" | "progress">;
+  /** Models named with `--model`: this node chooses among these only. */
+  explicit: readonly string[];
+  /** `--hosts`: the nodes that may serve this node's clients and take over a model it runs (none: any member). */
+  hosts: readonly string[];
+  /** Loads on demand may unload the model this node hosts for the mesh (`--evict-mesh-models on`). */
+  evictMeshModels: boolean;
+  /** This node's replicas: never unloaded as a hand-over of its group's model. */
+  replicas?: { announced(): { replicating: readonly string[] } };
+  /** Whether a peer announces it serves `model` (read from the membership: the view reads our announcement, which reads us). */
+  peerServes: (model: string) => boolean;
+  /** Our state moved: announce it if that changed the announcement. */
+  announce: () => void;
+  log: Log;
+}
+
+export class GroupReconciler {
+  private assigned: string | undefined;
+  /** We host the assigned model: we decided to run it, through loads and reloads. */
+  private hosting = false;
+  private readonly idle = new Set<string>();
+  /** The workers each of our loaded servers runs over (one loaded on demand too, should it become our assigned model). */
+  private readonly loadedSplits = new Map<string, string>();
+  private settleTimer: Timer | undefined;
+  private readonly schedule = new HostSchedule();
+  private stopped = false;
+  private pending = false;
+  /** Models whose server we unload because another node hosts them now (not on anyone's request). */
+  private readonly handingOver = new Set<string>();
+  /** Models whose files we failed to get for good: not chosen again by this node. */
+  private readonly unfetchable = new Set<string>();
+  /** An explicit --model the mesh does not know yet, said once. */
+  private toldUnknown = false;
+
+  constructor(private readonly o: GroupReconcilerOptions) {}
+
+  private get loadedSplit(): string | undefined {
+    return this.assigned === undefined ? undefined : this.loadedSplits.get(this.assigned);
+  }
+
+  /** The group's part of our announcement, given the models our pool serves. */
+  announced(serving: readonly string[]): GroupFields {
+    // A model served again anywhere (a request loaded it on demand) is no longer idle.
+    for (const m of this.idle) if (serving.includes(m) || this.o.peerServes(m)) this.idle.delete(m);
+    // The workers our running server uses: peers keep that layout in their plans.
+    const running = this.hosting && this.assigned !== undefined && serving.includes(this.assigned);
+    const layout = running && this.loadedSplit !== undefined ? workerIds(this.loadedSplit) : undefined;
+    const loadFailed = this.schedule.announced(this.assigned, serving);
+    return {
+      ...(this.assigned ? { assigned: this.assigned } : {}),
+      hosting: this.hosting,
+      idle: [...this.idle],
+      ...(layout ? { layout } : {}),
+      ...(loadFailed ? { loadFailed } : {}),
+    };
+  }
+
+  /** Whether `model`'s server is held for the mesh: on-demand loads may not take its place (alone, a node swaps like a single box). */
+  heldForMesh(model: string): boolean {
+    return !this.o.evictMeshModels && this.hosting && model === this.assigned && this.o.view.peerCount() > 0;
+  }
+
+  /** The pool's hook: the rpc-servers a load of `model` uses (`SplitPlanner.rpcSplit`), remembered as that server's split. */
+  rpcSplit(model: ModelInfo): Promise<RpcSplit> {
+    return this.o.splits.rpcSplit(model, this.assigned, (workers) => this.loadedSplits.set(model.name, workers));
+  }
+
+  /** This node is a worker of its assigned model's split: its rpc-server computes for another node's llama-server. */
+  lendsToSplit(): boolean {
+    return this.o.splits.lendsToSplit(this.assigned, this.hosting);
+  }
+
+  /**
+   * The pool is unloading a model. One we host that went idle, made room for one asked for on demand
+   * (`--evict-mesh-models on`) or was unloaded on request (the API, a console, Ollama's keep_alive 0)
+   * frees our group: the mesh shows it unloaded and a request loads it again; a hand-over or reload does not.
+   */
+  onEvict(model: string, cause: EvictionCause): void {
+    const handover = this.handingOver.delete(model);
+    // A reload asked for its split before this eviction: that one stays.
+    if (cause !== "reload") this.loadedSplits.delete(model);
+    if (model !== this.assigned || cause === "reload" || (cause === "unload" && handover)) return;
+    const why = cause === "idle" ? "the model had no requests for the idle time" : cause === "unload" ? "the model was unloaded on request" : "the model made room for one asked for on demand";
+    this.o.log.info(`${why}; leaving its group`, { model, cause });
+    this.idle.add(model);
+    this.setAssigned(undefined);
+  }
+
+  /** The files of our model cannot be had (a hash that never matches, a refusal): choose another. */
+  private giveUp(model: string, why: string): void {
+    if (this.assigned !== model) return;
+    this.o.log.error("giving up on the assigned model; choosing another", { model, why });
+    this.unfetchable.add(model);
+    this.setAssigned(undefined);
+  }
+
+  private setAssigned(model: string | undefined): void {
+    this.assigned = model;
+    this.hosting = false;
+    this.schedule.reset();
+    if (model === undefined) this.o.fetcher.cancel();
+    this.o.announce();
+    this.reconcileSoon();
+  }
+
+  /** Decides again on the next turn (not from inside a decision, so changes settle one at a time). */
+  private reconcileSoon(): void {
+    if (this.pending) return;
+    this.pending = true;
+    setImmediate(() => void ((this.pending = false), this.reconcile()));
+  }
+
+  /**
+   * Decides again: leave a group that went idle, take a model when we have none, host it if
+   * elected. Every change this node hears of (peers, pool, files) comes through here, so the view
+   * is told of it here too.
+   */
+  reconcile(): void {
+    this.o.view.heard();
+    if (this.o.view.selfId() === undefined || this.stopped) return;
+    // A fetch waiting for a member to pull its model looks again.
+    this.o.fetcher.changed();
+    const { views, catalog: models } = this.o.view.snapshot();
+
+    const mine = this.assigned;
+    if (mine && models.find((m) => m.name === mine)?.idle) {
+      this.o.log.info("the group's host let the model go for lack of requests; leaving the group", { model: mine });
+      return this.setAssigned(undefined);
+    }
+    // A node alone and given no model serves what it has on demand, like a single box.
+    if (!mine && (this.o.explicit.length > 0 || this.o.view.peerCount() > 0)) return this.choose(views, models);
+    // A spare (in a group that does not use it) moves to a model that cannot run without it or
+    // that nobody serves; it serves no request, so nothing is taken from anyone.
+    if (mine && this.isSpare(views, models)) {
+      const asIfFree = views.map((v, i) => (i === 0 ? { ...v, assigned: undefined, hosting: false } : v));
+      const better = allocate(asIfFree[0]!, catalog(asIfFree), this.candidatesFilter());
+      if (better && better.model !== mine && better.rule <= 2) {
+        this.o.log.info("a spare in its group; moving to a model that needs it", { from: mine, model: better.model, rule: better.rule });
+        return this.take(better);
+      }
+    }
+    if (mine) this.host(views, models.find((m) => m.name === mine));
+  }
+
+  /** Models this node may choose from: the --model ones if given, never one it failed to fetch. */
+  private candidatesFilter(): string[] | undefined {
+    if (this.unfetchable.size === 0) return this.o.explicit.length ? [...this.o.explicit] : undefined;
+    const names = this.o.explicit.length ? this.o.explicit : this.o.view.catalog().map((m) => m.name);
+    return names.filter((n) => !this.unfetchable.has(n));
+  }
+
+  private choose(views: NodeView[], models: CatalogModel[]): void {
+    const choice = allocate(views[0]!, models, this.candidatesFilter());
+    if (!choice) {
+      if (this.o.explicit.length && !this.toldUnknown) {
+        this.toldUnknown = true;
+        this.o.log.warn("no model asked for with --model can be served yet: none is in the mesh's catalog", { asked: this.o.explicit.join(","), catalog: models.map((m) => m.name).join(",") });
+      }
+      return;
+    }
+    this.take(choice);
+  }
+
+  private take(choice: Assignment): void {
+    this.o.log.info("assigned a model", { model: choice.model, rule: choice.rule, download: choice.download });
+    // Assigned first: who pulls a model nobody has is worked out among the group, this node included.
+    this.setAssigned(choice.model);
+    if (choice.download) {
+      this.o.fetcher.fetch(choice.model, () => this.o.view.catalog().find((m) => m.name === choice.model), (why) => this.giveUp(choice.model, why));
+    } else this.o.fetcher.cancel();
+  }
+
+  /** In a group, but neither its host nor one of its workers. */
+  private isSpare(views: NodeView[], models: CatalogModel[]): boolean {
+    const mine = this.assigned!;
+    const entry = models.find((m) => m.name === mine);
+    const plan = entry && this.o.splits.plan(views, mine, entry.needBytes);
+    const self = views[0]!.nodeId;
+    return !this.hosting && plan !== undefined && plan.host !== self && !plan.workers.includes(self);
+  }
+
+  /** Loads (or reloads over a changed group) the assigned model when this node is its host. */
+  private host(views: NodeView[], entry: CatalogModel | undefined): void {
+    const name = this.assigned;
+    if (!name || !entry) return;
+    const model = this.o.store.list().find((m) => m.name === name && hasFiles(m));
+    const plan = this.o.splits.plan(views, name, entry.needBytes);
+    const wanted = plan?.workers.join(",");
+    const runnable = model && plan?.host === views[0]!.nodeId && entry.capacityBytes >= entry.needBytes;
+    this.schedule.layoutIs(name, wanted);
+    if (this.hosting !== Boolean(runnable)) {
+      this.hosting = Boolean(runnable);
+      this.o.announce();
+    }
+    const server = this.o.pool.server(name);
+    // Another node hosts it now (one with more memory joined): ours goes once theirs answers, or at
+    // once when their split needs an rpc-server ours holds (this node's, or a worker's of ours): an
+    // rpc-server serves one client at a time, so theirs would wait for ours to go, and ours for theirs.
+    const handOver = plan && plan.host !== views[0]!.nodeId && hostAllowed(this.o.hosts, views[0]!.nodeId, plan.host);
+    if (server && !server.draining && plan && handOver && !this.o.replicas?.announced().replicating.includes(name) && (entry.servedBy === plan.host || holdsWhatTheyNeed(views[0]!.nodeId, this.loadedSplit, plan))) {
+      this.o.log.info("another node hosts the model now; unloading ours", { model: name, host: plan.host.slice(0, 10) });
+      this.handingOver.add(name);
+      void this.o.pool.unload(name).catch(() => this.handingOver.delete(name));
+      return;
+    }
+    if (!runnable || this.o.pool.isLoading(name) || (server && this.loadedSplit === wanted)) {
+      clearTimeout(this.settleTimer);
+      this.settleTimer = undefined;
+      this.schedule.cancel();
+      return;
+    }
+    const delay = this.schedule.delay(wanted, Boolean(server || wanted), this.settleTimer !== undefined);
+    if (delay === undefined) return;
+    clearTimeout(this.settleTimer);
+    this.settleTimer = setTimeout(() => {
+      this.settleTimer = undefined;
+      this.schedule.cancel();
+      if (this.stopped || this.assigned !== name || !this.hosting) return;
+      const again = this.o.pool.server(name);
+      this.o.log.info(again ? "the group changed; loading the model again across it" : "hosting the model", { model: name, workers: wanted || "none" });
+      const load = again ? this.o.pool.reload(model) : this.o.pool.load(model);
+      load.then(
+        () => this.schedule.loaded(name),
+        (err: unknown) => {
+          // A load cut short by the node stopping is no failure to report.
+          if (this.stopped) return;
+          const nextMs = this.schedule.failed(name, wanted, err as Error);
+          this.o.log.error("could not load the assigned model", { model: name, error: (err as Error).message.split("\n")[0], next_try_in_s: nextMs / 1000 });
+          this.o.announce();
+          this.reconcileSoon();
+        },
+      );
+    }, delay);
+  }
+
+  status(): { assigned: string | null; idle: string[]; fetching: FetchProgress | null; catalog: CatalogModel[] } {
+    return { assigned: this.assigned ?? null, idle: [...this.idle], fetching: this.o.fetcher.progress ?? null, catalog: this.o.view.catalog() };
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.settleTimer);
+    this.o.fetcher.cancel();
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * Sends a request to the member that serves it, over an HTTP stream of the mesh connection, and
+ * gives back its answer. Two members that dial each other at once keep one connection and close
+ * the other: a request that went out on the closed one before any answer goes once more, on the
+ * one kept.
+ */
+import { forwardHttp, RESPONSE_IDLE_MS } from "../mesh/http-stream.ts";
+import type { Membership } from "../mesh/membership.ts";
+import { StreamKind } from "../streams/wire.ts";
+
+/** The request as the router hands it on. */
+export interface ForwardedRequest {
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  body: Uint8Array;
+}
+
+export interface MeshForwarderOptions {
+  /** The membership, once the mesh endpoint has an identity. */
+  members: () => { membership: Pick<Membership, "peers" | "openStream" | "replacedAfterFailure"> } | undefined;
+  /** How long the answer's head may take (the model's load, and a non-streamed answer's whole generation). */
+  headMs: number;
+}
+
+export class MeshForwarder {
+  constructor(private readonly o: MeshForwarderOptions) {}
+
+  async forward(peerId: string, req: ForwardedRequest, signal: AbortSignal): Promise<Response> {
+    for (let attempt = 0; ; attempt++) {
+      const mesh = this.o.members();
+      const carrier = mesh?.membership.peers.get(peerId)?.conn;
+      try {
+        const stream = await mesh?.membership.openStream(peerId, StreamKind.HTTP);
+        if (!stream) throw new Error(`peer ${peerId.slice(0, 10)} is not connected`);
+        return await forwardHttp(stream, req, signal, { headMs: this.o.headMs, idleMs: RESPONSE_IDLE_MS });
+      } catch (err) {
+        // The one kept may still be in its handshake here when the other side closed the duplicate first.
+        if (attempt > 0 || signal.aborted || !mesh || !carrier) throw err;
+        if (!(await mesh.membership.replacedAfterFailure(peerId, carrier)) || signal.aborted) throw err;
+      }
+    }
+  }
+}

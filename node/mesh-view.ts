@@ -1,0 +1,179 @@
+/**
+ * The one read-only view of the mesh that routing, replicas, the console and status read: every
+ * node's view as it was announced (a claim: what a member says of itself, ours included, as we
+ * announce it), the catalog worked out from those claims, and apart from them the facts this node
+ * saw itself (when it last heard from each peer, which of its own servers answer, the content
+ * identities it hashed). The catalog is worked out again only when something changed (a change the
+ * group reconciler heard of, or this node's own fields), never per request.
+ */
+import { announcedLoad, type AnnouncedLoad } from "../placement/pick-server.ts";
+import { catalog, type CatalogModel, type NodeView } from "../placement/catalog.ts";
+import type { Announcement } from "../mesh/messages.ts";
+import type { ModelInfo } from "../models/model-store.ts";
+import type { Pool } from "../pool/pool.ts";
+import { HEARTBEAT_MS } from "./mesh-node.ts";
+import { nodeView, type ModelFields } from "./model-fields.ts";
+
+/** One and a half heartbeats without a word: the peer is probably gone (it is dropped at three). */
+export const SILENT_MS = HEARTBEAT_MS * 1.5;
+
+/** What this node saw itself, as opposed to what members announced. */
+export interface VerifiedFacts {
+  /** How long since this node last heard from `id` (0 for this node, and for one it does not know). */
+  silentMs(id: string): number;
+  /** This node's own server for `model` answers now (ready, not draining): seen in its pool, not announced. */
+  answering(model: string): boolean;
+  /** This node's own server for `model` now (slots, running, waiting), when one answers. */
+  ownLoad(model: string): AnnouncedLoad | undefined;
+  /** The content identity this node worked out from `m`'s files itself (none while it is hashing them). */
+  contentIdentity(m: ModelInfo): string | undefined;
+}
+
+/** The mesh as this node sees it: claims (views, catalog, announcements) and, apart, verified facts. */
+export interface MeshView {
+  /** This node's id, once its mesh endpoint is up. */
+  selfId(): string | undefined;
+  /** How many members this node has now (besides itself). */
+  peerCount(): number;
+  /** Every node's view as announced, ours first. */
+  views(): NodeView[];
+  /** The mesh's catalog, as worked out at the last change. */
+  catalog(): CatalogModel[];
+  /** Views and catalog together, as worked out at the last change (one read, one state). */
+  snapshot(): { views: NodeView[]; catalog: CatalogModel[] };
+  /** What a peer last announced about its server for `model` (slots, running, waiting), if it did. */
+  announcedLoad(nodeId: string, model: string): AnnouncedLoad | undefined;
+  /**
+   * What node `id` announced of its slots, as every peer read it. For this node too: the demand of
+   * its last announcement, not its live queue, so the rules worked out over it give every node the
+   * same answer.
+   */
+  announcedDemand(id: string): unknown;
+  readonly verified: VerifiedFacts;
+}
+
+/**
+ * What node `id` announced of its slots, as every peer read it. For this node too: the demand of
+ * its last announcement, not its live queue, or it would work the replica rule out over figures no
+ * peer has and pick another answer than theirs.
+ */
+export function announcedDemandOf(
+  id: string,
+  selfId: string,
+  m: { lastAnnounced: { demand?: unknown } | undefined; peers: ReadonlyMap<string, { announcement?: { demand?: unknown } | undefined }> },
+): unknown {
+  const a = id === selfId ? m.lastAnnounced : m.peers.get(id)?.announcement;
+  return a?.demand;
+}
+
+/** The membership as the view reads it (`MeshNode` gives it once the mesh endpoint has an identity). */
+export interface ViewMembers {
+  nodeId: string;
+  membership: {
+    peers: ReadonlyMap<string, { id: string; announcement: Announcement; lastSeen: number }>;
+    lastAnnounced: { demand?: unknown } | undefined;
+  };
+}
+
+export interface MeshViewOptions {
+  members: () => ViewMembers | undefined;
+  /** Memory this node offers the mesh. */
+  vramBytes: number;
+  /** This node's own model fields as it announces them, and a number that moves whenever its disk fields do. */
+  own: { announced(): ModelFields; readonly version: number };
+  pool: Pick<Pool, "server">;
+  /** This node's own models' content identities (`models/model-identities.ts`). */
+  identities: { of(m: ModelInfo): string | undefined };
+}
+
+/**
+ * The view, worked out once per change. Readers get it as `MeshView`; only the group reconciler
+ * calls `heard`, when it hears of a change (membership reports a peer's announcement only when
+ * its content changed).
+ */
+export class MeshViewCache implements MeshView {
+  /** Bumped by every change the reconciler hears of. */
+  private changes = 0;
+  private worked: { key: string; views: NodeView[]; catalog: CatalogModel[] } | undefined;
+  readonly verified: VerifiedFacts;
+
+  constructor(private readonly o: MeshViewOptions) {
+    const silentMs = (id: string) => Date.now() - (o.members()?.membership.peers.get(id)?.lastSeen ?? Date.now());
+    this.verified = {
+      silentMs,
+      answering: (model) => {
+        const s = o.pool.server(model);
+        return s?.state === "ready" && !s.draining;
+      },
+      // Live, per request with a choice; one draining for a reload or an eviction has no slot for a new request.
+      ownLoad: (model) => {
+        const s = o.pool.server(model);
+        return s?.state === "ready" && !s.draining ? s.queue.figures() : undefined;
+      },
+      contentIdentity: (m) => o.identities.of(m),
+    };
+  }
+
+  /** A change was heard of: the next read works the catalog out again. */
+  heard(): void {
+    this.changes++;
+  }
+
+  selfId(): string | undefined {
+    return this.o.members()?.nodeId;
+  }
+
+  peerCount(): number {
+    return this.o.members()?.membership.peers.size ?? 0;
+  }
+
+  views(): NodeView[] {
+    return this.current().views;
+  }
+
+  catalog(): CatalogModel[] {
+    return this.current().catalog;
+  }
+
+  snapshot(): { views: NodeView[]; catalog: CatalogModel[] } {
+    return this.current();
+  }
+
+  announcedLoad(nodeId: string, model: string): AnnouncedLoad | undefined {
+    return announcedLoad(this.o.members()?.membership.peers.get(nodeId)?.announcement, model);
+  }
+
+  announcedDemand(id: string): unknown {
+    const m = this.o.members();
+    return m ? announcedDemandOf(id, m.nodeId, m.membership) : undefined;
+  }
+
+  /** Views and catalog as of the last change heard of or the last move of this node's own state. */
+  private current(): { views: NodeView[]; catalog: CatalogModel[] } {
+    const members = this.o.members();
+    const own = this.o.own.announced();
+    const peers = [...(members?.membership.peers.values() ?? [])];
+    const key = JSON.stringify([
+      this.changes,
+      this.o.own.version,
+      members?.nodeId,
+      own.serving,
+      own.assigned,
+      own.hosting,
+      own.idle,
+      own.fetches,
+      own.fetching?.model,
+      own.rpcProtocol,
+      own.layout,
+      own.replicating,
+      own.loadFailed,
+      // Not their seq: a peer may bump it without a change, as often as it likes.
+      peers.map((p) => p.id),
+    ]);
+    if (this.worked?.key !== key) {
+      const views = [nodeView(members?.nodeId ?? "", this.o.vramBytes, own), ...peers.map((p) => nodeView(p.id, p.announcement.vramBytes, p.announcement))];
+      this.worked = { key, views, catalog: catalog(views) };
+    }
+    return this.worked;
+  }
+}

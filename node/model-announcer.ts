@@ -1,0 +1,80 @@
+/**
+ * What this node announces about its models: the models on disk and the seeds (trimmed to what
+ * peers accept, with the content identities it worked out), what its pool serves, its group's
+ * state (from the group reconciler), what it fetches, the RPC protocol its rpc-server speaks, and
+ * its replicas. Its own node view in the mesh's view is read from here too, so the catalog sees
+ * this node exactly as its peers do.
+ */
+import type { Log } from "../log.ts";
+import type { ModelInfo, ModelStore } from "../models/model-store.ts";
+import type { Pool } from "../pool/pool.ts";
+import type { ModelFetcher } from "./model-fetcher.ts";
+import { AnnouncedDisk, type ModelFields } from "./model-fields.ts";
+
+/** The group's part of the announcement (`GroupReconciler.announced`). */
+export type GroupFields = Pick<ModelFields, "assigned" | "hosting" | "idle" | "layout" | "loadFailed">;
+
+export interface ModelAnnouncerOptions {
+  store: Pick<ModelStore, "list">;
+  /** Models named by a reference with `--model REF`, name → reference: announced, so any member can pull them. */
+  refs: ReadonlyMap<string, string>;
+  /** Models named with `--model`: kept above others when the announcement's budget cuts. */
+  explicit: readonly string[];
+  needOf: (m: ModelInfo) => number;
+  /** This node's own models' content identities (a copy from us is checked against them). */
+  identities?: { of(m: ModelInfo): string | undefined; readonly version: number };
+  pool: Pick<Pool, "loaded">;
+  fetcher: Pick<ModelFetcher, "progress" | "enabled">;
+  /** The RPC protocol of our rpc-server (only nodes of one major version can be in a split). */
+  rpcProtocol: () => string;
+  log: Log;
+}
+
+/** The parts whose state the announcement tells, made after the announcer (they read the mesh's view, which reads it). */
+export interface AnnouncedParts {
+  group: { announced(serving: readonly string[]): GroupFields };
+  /** This node's replicas (`node/replica-keeper.ts`); none: it holds none and takes none. */
+  replicas?: { announced(): Pick<ModelFields, "replicating" | "takesReplicas"> };
+}
+
+export class ModelAnnouncer {
+  private readonly disk: AnnouncedDisk;
+  private parts: AnnouncedParts | undefined;
+
+  constructor(private readonly o: ModelAnnouncerOptions) {
+    this.disk = new AnnouncedDisk(() => o, o.needOf, o.identities);
+  }
+
+  /** Connects the group and the replicas whose state is announced; done once, before anything is announced. */
+  connect(parts: AnnouncedParts): void {
+    this.parts = parts;
+  }
+
+  /** Moves whenever the disk fields do. */
+  get version(): number {
+    return this.disk.version;
+  }
+
+  /** What we announce about models. */
+  announced(): ModelFields {
+    if (!this.parts) throw new Error("ModelAnnouncer.announced before connect");
+    const serving = this.o.pool.loaded().filter((s) => s.state === "ready").map((s) => s.model);
+    const group = this.parts.group.announced(serving);
+    const fetching = this.o.fetcher.progress;
+    return {
+      ...this.disk.fields([...this.o.explicit, ...(group.assigned ? [group.assigned] : []), ...serving]),
+      serving,
+      ...(group.assigned ? { assigned: group.assigned } : {}),
+      hosting: group.hosting,
+      idle: group.idle,
+      fetches: this.o.fetcher.enabled,
+      rpcProtocol: this.o.rpcProtocol(),
+      keepsLayouts: true,
+      hostsOnlyGetters: true,
+      ...(fetching ? { fetching } : {}),
+      ...(group.layout ? { layout: group.layout } : {}),
+      ...(group.loadFailed ? { loadFailed: group.loadFailed } : {}),
+      ...(this.parts.replicas?.announced() ?? { replicating: [], takesReplicas: false }),
+    };
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * The mesh's view: claims (what members announce, ours as we announce it) and the catalog worked
+ * out from them once per change, apart from what this node saw itself (when it last heard from a
+ * peer, which of its own servers answer); and `NodeEvents`, which carries the parts' reports to the
+ * group and the replicas once connected.
+ */
+import { describe, expect, test } from "bun:test";
+import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
+import type { Announcement } from "../../mesh/messages.ts";
+import { MeshViewCache, type ViewMembers } from "../../node/mesh-view.ts";
+import type { ModelFields } from "../../node/model-fields.ts";
+import { NodeEvents } from "../../node/node-events.ts";
+import type { Pool } from "../../pool/pool.ts";
+
+const own = (over: Partial<ModelFields> = {}): ModelFields => ({ modelsOnDisk: [], seeds: [], serving: [], hosting: false, idle: [], fetches: true, rpcProtocol: "3.0.0", keepsLayouts: true, hostsOnlyGetters: true, replicating: [], takesReplicas: false, ...over });
+
+function setup() {
+  let fields = own({ modelsOnDisk: [{ name: "m", size: 100, need: 120 }] });
+  const peers = new Map<string, { id: string; announcement: Announcement; lastSeen: number }>();
+  const members: ViewMembers = { nodeId: "me", membership: { peers, lastAnnounced: { demand: [{ model: "m", queued: 1 }] } } };
+  let mesh: ViewMembers | undefined;
+  const servers = new Map<string, { state: string; draining: boolean; queue: { figures: () => { slots: number; inFlight: number; queued: number } } }>();
+  const pool = { server: (m: string) => servers.get(m) } as unknown as Pool;
+  const view = new MeshViewCache({ members: () => mesh, vramBytes: 200, own: { announced: () => fields, version: 0 }, pool, identities: { of: () => "content" } });
+  return { view, peers, servers, up: () => void (mesh = members), setOwn: (f: ModelFields) => void (fields = f) };
+}
+
+describe("MeshViewCache", () => {
+  test("before the mesh is up: no id, no peers, and our own view (claims) alone", () => {
+    const { view } = setup();
+    expect(view.selfId()).toBeUndefined();
+    expect(view.peerCount()).toBe(0);
+    expect(view.views().map((v) => v.nodeId)).toEqual([""]);
+    expect(view.catalog().map((m) => m.name)).toEqual(["m"]);
+    expect(view.announcedDemand("me")).toBeUndefined();
+  });
+
+  test("ours first, then each peer as it announced itself; the catalog is the same object until a change", () => {
+    const { view, peers, up, setOwn } = setup();
+    up();
+    peers.set("a", { id: "a", announcement: fakeAnnouncement("a"), lastSeen: Date.now() });
+    expect(view.views().map((v) => v.nodeId)).toEqual(["me", "a"]);
+    const first = view.catalog();
+    expect(view.catalog()).toBe(first);
+    expect(view.snapshot().catalog).toBe(first);
+    // Our own state moving is a change without anyone hearing of it.
+    setOwn(own({ modelsOnDisk: [{ name: "m", size: 100, need: 120 }], serving: ["m"] }));
+    expect(view.catalog()).not.toBe(first);
+    const second = view.catalog();
+    view.heard();
+    expect(view.catalog()).not.toBe(second);
+    expect(view.catalog()).toEqual(second);
+  });
+
+  test("announced load and demand are claims, read from announcements (ours: the last one sent)", () => {
+    const { view, peers, up } = setup();
+    up();
+    peers.set("a", { id: "a", announcement: { ...fakeAnnouncement("a"), demand: [{ model: "m", slots: 2, inFlight: 1, queued: 0, waitMs: 0 }] } as Announcement, lastSeen: Date.now() });
+    expect(view.announcedLoad("a", "m")).toEqual({ slots: 2, inFlight: 1, queued: 0 });
+    expect(view.announcedLoad("b", "m")).toBeUndefined();
+    expect(view.announcedDemand("me")).toEqual([{ model: "m", queued: 1 }]);
+  });
+
+  test("verified facts are this node's own: silence by its clock, its own servers answering, identities it hashed", () => {
+    const { view, peers, servers, up } = setup();
+    up();
+    peers.set("a", { id: "a", announcement: fakeAnnouncement("a"), lastSeen: Date.now() - 5_000 });
+    expect(view.verified.silentMs("a")).toBeGreaterThanOrEqual(5_000);
+    expect(view.verified.silentMs("unknown")).toBe(0);
+    const figures = { slots: 1, inFlight: 0, queued: 0 };
+    servers.set("m", { state: "ready", draining: false, queue: { figures: () => figures } });
+    servers.set("d", { state: "ready", draining: true, queue: { figures: () => figures } });
+    servers.set("l", { state: "loading", draining: false, queue: { figures: () => figures } });
+    expect(["m", "d", "l", "none"].map((m) => view.verified.answering(m))).toEqual([true, false, false, false]);
+    expect(view.verified.ownLoad("m")).toEqual(figures);
+    expect(view.verified.ownLoad("d")).toBeUndefined();
+    expect(view.verified.contentIdentity({ name: "m" } as never)).toBe("content");
+  });
+});
+
+describe("NodeEvents", () => {
+  test("a report before the parts are connected is a wiring error, said at once", () => {
+    expect(() => new NodeEvents().changed()).toThrow("before the node's parts were connected");
+  });
+
+  test("changes announce and reconcile; an eviction is the replicas' first, the group's only when not a replica", () => {
+    const calls: string[] = [];
+    const events = new NodeEvents();
+    events.connect({
+      announce: () => void calls.push("announce"),
+      group: {
+        reconcile: () => void calls.push("reconcile"),
+        rpcSplit: async () => ({ endpoints: [] }),
+        onEvict: (m) => void calls.push(`group evicts ${m}`),
+        heldForMesh: (m) => m === "held",
+        lendsToSplit: () => true,
+      },
+      replicas: { onEvict: (m) => (calls.push(`replicas see ${m}`), m === "replica") },
+    });
+    events.changed();
+    events.evicted("replica", "idle");
+    events.evicted("mine", "idle");
+    expect(calls).toEqual(["announce", "reconcile", "replicas see replica", "replicas see mine", "group evicts mine"]);
+    expect([events.heldForMesh("held"), events.heldForMesh("other"), events.lendsToSplit()]).toEqual([true, false, true]);
+  });
+});
