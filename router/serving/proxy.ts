@@ -53,7 +53,7 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
   const { lease, model, path } = input;
   const started = performance.now();
   const upstreamAbort = new AbortController();
-  const signal = AbortSignal.any([input.clientSignal, lease.server.gone, upstreamAbort.signal]);
+  const signal = AbortSignal.any(lease.revoked ? [input.clientSignal, lease.server.gone, upstreamAbort.signal, lease.revoked] : [input.clientSignal, lease.server.gone, upstreamAbort.signal]);
   const send = (keepalive: boolean) => fetch(`${lease.server.url}${path}`, { method: "POST", headers: { ...lease.server.headers, "content-type": "application/json" }, body: input.body, signal, keepalive });
   let upstream: Response;
   try {
@@ -67,10 +67,13 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
   } catch (err) {
     lease.release();
     if (input.clientSignal.aborted) throw err;
+    // Sent ahead of its slot and displaced by a fairer share of the queue: the client gets that refusal.
+    if (lease.revoked?.aborted) throw lease.revoked.reason;
     // Refused or reset before the exit is noticed is the same failure: the server is gone.
     throw serverGone(`the server for model "${model}" failed while handling the request (${(err as Error).message}); retry to reload it`);
   }
 
+  lease.begun?.();
   const headers = passHeaders(upstream.headers);
   for (const [k, v] of Object.entries(input.extraHeaders ?? {})) headers.set(k, v);
   const isSse = (upstream.headers.get("content-type") ?? "").includes("text/event-stream");
