@@ -86,12 +86,12 @@ export function stallDue(clock: TapClock, sourceMs: number | undefined, clientMs
 const taps = new WeakMap<ReadableStream<Uint8Array>, Tap>();
 
 /**
- * `body` with `hooks` on its way: the same stream when it is a tap's output not yet read (the
- * hooks join that tap), else a tap over it.
+ * `body` with `hooks` on its way: the same stream when it is a tap's output not yet read nor
+ * cancelled (the hooks join that tap), else a tap over it.
  */
 export function tapStream(body: ReadableStream<Uint8Array>, hooks: TapHooks): ReadableStream<Uint8Array> {
   const existing = taps.get(body);
-  if (existing && !body.locked) {
+  if (existing && !body.locked && existing.open) {
     existing.hooks.push(hooks);
     return body;
   }
@@ -132,6 +132,11 @@ class Tap {
       },
       { highWaterMark: 0 },
     );
+  }
+
+  /** Neither ended nor cancelled: hooks added now will be told how it ends. */
+  get open(): boolean {
+    return this.phase === "open";
   }
 
   private async pull(): Promise<void> {

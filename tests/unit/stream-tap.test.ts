@@ -182,3 +182,14 @@ describe("sequences through a tap", () => {
     expect(tapStream(stream, {})).not.toBe(stream);
   });
 });
+
+test("a tap's output cancelled before anyone read it takes no more hooks: a new tap tells them its end", async () => {
+  const { stream } = source(["a"], "end");
+  const out = tapStream(stream, {});
+  await out.cancel();
+  const calls: string[] = [];
+  const again = tapStream(out, recorder("late", calls));
+  expect(again).not.toBe(out);
+  await text(again);
+  expect(calls).toEqual(["late.end done"]);
+});
