@@ -11,6 +11,7 @@ import { emptySse, isFinalEvent, readSse } from "./sse-events.ts";
 import { tapStream, tappedAnswer, type TapHooks } from "./stream-tap.ts";
 
 const encoder = new TextEncoder();
+const EMPTY = new Uint8Array(0);
 
 export interface Broken {
   message: string;
@@ -33,8 +34,8 @@ function sseGuard(route: string, gone: Broken): TapHooks {
   return {
     onChunk(piece) {
       // An event's blank line may begin in the held bytes: their last three are scanned with the piece.
-      const before = lastBytes(held, 3);
-      const cut = Math.max(0, endOfLastEvent(concat([before, piece])) - before.length);
+      const before = heldBytes === 0 ? EMPTY : lastBytes(held, 3);
+      const cut = Math.max(0, endOfLastEvent(before.length === 0 ? piece : concat([before, piece])) - before.length);
       if (cut === 0 && heldBytes + piece.length <= MAX_HELD_EVENT_BYTES) {
         held.push(piece);
         heldBytes += piece.length;

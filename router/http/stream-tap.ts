@@ -46,22 +46,20 @@ export type TapAction = "chunkHooks" | "endHooks" | "cancelHooks" | "stallHooks"
  * does nothing more: an end is told once, a late chunk or timer is dropped, and a cancel after
  * the end (or an end after a cancel) tells no hook.
  */
-export function tapStep(phase: TapPhase, event: TapEvent): { phase: TapPhase; actions: TapAction[] } {
-  if (phase !== "open") return { phase, actions: [] };
-  switch (event) {
-    case "chunk":
-      return { phase, actions: ["chunkHooks", "pass"] };
-    case "quiet":
-      return { phase, actions: ["stallHooks", "pass"] };
-    case "end":
-    case "fail":
-      return { phase: "ended", actions: ["stopTimer", "endHooks", "pass", "finish"] };
-    case "cancel":
-      return { phase: "cancelled", actions: ["stopTimer", "cancelHooks", "cancelSource"] };
-    case "unread":
-      return { phase: "cancelled", actions: ["stopTimer", "stallHooks", "cancelHooks", "cancelSource", "failRead"] };
-  }
+export function tapStep(phase: TapPhase, event: TapEvent): { phase: TapPhase; actions: readonly TapAction[] } {
+  return phase === "open" ? OPEN_STEPS[event] : { phase, actions: NOTHING };
 }
+
+// The steps as constants: a tap takes one per chunk, and a chunk should cost no allocation here.
+const NOTHING: readonly TapAction[] = [];
+const OPEN_STEPS: Record<TapEvent, { phase: TapPhase; actions: readonly TapAction[] }> = {
+  chunk: { phase: "open", actions: ["chunkHooks", "pass"] },
+  quiet: { phase: "open", actions: ["stallHooks", "pass"] },
+  end: { phase: "ended", actions: ["stopTimer", "endHooks", "pass", "finish"] },
+  fail: { phase: "ended", actions: ["stopTimer", "endHooks", "pass", "finish"] },
+  cancel: { phase: "cancelled", actions: ["stopTimer", "cancelHooks", "cancelSource"] },
+  unread: { phase: "cancelled", actions: ["stopTimer", "stallHooks", "cancelHooks", "cancelSource", "failRead"] },
+};
 
 /** What the tap's clock sees when it ticks. */
 export interface TapClock {
@@ -222,6 +220,17 @@ class Tap {
     for (let i = from; i < this.hooks.length; i++) {
       const onChunk = this.hooks[i]!.onChunk;
       if (!onChunk) continue;
+      // One piece, passed on as it came or as one other: the common case, with no new array.
+      if (out.length === 1) {
+        const said = onChunk(out[0]!);
+        if (said === undefined) continue;
+        if (!Array.isArray(said)) {
+          out[0] = said;
+          continue;
+        }
+        out = said;
+        continue;
+      }
       const next: Uint8Array[] = [];
       for (const piece of out) {
         const said = onChunk(piece);
