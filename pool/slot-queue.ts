@@ -125,6 +125,16 @@ export interface Admission {
 /** Requests sent to a server ahead of its slots, per slot: each is started by the server as a slot frees. */
 export const READY_PER_SLOT = 1;
 
+/**
+ * The HTTP threads a llama-server with `slots` needs (pure): one per request it holds, those sent
+ * ahead of a slot included, and two more, so that requests that take no slot (`/tokenize`, its
+ * `/health`) still find one free, as with llama-server's own default (slots + 2, or the cores but
+ * one when more), which never counted requests sent ahead.
+ */
+export function httpThreadsFor(slots: number, cores: number, readyPerSlot = READY_PER_SLOT): number {
+  return Math.max(slots * (1 + readyPerSlot) + 2, cores - 1);
+}
+
 export interface SlotQueueOptions {
   model: string;
   slots: number;

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { ModelQueueFull, retryAfterSeconds, SlotQueue, slotsFromArgv, slotsFromProps, WAIT_WINDOW_MS, type Admission } from "../../pool/slot-queue.ts";
+import { ModelQueueFull, retryAfterSeconds, SlotQueue, slotsFromArgv, slotsFromProps, WAIT_WINDOW_MS, httpThreadsFor, type Admission } from "../../pool/slot-queue.ts";
 
 /** A queue on a clock the test moves, with every grant recorded in order. */
 function harness(slots: number, maxQueue = 64) {
@@ -402,3 +402,11 @@ describe("admit: one request per slot sent ahead of it", () => {
     expect(h.held.get("r2")!.revoked!.aborted).toBe(false);
   });
 });
+
+test.each([
+  [4, 2, 1, 10],
+  [1, 2, 1, 4],
+  [4, 16, 1, 15],
+  [2, 2, 0, 4],
+  [8, 8, 1, 18],
+])("httpThreadsFor(slots %p, cores %p, ready per slot %p) = %p", (slots, cores, ready, want) => expect(httpThreadsFor(slots, cores, ready)).toBe(want));
