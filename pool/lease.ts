@@ -23,9 +23,8 @@ export async function takeLease(server: WrappedServer, source: string | undefine
     }
   }
   let released = false;
-  return {
+  const lease: Lease = {
     server,
-    ...(slot?.revoked ? { revoked: slot.revoked, begun: slot.begun } : {}),
     release: () => {
       if (released) return;
       released = true;
@@ -33,4 +32,9 @@ export async function takeLease(server: WrappedServer, source: string | undefine
       server.release();
     },
   };
+  if (slot?.revoked) {
+    lease.revoked = slot.revoked;
+    lease.begun = slot.begun;
+  }
+  return lease;
 }

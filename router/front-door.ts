@@ -93,7 +93,8 @@ export function frontDoor(app: Hono<AppEnv>, opts: FrontDoorOptions): (req: Requ
       throw err;
     }
     if (!lifted) return res;
-    if (!res.body || !isStreamed(res)) {
+    // The head first: a whole answer's body is never touched (Bun makes a stream of it when asked).
+    if (!isStreamed(res) || !res.body) {
       setTimeout(opts.idleTimeoutS);
       return res;
     }

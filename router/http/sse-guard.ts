@@ -43,7 +43,8 @@ function sseGuard(route: string, gone: Broken): TapHooks {
       }
       // Past the bound an event is passed on unsplit: a whole answer repeated in one event fits under it.
       const upTo = cut === 0 ? piece.length : cut;
-      const whole = concat([...held, piece.subarray(0, upTo)]);
+      const upToPiece = upTo === piece.length ? piece : piece.subarray(0, upTo);
+      const whole = heldBytes === 0 ? upToPiece : concat([...held, upToPiece]);
       held = upTo < piece.length ? [piece.subarray(upTo)] : [];
       heldBytes = piece.length - upTo;
       events = readSse(events, decoder.decode(whole, { stream: true }));
@@ -83,6 +84,6 @@ function concat(pieces: readonly Uint8Array[]): Uint8Array {
 
 /** `res` with its SSE body guarded (`guardSse`); any other answer as it is. */
 export function guardedAnswer(res: Response, route: string, gone: Broken): Response {
-  if (!res.body || !(res.headers.get("content-type") ?? "").includes("text/event-stream")) return res;
+  if (!(res.headers.get("content-type") ?? "").includes("text/event-stream") || !res.body) return res;
   return tappedAnswer(res, sseGuard(route, gone));
 }

@@ -53,7 +53,8 @@ export function wholeBody(res: Response): Response {
  * (an SSE stream stays live), in the tap it already passes through when it has one (`stream-tap.ts`).
  */
 export function untilBodyEnds(res: Response, end: () => void): Response {
-  if (!res.body || whole.has(res)) {
+  // Whether it is whole first: asking for a whole answer's body makes a stream of it.
+  if (whole.has(res) || !res.body) {
     end();
     return res;
   }

@@ -75,7 +75,8 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
 
   lease.begun?.();
   const headers = passHeaders(upstream.headers);
-  for (const [k, v] of Object.entries(input.extraHeaders ?? {})) headers.set(k, v);
+  const extra = input.extraHeaders;
+  if (extra) for (const k in extra) headers.set(k, extra[k]!);
   const isSse = (upstream.headers.get("content-type") ?? "").includes("text/event-stream");
   if (!isSse || !upstream.body) {
     let buf: ArrayBuffer;
