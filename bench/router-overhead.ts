@@ -3,7 +3,9 @@
  * What the node's router adds on top of llama-server, measured in one run against the same
  * llama-server process (the node's own wrapped server, called directly at its backend_url):
  * latency of small non-streaming requests, time to the first streamed byte, requests/s with 16
- * concurrent clients, and an auto-load through the API against a bare llama-server start.
+ * concurrent clients, the router's CPU per request (a small whole answer, and a streamed one of 32
+ * tokens: what each chunk's way through the router costs), and an auto-load through the API
+ * against a bare llama-server start.
  *
  *   bun bench/router-overhead.ts [--requests 400] [--concurrency 16] [--seconds 5] [--pin] [--cpu-prof DIR]
  *
@@ -72,6 +74,7 @@ const model = await testModel("tiny", "q8_0");
 
 const small = JSON.stringify({ model: "tiny-q8_0", prompt: "hello", max_tokens: 1, temperature: 0 });
 const generate32 = JSON.stringify({ model: "tiny-q8_0", prompt: "hello", max_tokens: 32, temperature: 0, ignore_eos: true });
+const streamed32 = JSON.stringify({ model: "tiny-q8_0", prompt: "hello", max_tokens: 32, temperature: 0, stream: true, ignore_eos: true });
 const streamed = JSON.stringify({ model: "tiny-q8_0", prompt: "hello", max_tokens: 4, temperature: 0, stream: true, ignore_eos: true });
 
 /** The node's child answers to the node's key only (pool/child-key.ts): the bench reads it as the node's user. */
@@ -80,7 +83,13 @@ const headersFor = (url: string) => ({ ...childAuth.get(url), "content-type": "a
 
 async function timed(url: string, body: string): Promise<number> {
   const t = performance.now();
-  const res = await fetch(`${url}/v1/completions`, { method: "POST", headers: headersFor(url), body });
+  // llama-server closes kept-alive connections on its own schedule: a request sent on one it just
+  // closed is reset unread (as the proxy does, once more on a fresh connection).
+  const send = (keepalive: boolean) => fetch(`${url}/v1/completions`, { method: "POST", headers: headersFor(url), body, keepalive });
+  const res = await send(true).catch((err: unknown) => {
+    if ((err as { code?: string }).code !== "ECONNRESET") throw err;
+    return send(false);
+  });
   await res.arrayBuffer();
   if (res.status !== 200) throw new Error(`${url}: ${res.status}`);
   return performance.now() - t;
@@ -190,6 +199,7 @@ try {
   const ttfb = await paired(direct, routed, Math.max(50, REQUESTS / 4), firstByte);
   const tiny1 = await throughput(direct, routed, small, node.child.proc.pid);
   const gen32 = await throughput(direct, routed, generate32, node.child.proc.pid);
+  const sse32 = await throughput(direct, routed, streamed32, node.child.proc.pid);
   await node.stop();
 
   const f = (x: number) => x.toFixed(2);
@@ -200,6 +210,7 @@ try {
     [`requests/s, ${CONCURRENCY} clients, 1 token`, tiny1.direct.toFixed(0), tiny1.routed.toFixed(0), `${((tiny1.routed / tiny1.direct) * 100).toFixed(1)}%`, ">= 95% of direct"],
     [`requests/s, ${CONCURRENCY} clients, 32 tokens`, gen32.direct.toFixed(0), gen32.routed.toFixed(0), `${((gen32.routed / gen32.direct) * 100).toFixed(1)}%`, ">= 95% of direct"],
     ["router CPU per request (ms)", "", f(tiny1.cpuMsPerRequest), "", ""],
+    ["router CPU per streamed request, 32 tokens (ms)", "", f(sse32.cpuMsPerRequest), "", ""],
     ["model start p50 (ms): bare vs auto-load", f(pct(bare, 50)), f(pct(autoLoads, 50)), f(pct(autoLoads, 50) - pct(bare, 50)), "<= 100 ms added"],
   ];
   const header: [string, string, string, string, string] = ["measure", "direct", "via mesh", "added", "goal"];

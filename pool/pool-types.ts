@@ -72,6 +72,14 @@ export interface RpcSplit {
 export interface Lease {
   server: WrappedServer;
   release(): void;
+  /**
+   * Only for a request sent ahead of its slot (`SlotQueue.admit`): aborted with the refusal when a
+   * fairer share of the queue displaces it before its answer begins; its request is then dropped
+   * and the client gets that refusal.
+   */
+  revoked?: AbortSignal;
+  /** Only with `revoked`: the answer began (its head came), so it can be displaced no more. */
+  begun?: () => void;
 }
 
 export type EvictionCause = "lru" | "npu" | "nuclear" | "idle" | "unload" | "reload";

@@ -10,6 +10,14 @@
  * keep every other key out, while a lone client still has the whole queue). A waiter whose
  * client goes away leaves at once. Its figures (slots, in flight, queued, the longest recent wait)
  * are what `/metrics` and the node's announcements carry: the demand signal for replicas.
+ *
+ * A request admitted with `admit` may be sent to the server ahead of its slot, one per slot at
+ * most (`readyPerSlot`): llama-server queues it and starts it the moment a slot frees, where a slot
+ * handed over only on release would idle for the answer's way back and the next request's way in.
+ * Such a request is still counted as waiting (`queued`, the bound, its source's share) until a
+ * release gives it the slot, and it keeps its place in the round: requests go ahead in the order
+ * their turns come. One sent ahead whose answer has not begun may still be displaced by the fair
+ * share (its `revoked` signal aborts its request with the refusal).
  */
 import { PoolError } from "./errors.ts";
 
@@ -96,6 +104,35 @@ interface Waiter {
   since: number;
   grant: () => void;
   fail: (err: unknown) => void;
+  /** An `admit` caller's: it is sent to the server ahead of its slot (told with its release). */
+  ahead?: () => void;
+  /** Sent ahead: its answer began (the server runs it); no longer to be displaced. */
+  begun?: boolean;
+  /** Sent ahead: aborts its request with a refusal, when the fair share displaces it. */
+  revoke?: AbortController;
+}
+
+/** A request's hold on the queue from `admit`. */
+export interface Admission {
+  /** Gives the slot (or the place ahead of one) back; once, however often called. */
+  release: () => void;
+  /** Sent ahead of its slot: aborted with the refusal should the fair share displace it before its answer begins. */
+  revoked?: AbortSignal;
+  /** Its answer began: the server runs it, so it is displaced no more. */
+  begun: () => void;
+}
+
+/** Requests sent to a server ahead of its slots, per slot: each is started by the server as a slot frees. */
+export const READY_PER_SLOT = 1;
+
+/**
+ * The HTTP threads a llama-server with `slots` needs (pure): one per request it holds, those sent
+ * ahead of a slot included, and two more, so that requests that take no slot (`/tokenize`, its
+ * `/health`) still find one free, as with llama-server's own default (slots + 2, or the cores but
+ * one when more), which never counted requests sent ahead.
+ */
+export function httpThreadsFor(slots: number, cores: number, readyPerSlot = READY_PER_SLOT): number {
+  return Math.max(slots * (1 + readyPerSlot) + 2, cores - 1);
 }
 
 export interface SlotQueueOptions {
@@ -104,6 +141,8 @@ export interface SlotQueueOptions {
   maxQueue: number;
   now?: () => number;
   observer?: QueueObserver;
+  /** Requests `admit` sends ahead of a slot, per slot (`READY_PER_SLOT`; 0: none). */
+  readyPerSlot?: number;
 }
 
 export class SlotQueue {
@@ -112,8 +151,11 @@ export class SlotQueue {
   private readonly maxQueue: number;
   private readonly now: () => number;
   private readonly observer: QueueObserver | undefined;
+  private readonly readyPerSlot: number;
   private running = 0;
   private waiting = 0;
+  /** Sent ahead of a slot, in the order their turns came (the server starts them in that order). */
+  private ready: Waiter[] = [];
   /** Waiters by source; the map's order is the round: the source served next is first. */
   private readonly bySource = new Map<string, Waiter[]>();
   /** Recent waits as a sliding-window maximum: times rise, waits fall, front is the longest. */
@@ -127,6 +169,7 @@ export class SlotQueue {
     this.maxQueue = Math.max(0, opts.maxQueue);
     this.now = opts.now ?? Date.now;
     this.observer = opts.observer;
+    this.readyPerSlot = Math.max(0, opts.readyPerSlot ?? READY_PER_SLOT);
   }
 
   get slots(): number {
@@ -146,60 +189,107 @@ export class SlotQueue {
    * release (idempotent).
    */
   acquire(source: string, signal?: AbortSignal): Promise<() => void> {
+    return this.enter(source, signal, false).then((a) => a.release);
+  }
+
+  /**
+   * As `acquire`, but resolves as soon as the request may be sent: with its slot, or ahead of one
+   * (one per slot), still waiting in the queue's figures until a release gives it the slot.
+   */
+  admit(source: string, signal?: AbortSignal): Promise<Admission> {
+    return this.enter(source, signal, true);
+  }
+
+  private enter(source: string, signal: AbortSignal | undefined, ahead: boolean): Promise<Admission> {
     if (this.closedWith !== undefined) return Promise.reject(this.closedWith);
     if (signal?.aborted) return Promise.reject(signal.reason);
-    if (this.running < this.slotCount && this.waiting === 0) {
+    if (this.running < this.slotCount && this.waiting === 0 && this.ready.length === 0) {
       this.running++;
       this.observer?.waited(this.model, 0);
-      return Promise.resolve(this.releaser(this.now()));
+      return Promise.resolve(this.admission(this.runningReleaser(this.now())));
     }
-    if (this.waiting >= this.maxQueue) {
+    if (this.queued >= this.maxQueue) {
       this.observer?.rejected(this.model);
       const displaced = this.displacedFor(source);
       if (!displaced) return Promise.reject(this.full());
       const refusal = this.full("; requests from a client with fewer waiting took its place");
-      this.remove(displaced);
-      displaced.fail(refusal);
+      if (displaced.revoke) {
+        this.ready.splice(this.ready.indexOf(displaced), 1);
+        displaced.revoke.abort(refusal);
+      } else {
+        this.remove(displaced);
+        displaced.fail(refusal);
+      }
     }
     return new Promise((resolve, reject) => {
       const onAbort = () => {
-        if (this.remove(waiter)) reject(signal!.reason);
+        if (this.remove(waiter)) {
+          reject(signal!.reason);
+          this.fill();
+        }
       };
       const waiter: Waiter = {
         source,
         since: this.now(),
         grant: () => {
           signal?.removeEventListener("abort", onAbort);
-          resolve(this.releaser(this.now()));
+          resolve(this.admission(this.runningReleaser(this.now())));
         },
         fail: (err) => {
           signal?.removeEventListener("abort", onAbort);
           reject(err);
         },
       };
+      if (ahead) {
+        waiter.ahead = () => {
+          signal?.removeEventListener("abort", onAbort);
+          const revoke = new AbortController();
+          waiter.revoke = revoke;
+          resolve({ release: this.readyReleaser(waiter), revoked: revoke.signal, begun: () => void (waiter.begun = true) });
+        };
+      }
       signal?.addEventListener("abort", onAbort, { once: true });
       const line = this.bySource.get(source);
       if (line) line.push(waiter);
       else this.bySource.set(source, [waiter]);
       this.waiting++;
+      this.fill();
     });
   }
 
-  private full(why = ""): ModelQueueFull {
-    const retryAfter = retryAfterSeconds(this.waiting, this.slotCount, this.meanServiceMs ?? 1000);
-    return new ModelQueueFull(`model "${this.model}" is busy: its ${this.slotCount} slots are in use and ${this.waiting} requests wait (--max-queue ${this.maxQueue})${why}; retry after ${retryAfter} s`, retryAfter);
+  private admission(release: () => void): Admission {
+    return { release, begun: () => undefined };
   }
 
-  /** The newest waiter of the source with the most, when that is at least two more than `source` has. */
+  /** Requests waiting for a slot, those sent ahead of one included. */
+  private get queued(): number {
+    return this.waiting + this.ready.length;
+  }
+
+  private full(why = ""): ModelQueueFull {
+    const retryAfter = retryAfterSeconds(this.queued, this.slotCount, this.meanServiceMs ?? 1000);
+    return new ModelQueueFull(`model "${this.model}" is busy: its ${this.slotCount} slots are in use and ${this.queued} requests wait (--max-queue ${this.maxQueue})${why}; retry after ${retryAfter} s`, retryAfter);
+  }
+
+  /**
+   * The newest waiter of the source with the most, when that is at least two more than `source`
+   * has: one still in line, else one sent ahead whose answer has not begun.
+   */
   private displacedFor(source: string): Waiter | undefined {
-    let biggest: Waiter[] | undefined;
-    for (const line of this.bySource.values()) if (!biggest || line.length > biggest.length) biggest = line;
-    const mine = this.bySource.get(source)?.length ?? 0;
-    return biggest && biggest.length > mine + 1 ? biggest[biggest.length - 1] : undefined;
+    const counts = new Map<string, number>();
+    for (const [src, line] of this.bySource) counts.set(src, line.length);
+    for (const w of this.ready) if (!w.begun) counts.set(w.source, (counts.get(w.source) ?? 0) + 1);
+    let biggest: string | undefined;
+    for (const [src, n] of counts) if (biggest === undefined || n > counts.get(biggest)!) biggest = src;
+    const mine = counts.get(source) ?? 0;
+    if (biggest === undefined || counts.get(biggest)! <= mine + 1) return undefined;
+    const line = this.bySource.get(biggest);
+    if (line?.length) return line[line.length - 1];
+    return this.ready.findLast((w) => w.source === biggest && !w.begun);
   }
 
   figures(): QueueFigures {
-    return { slots: this.slotCount, inFlight: this.running, queued: this.waiting, waitMs: this.longestRecentWait() };
+    return { slots: this.slotCount, inFlight: this.running, queued: this.queued, waitMs: this.longestRecentWait() };
   }
 
   /** Refuses every waiter and every later request with `err` (the server is gone). */
@@ -212,7 +302,7 @@ export class SlotQueue {
     for (const w of waiters) w.fail(err);
   }
 
-  private releaser(grantedAt: number): () => void {
+  private runningReleaser(grantedAt: number): () => void {
     let done = false;
     return () => {
       if (done) return;
@@ -224,19 +314,60 @@ export class SlotQueue {
     };
   }
 
-  /** Gives free slots to waiters, one source after the other. */
+  /**
+   * The release of a request sent ahead: while it waits, it gives its place back (its client left,
+   * or it failed); once a release gave it its slot, it gives the slot back.
+   */
+  private readyReleaser(waiter: Waiter): () => void {
+    let slot: (() => void) | undefined;
+    let done = false;
+    waiter.grant = () => void (slot = this.runningReleaser(this.now()));
+    return () => {
+      if (done) return;
+      done = true;
+      if (slot) return slot();
+      const i = this.ready.indexOf(waiter);
+      if (i >= 0) this.ready.splice(i, 1);
+      this.fill();
+    };
+  }
+
+  /** Gives free slots to the requests sent ahead, then to waiters, one source after the other; then sends the next ahead. */
   private handOver(): void {
-    while (this.running < this.slotCount && this.waiting > 0) {
-      const [source, line] = this.bySource.entries().next().value!;
-      const waiter = line.shift()!;
-      this.bySource.delete(source);
-      // Back of the round, if it has more.
-      if (line.length) this.bySource.set(source, line);
-      this.waiting--;
+    while (this.running < this.slotCount && this.ready.length > 0) {
+      const waiter = this.ready.shift()!;
       this.running++;
       this.noteWait(this.now() - waiter.since);
       waiter.grant();
     }
+    while (this.running < this.slotCount && this.waiting > 0) {
+      const waiter = this.nextInTurn();
+      this.running++;
+      this.noteWait(this.now() - waiter.since);
+      waiter.grant();
+    }
+    this.fill();
+  }
+
+  /** Sends waiters ahead of a slot while there is room (one per slot), as long as the next in turn is an `admit` caller. */
+  private fill(): void {
+    while (this.ready.length < this.slotCount * this.readyPerSlot && this.waiting > 0 && this.closedWith === undefined) {
+      const [, line] = this.bySource.entries().next().value!;
+      if (!line[0]!.ahead) return;
+      const waiter = this.nextInTurn();
+      this.ready.push(waiter);
+      waiter.ahead!();
+    }
+  }
+
+  /** Takes the next waiter in the round out of its line: its source goes to the back of the round. */
+  private nextInTurn(): Waiter {
+    const [source, line] = this.bySource.entries().next().value!;
+    const waiter = line.shift()!;
+    this.bySource.delete(source);
+    if (line.length) this.bySource.set(source, line);
+    this.waiting--;
+    return waiter;
   }
 
   /** Takes a waiter out of its line; false when it already left (granted or failed). */

@@ -11,7 +11,7 @@ import type { ModelType } from "../models/model-type.ts";
 import { childLaunch, readLogTail, terminate } from "./child-process.ts";
 import type { DeviceMask } from "../models/recipe-devices.ts";
 import { serverGone } from "./errors.ts";
-import { DEFAULT_SLOTS, SlotQueue, slotsFromArgv, slotsFromProps, type QueueObserver } from "./slot-queue.ts";
+import { DEFAULT_SLOTS, httpThreadsFor, SlotQueue, slotsFromArgv, slotsFromProps, type QueueObserver } from "./slot-queue.ts";
 import { templateCapsFromProps, type TemplateCaps } from "./template-caps.ts";
 
 export type ServerState = "starting" | "ready" | "stopping" | "stopped" | "failed";
@@ -99,7 +99,9 @@ export class WrappedServer {
         stdin: "ignore",
         stdout: fd,
         stderr: fd,
-        env: { ...process.env, GGML_NO_BACKTRACE: "1", ...spec.env },
+        // Room for the requests sent ahead of a slot (`httpThreadsFor`), as an environment
+        // variable: an operator's own (`--threads-http` in the args, or this variable) still wins.
+        env: { LLAMA_ARG_THREADS_HTTP: String(httpThreadsFor(this.queue.slots, navigator.hardwareConcurrency)), ...process.env, GGML_NO_BACKTRACE: "1", ...spec.env },
       });
     } finally {
       closeSync(fd);

@@ -19,6 +19,7 @@ import type { Hono } from "hono";
 import { fromOutside } from "./http/api-keys.ts";
 import type { AppEnv } from "./app.ts";
 import { openAiError } from "./http/errors.ts";
+import { tapStream } from "./http/stream-tap.ts";
 
 export interface FrontDoorOptions {
   /** `--max-connections`: requests in flight (answers still streaming included) before 503. */
@@ -92,12 +93,14 @@ export function frontDoor(app: Hono<AppEnv>, opts: FrontDoorOptions): (req: Requ
       throw err;
     }
     if (!lifted) return res;
-    if (!res.body || !isStreamed(res)) {
+    // The head first: a whole answer's body is never touched (Bun makes a stream of it when asked).
+    if (!isStreamed(res) || !res.body) {
       setTimeout(opts.idleTimeoutS);
       return res;
     }
     const body = watchReader(res.body, opts.idleTimeoutS * 1000, () => setTimeout(opts.idleTimeoutS));
-    return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+    // The same answer when its body is a tap already (a proxied stream's): the watch joined it.
+    return body === res.body ? res : new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
   };
 }
 
@@ -113,47 +116,24 @@ function isStreamed(res: Response): boolean {
  * the body is cancelled (its producer, a proxied server's stream, lets its slot go) and the answer cut.
  */
 export function watchReader(body: ReadableStream<Uint8Array>, stallMs: number, ended: () => void): ReadableStream<Uint8Array> {
-  const reader = body.getReader();
-  let stall: Timer | undefined;
   let over = false;
   const end = () => {
     if (over) return;
     over = true;
-    clearTimeout(stall);
     ended();
   };
-  return new ReadableStream<Uint8Array>(
-    {
-      async pull(controller) {
-        clearTimeout(stall);
-        let read: Awaited<ReturnType<typeof reader.read>>;
-        try {
-          read = await reader.read();
-        } catch (err) {
-          end();
-          controller.error(err);
-          return;
-        }
-        if (read.done) {
-          end();
-          controller.close();
-          return;
-        }
-        controller.enqueue(read.value);
-        stall = setTimeout(() => {
-          end();
-          void reader.cancel(new Error("the client stopped reading")).catch(() => undefined);
-          controller.error(new Error(`the client read nothing for ${stallMs} ms`));
-        }, stallMs);
-        stall.unref();
-      },
-      cancel(reason) {
+  return tapStream(body, {
+    onEnd: end,
+    onCancel: end,
+    onStall: {
+      side: "client",
+      ms: stallMs,
+      call: () => {
         end();
-        return reader.cancel(reason);
+        return undefined;
       },
     },
-    { highWaterMark: 0 },
-  );
+  });
 }
 
 /** How often a quiet SSE stream gets a keep-alive: well inside the idle timeout that would cut it. */

@@ -8,6 +8,7 @@ import { isObject, type Json, type JsonObject } from "../http/json.ts";
 import { readEvent, splitSse, type WholeSseEvent } from "../http/sse-split.ts";
 import { MAX_HELD_EVENT_BYTES } from "../http/stream-endings.ts";
 import { headersForNewBody, MAX_REWRITTEN_ANSWER_BYTES, textWithin } from "../http/bounded-body.ts";
+import { tapStream } from "../http/stream-tap.ts";
 
 /** Rewrites one event's JSON data (`event` is its `event:` field, "message" without one); undefined keeps the event as it came. */
 export type EventRewrite = (event: string, data: JsonObject) => JsonObject | undefined;
@@ -58,46 +59,28 @@ export async function rewriteAnswer(res: Response, rewrite: AnswerRewrite): Prom
   return new Response(out, { status: res.status, statusText: res.statusText, headers: headersForNewBody(res) });
 }
 
+/** `body` with each whole event rewritten, in the tap it passes through when it has one (`stream-tap.ts`). */
 function rewriteStream(body: ReadableStream<Uint8Array>, rewrite: EventRewrite): ReadableStream<Uint8Array> {
-  const reader = body.getReader();
   const decoder = new TextDecoder();
   const encoder = new TextEncoder();
   let pending = "";
-  return new ReadableStream<Uint8Array>(
-    {
-      async pull(controller) {
-        for (;;) {
-          let step: Awaited<ReturnType<typeof reader.read>>;
-          try {
-            step = await reader.read();
-          } catch (err) {
-            controller.error(err);
-            return;
-          }
-          if (step.done) {
-            const tail = pending + decoder.decode();
-            if (tail) controller.enqueue(encoder.encode(tail));
-            controller.close();
-            return;
-          }
-          const text = decoder.decode(step.value, { stream: true });
-          const { events, held } = splitSse(pending, text, MAX_HELD_EVENT_BYTES);
-          if (held === undefined) {
-            // An event past the bound is passed on as it came (as the guard before this does), not held whole.
-            controller.enqueue(encoder.encode(pending + text));
-            pending = "";
-            return;
-          }
-          pending = held;
-          if (events.length === 0) continue;
-          controller.enqueue(encoder.encode(events.map((e) => rewritten(e, rewrite)).join("")));
-          return;
-        }
-      },
-      cancel(reason) {
-        return reader.cancel(reason).catch(() => undefined);
-      },
+  return tapStream(body, {
+    onChunk(chunk) {
+      const text = decoder.decode(chunk, { stream: true });
+      const { events, held } = splitSse(pending, text, MAX_HELD_EVENT_BYTES);
+      if (held === undefined) {
+        // An event past the bound is passed on as it came (as the guard before this does), not held whole.
+        const out = encoder.encode(pending + text);
+        pending = "";
+        return out;
+      }
+      pending = held;
+      return events.length === 0 ? [] : encoder.encode(events.map((e) => rewritten(e, rewrite)).join(""));
     },
-    { highWaterMark: 0 },
-  );
+    onEnd(end) {
+      if (!end.done) return;
+      const tail = pending + decoder.decode();
+      return tail ? { add: encoder.encode(tail) } : undefined;
+    },
+  });
 }

@@ -8,75 +8,55 @@
  */
 import { brokenStreamEnding, endOfLastEvent, MAX_HELD_EVENT_BYTES } from "./stream-endings.ts";
 import { emptySse, isFinalEvent, readSse } from "./sse-events.ts";
+import { tapStream, tappedAnswer, type TapHooks } from "./stream-tap.ts";
 
 const encoder = new TextEncoder();
+const EMPTY = new Uint8Array(0);
 
 export interface Broken {
   message: string;
   code: string;
 }
 
-/** `body`, event by event, ended with `route`'s error event saying `gone` when it breaks. */
+/** `body`, event by event, ended with `route`'s error event saying `gone` when it breaks (in the tap it passes through, if any). */
 export function guardSse(body: ReadableStream<Uint8Array>, route: string, gone: Broken): ReadableStream<Uint8Array> {
-  const reader = body.getReader();
+  return tapStream(body, sseGuard(route, gone));
+}
+
+/** The guard's hooks on a stream's tap (`stream-tap.ts`). */
+function sseGuard(route: string, gone: Broken): TapHooks {
   const decoder = new TextDecoder();
   let events = emptySse();
   // The bytes of the event still arriving, as they came: each piece is scanned once, joined once.
   let held: Uint8Array[] = [];
   let heldBytes = 0;
-  const end = (controller: ReadableStreamDefaultController<Uint8Array>, why: Broken) => {
-    try {
-      controller.enqueue(encoder.encode(brokenStreamEnding(route, why.message, why.code)));
-      controller.close();
-    } catch {
-      // The client left first: nobody reads the ending.
-    }
-  };
-  const pass = (controller: ReadableStreamDefaultController<Uint8Array>, whole: Uint8Array) => {
-    events = readSse(events, decoder.decode(whole, { stream: true }));
-    controller.enqueue(whole);
-  };
-  return new ReadableStream<Uint8Array>(
-    {
-      async pull(controller) {
-        for (;;) {
-          let step: Awaited<ReturnType<typeof reader.read>>;
-          try {
-            step = await reader.read();
-          } catch {
-            return end(controller, gone);
-          }
-          if (step.done) {
-            // A tail that never became an event: the last one passed tells whether the stream finished.
-            if (isFinalEvent(events.last, route)) {
-              if (heldBytes > 0) controller.enqueue(concat(held));
-              return controller.close();
-            }
-            return end(controller, gone);
-          }
-          const piece = step.value;
-          // An event's blank line may begin in the held bytes: their last three are scanned with the piece.
-          const before = lastBytes(held, 3);
-          const cut = Math.max(0, endOfLastEvent(concat([before, piece])) - before.length);
-          if (cut === 0 && heldBytes + piece.length <= MAX_HELD_EVENT_BYTES) {
-            held.push(piece);
-            heldBytes += piece.length;
-            continue;
-          }
-          // Past the bound an event is passed on unsplit: a whole answer repeated in one event fits under it.
-          const upTo = cut === 0 ? piece.length : cut;
-          pass(controller, concat([...held, piece.subarray(0, upTo)]));
-          held = upTo < piece.length ? [piece.subarray(upTo)] : [];
-          heldBytes = piece.length - upTo;
-          return;
-        }
-      },
-      cancel(reason) {
-        return reader.cancel(reason).catch(() => undefined);
-      },
+  const ending = () => ({ add: encoder.encode(brokenStreamEnding(route, gone.message, gone.code)), end: { done: true } as const });
+  return {
+    onChunk(piece) {
+      // An event's blank line may begin in the held bytes: their last three are scanned with the piece.
+      const before = heldBytes === 0 ? EMPTY : lastBytes(held, 3);
+      const cut = Math.max(0, endOfLastEvent(before.length === 0 ? piece : concat([before, piece])) - before.length);
+      if (cut === 0 && heldBytes + piece.length <= MAX_HELD_EVENT_BYTES) {
+        held.push(piece);
+        heldBytes += piece.length;
+        return [];
+      }
+      // Past the bound an event is passed on unsplit: a whole answer repeated in one event fits under it.
+      const upTo = cut === 0 ? piece.length : cut;
+      const upToPiece = upTo === piece.length ? piece : piece.subarray(0, upTo);
+      const whole = heldBytes === 0 ? upToPiece : concat([...held, upToPiece]);
+      held = upTo < piece.length ? [piece.subarray(upTo)] : [];
+      heldBytes = piece.length - upTo;
+      events = readSse(events, decoder.decode(whole, { stream: true }));
+      return whole;
     },
-    { highWaterMark: 0 },
-  );
+    onEnd(end) {
+      // A failed source, or a tail that never became an event after one that does not finish the
+      // stream: broken. The bytes of an event still in flight are dropped, not sent half.
+      if (!end.done || !isFinalEvent(events.last, route)) return ending();
+      return heldBytes > 0 ? { add: concat(held) } : undefined;
+    },
+  };
 }
 
 /** The last `n` bytes of `pieces` (fewer when they hold fewer). */
@@ -104,6 +84,6 @@ function concat(pieces: readonly Uint8Array[]): Uint8Array {
 
 /** `res` with its SSE body guarded (`guardSse`); any other answer as it is. */
 export function guardedAnswer(res: Response, route: string, gone: Broken): Response {
-  if (!res.body || !(res.headers.get("content-type") ?? "").includes("text/event-stream")) return res;
-  return new Response(guardSse(res.body, route, gone), { status: res.status, statusText: res.statusText, headers: res.headers });
+  if (!(res.headers.get("content-type") ?? "").includes("text/event-stream") || !res.body) return res;
+  return tappedAnswer(res, sseGuard(route, gone));
 }

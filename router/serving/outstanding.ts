@@ -4,6 +4,7 @@
  * router picks among a model's servers by these counts. Only pairs with a request in flight are
  * kept, so the map never holds more than models x servers entries.
  */
+import { tappedAnswer } from "../http/stream-tap.ts";
 
 export class Outstanding {
   private readonly counts = new Map<string, number>();
@@ -49,36 +50,13 @@ export function wholeBody(res: Response): Response {
  * The response, whose `end` is called once its body has been read whole, cancelled or failed (at
  * once when it has none, or has it in memory already: wrapping that in a stream would only make
  * the answer go out chunked, at a cost per request). The body passes chunk by chunk, unbuffered
- * (an SSE stream stays live).
+ * (an SSE stream stays live), in the tap it already passes through when it has one (`stream-tap.ts`).
  */
 export function untilBodyEnds(res: Response, end: () => void): Response {
-  if (!res.body || whole.has(res)) {
+  // Whether it is whole first: asking for a whole answer's body makes a stream of it.
+  if (whole.has(res) || !res.body) {
     end();
     return res;
   }
-  const reader = res.body.getReader();
-  const body = new ReadableStream<Uint8Array>(
-    {
-      async pull(controller) {
-        let read: Awaited<ReturnType<typeof reader.read>>;
-        try {
-          read = await reader.read();
-        } catch (err) {
-          end();
-          controller.error(err);
-          return;
-        }
-        if (read.done) {
-          end();
-          controller.close();
-        } else controller.enqueue(read.value);
-      },
-      cancel(reason) {
-        end();
-        return reader.cancel(reason);
-      },
-    },
-    { highWaterMark: 0 },
-  );
-  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+  return tappedAnswer(res, { onEnd: end, onCancel: end });
 }

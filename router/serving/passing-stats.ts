@@ -5,8 +5,8 @@
  * read only when someone asks for the stats.
  */
 import { figuresOf, figuresOfSse, toStats, type ReportedFigures, type RequestStats } from "../../metrics/request-stats.ts";
+import { tappedAnswer } from "../http/stream-tap.ts";
 
-/** What is kept of an SSE answer: its last events, where llama-server reports figures. */
 /** What of a stream is kept for its figures: they are in its last events. */
 export const SSE_TAIL_BYTES = 16 * 1024;
 /** A JSON answer is read whole up to this; a bigger one (embeddings of a long batch) gives no figures. */
@@ -34,43 +34,63 @@ export function figuresOfKept(kept: Uint8Array, sse: boolean, whole: boolean): R
   }
 }
 
+/**
+ * The last `max` bytes of a stream, kept as the chunks that hold them (each chunk is kept, not
+ * copied; they are joined only when asked): what a chunk costs is a push, not a copy of the tail.
+ */
+export class TailKeeper {
+  private chunks: Uint8Array[] = [];
+  private held = 0;
+
+  constructor(private readonly max: number) {}
+
+  push(chunk: Uint8Array): void {
+    this.chunks.push(chunk);
+    this.held += chunk.length;
+    // Chunks wholly before the last `max` bytes go.
+    while (this.chunks.length > 1 && this.held - this.chunks[0]!.length >= this.max) this.held -= this.chunks.shift()!.length;
+  }
+
+  /** The last `n` bytes (fewer when fewer passed), at most `max`. */
+  last(n: number): Uint8Array {
+    const want = Math.min(n, this.max, this.held);
+    const out = new Uint8Array(want);
+    let at = want;
+    for (let i = this.chunks.length - 1; i >= 0 && at > 0; i--) {
+      const c = this.chunks[i]!;
+      const take = Math.min(at, c.length);
+      out.set(c.subarray(c.length - take), at - take);
+      at -= take;
+    }
+    return out;
+  }
+
+  /** The last `max` bytes. */
+  bytes(): Uint8Array {
+    return this.last(this.max);
+  }
+}
+
 /** `res` with a body that reports, once it has all passed, the request's figures (a 200 only). */
 export function recordPassingStats(res: Response, model: string, route: string, started: number, onStats: (stats: () => RequestStats) => void): Response {
   if (res.status !== 200 || !res.body) return res;
   const sse = (res.headers.get("content-type") ?? "").includes("text/event-stream");
   const max = sse ? SSE_TAIL_BYTES : JSON_MAX_BYTES;
-  const reader = res.body.getReader();
-  let kept: Uint8Array = new Uint8Array(0);
+  const kept = new TailKeeper(max);
   let total = 0;
   let firstByteMs: number | undefined;
-  const body = new ReadableStream<Uint8Array>(
-    {
-      async pull(controller) {
-        let step: Awaited<ReturnType<typeof reader.read>>;
-        try {
-          step = await reader.read();
-        } catch (err) {
-          controller.error(err);
-          return;
-        }
-        if (step.done) {
-          const totalMs = performance.now() - started;
-          const last = kept;
-          const whole = total <= max;
-          onStats(() => toStats(model, route, figuresOfKept(last, sse, whole), { firstByteMs: sse ? firstByteMs : undefined, totalMs }));
-          controller.close();
-          return;
-        }
-        firstByteMs ??= performance.now() - started;
-        total += step.value.length;
-        if (sse || total <= max) kept = keepLast(kept, step.value, max);
-        controller.enqueue(step.value);
-      },
-      cancel(reason) {
-        void reader.cancel(reason).catch(() => undefined);
-      },
+  return tappedAnswer(res, {
+    onChunk: (chunk) => {
+      firstByteMs ??= performance.now() - started;
+      total += chunk.length;
+      if (sse || total <= max) kept.push(chunk);
+      return undefined;
     },
-    { highWaterMark: 0 },
-  );
-  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+    onEnd: (end) => {
+      if (!end.done) return;
+      const totalMs = performance.now() - started;
+      const whole = total <= max;
+      onStats(() => toStats(model, route, figuresOfKept(kept.bytes(), sse, whole), { firstByteMs: sse ? firstByteMs : undefined, totalMs }));
+    },
+  });
 }

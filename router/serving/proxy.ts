@@ -11,7 +11,8 @@ import type { Lease } from "../../pool/pool.ts";
 import { serverGone } from "../../pool/errors.ts";
 import { figuresOf, figuresOfSse, toStats, type RequestStats } from "../../metrics/request-stats.ts";
 import { guardSse } from "../http/sse-guard.ts";
-import { keepLast, SSE_TAIL_BYTES } from "./passing-stats.ts";
+import { SSE_TAIL_BYTES, TailKeeper } from "./passing-stats.ts";
+import { tapStream } from "../http/stream-tap.ts";
 import { wholeBody } from "./outstanding.ts";
 
 /** Silence after which a stream gets a keep-alive comment: well under --idle-timeout's default and a peer's read deadline. */
@@ -52,7 +53,7 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
   const { lease, model, path } = input;
   const started = performance.now();
   const upstreamAbort = new AbortController();
-  const signal = AbortSignal.any([input.clientSignal, lease.server.gone, upstreamAbort.signal]);
+  const signal = AbortSignal.any(lease.revoked ? [input.clientSignal, lease.server.gone, upstreamAbort.signal, lease.revoked] : [input.clientSignal, lease.server.gone, upstreamAbort.signal]);
   const send = (keepalive: boolean) => fetch(`${lease.server.url}${path}`, { method: "POST", headers: { ...lease.server.headers, "content-type": "application/json" }, body: input.body, signal, keepalive });
   let upstream: Response;
   try {
@@ -66,12 +67,16 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
   } catch (err) {
     lease.release();
     if (input.clientSignal.aborted) throw err;
+    // Sent ahead of its slot and displaced by a fairer share of the queue: the client gets that refusal.
+    if (lease.revoked?.aborted) throw lease.revoked.reason;
     // Refused or reset before the exit is noticed is the same failure: the server is gone.
     throw serverGone(`the server for model "${model}" failed while handling the request (${(err as Error).message}); retry to reload it`);
   }
 
+  lease.begun?.();
   const headers = passHeaders(upstream.headers);
-  for (const [k, v] of Object.entries(input.extraHeaders ?? {})) headers.set(k, v);
+  const extra = input.extraHeaders;
+  if (extra) for (const k in extra) headers.set(k, extra[k]!);
   const isSse = (upstream.headers.get("content-type") ?? "").includes("text/event-stream");
   if (!isSse || !upstream.body) {
     let buf: ArrayBuffer;
@@ -88,72 +93,39 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
     return wholeBody(new Response(buf, { status: upstream.status, headers }));
   }
 
-  const reader = upstream.body.getReader();
-  let tail = new Uint8Array(0);
+  const tail = new TailKeeper(SSE_TAIL_BYTES);
   let firstByteMs: number | undefined;
   let finished = false;
-  let lastSentAt = performance.now();
-  let keepAlive: Timer | undefined;
   const finish = () => {
     if (finished) return;
     finished = true;
-    clearInterval(keepAlive);
     lease.release();
     const totalMs = performance.now() - started;
-    const last = tail;
     try {
-      input.onStats(() => toStats(model, path, figuresOfSse(decoder.decode(last)), { firstByteMs, totalMs }), {
+      input.onStats(() => toStats(model, path, figuresOfSse(decoder.decode(tail.bytes())), { firstByteMs, totalMs }), {
         firstByteAt: firstByteMs === undefined ? undefined : started + firstByteMs,
       });
     } catch {
       // Figures are a by-product: failing to record them must not fail an answer already given.
     }
   };
-  const keepTail = (chunk: Uint8Array) => void (tail = keepLast(tail, chunk, SSE_TAIL_BYTES));
-  const keepAliveMs = input.keepAliveMs ?? KEEP_ALIVE_MS;
-  const stream = new ReadableStream<Uint8Array>(
-    {
-      start(controller) {
-        keepAlive = setInterval(() => {
-          // Only between events: a comment inside a half-sent event would corrupt it.
-          if (finished || performance.now() - lastSentAt < keepAliveMs || !atEventBoundary(tail)) return;
-          controller.enqueue(KEEP_ALIVE);
-          lastSentAt = performance.now();
-        }, keepAliveMs / 3);
-        keepAlive.unref();
-      },
-      async pull(controller) {
-        // Only the upstream read can tell of a dead server: whatever `finish` does (the stats
-        // observer) stays out of this try, or its failure would add an error event after `[DONE]`.
-        let read: Awaited<ReturnType<typeof reader.read>>;
-        try {
-          read = await reader.read();
-        } catch (err) {
-          // The guard ends the stream in its dialect's words (a client that left reads nothing more).
-          controller.error(err);
-          finish();
-          return;
-        }
-        const { done, value } = read;
-        if (done) {
-          // A server killed mid-answer closes the socket like a finished one: the guard tells them apart.
-          controller.close();
-          finish();
-          return;
-        }
-        firstByteMs ??= performance.now() - started;
-        keepTail(value);
-        controller.enqueue(value);
-        lastSentAt = performance.now();
-      },
-      cancel() {
-        upstreamAbort.abort();
-        void reader.cancel().catch(() => undefined);
-        finish();
-      },
+  // One tap (`stream-tap.ts`) for the proxy's hooks and the guard's after them: a failed upstream
+  // read reaches the guard as a failed end, which it ends in its dialect's words.
+  const stream = tapStream(upstream.body, {
+    onChunk: (chunk) => {
+      firstByteMs ??= performance.now() - started;
+      tail.push(chunk);
+      return undefined;
     },
-    { highWaterMark: 0 },
-  );
+    // A server killed mid-answer closes the socket like a finished one: the guard tells them apart.
+    onEnd: finish,
+    onCancel: () => {
+      upstreamAbort.abort();
+      finish();
+    },
+    // Only between events: a comment inside a half-sent event would corrupt it.
+    onStall: { side: "source", ms: input.keepAliveMs ?? KEEP_ALIVE_MS, call: () => (finished || !atEventBoundary(tail.last(4)) ? undefined : KEEP_ALIVE) },
+  });
   const gone = { message: `the server for model "${model}" exited mid-stream; retry to reload it`, code: "model_server_exited" };
   return new Response(guardSse(stream, path, gone), { status: upstream.status, headers });
 }

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { ModelQueueFull, retryAfterSeconds, SlotQueue, slotsFromArgv, slotsFromProps, WAIT_WINDOW_MS } from "../../pool/slot-queue.ts";
+import { ModelQueueFull, retryAfterSeconds, SlotQueue, slotsFromArgv, slotsFromProps, WAIT_WINDOW_MS, httpThreadsFor, type Admission } from "../../pool/slot-queue.ts";
 
 /** A queue on a clock the test moves, with every grant recorded in order. */
 function harness(slots: number, maxQueue = 64) {
@@ -264,3 +264,149 @@ test.each([
   [null, undefined],
   ["text", undefined],
 ])("slotsFromProps(%p) = %p", (props, want) => expect(slotsFromProps(props)).toBe(want));
+
+/** A queue whose requests are admitted with `admit` (sent ahead of a slot, one per slot), every admission recorded in order. */
+function aheadHarness(slots: number, maxQueue = 64) {
+  let now = 1_000_000;
+  const events = { waited: [] as number[], rejected: 0 };
+  const q = new SlotQueue({ model: "m", slots, maxQueue, now: () => now, observer: { waited: (_m, ms) => void events.waited.push(ms), rejected: () => void events.rejected++ } });
+  const admitted: string[] = [];
+  const held = new Map<string, Admission>();
+  const failures = new Map<string, unknown>();
+  const take = (source: string, id: string, signal?: AbortSignal) =>
+    q.admit(source, signal).then(
+      (a) => {
+        admitted.push(id);
+        held.set(id, a);
+      },
+      (err: unknown) => void failures.set(id, err),
+    );
+  const tick = (ms: number) => void (now += ms);
+  return { q, admitted, held, failures, take, tick, events };
+}
+
+describe("admit: one request per slot sent ahead of it", () => {
+  test("sent ahead at once, counted as waiting; a release gives it the slot and sends the next ahead", async () => {
+    const h = aheadHarness(2);
+    for (const id of ["r1", "r2", "r3", "r4", "r5"]) void h.take("s", id);
+    await settle();
+    expect(h.admitted).toEqual(["r1", "r2", "r3", "r4"]);
+    expect(h.q.figures()).toMatchObject({ slots: 2, inFlight: 2, queued: 3 });
+    // Running ones can never be displaced: they have no revoked signal.
+    expect(h.held.get("r1")!.revoked).toBeUndefined();
+    expect(h.held.get("r3")!.revoked).toBeDefined();
+    h.tick(500);
+    h.held.get("r1")!.release();
+    expect(h.q.figures()).toMatchObject({ inFlight: 2, queued: 2 });
+    await settle();
+    expect(h.admitted).toEqual(["r1", "r2", "r3", "r4", "r5"]);
+    // r3's wait ends when it gets the slot, not when it is sent.
+    expect(h.events.waited).toEqual([0, 0, 500]);
+    for (const id of ["r2", "r3", "r4", "r5"]) h.held.get(id)!.release();
+    expect(h.q.figures()).toMatchObject({ inFlight: 0, queued: 0 });
+  });
+
+  test.each([
+    { name: "no queue: none sent ahead, the third refused", slots: 2, maxQueue: 0, sent: 3, admitted: 2, refused: 1 },
+    { name: "a queue of 1 behind 2 slots: one sent ahead, the fourth refused", slots: 2, maxQueue: 1, sent: 4, admitted: 3, refused: 1 },
+    { name: "a queue of 4 behind 2 slots: two sent ahead, two wait, none refused", slots: 2, maxQueue: 4, sent: 6, admitted: 4, refused: 0 },
+  ])("the bound counts those sent ahead: $name", async ({ slots, maxQueue, sent, admitted, refused }) => {
+    const h = aheadHarness(slots, maxQueue);
+    for (let i = 0; i < sent; i++) void h.take("s", `r${i}`);
+    await settle();
+    expect(h.admitted.length).toBe(admitted);
+    expect(h.failures.size).toBe(refused);
+    expect(h.q.figures().queued).toBe(sent - slots - refused);
+  });
+
+  test("sent in the order of turns: round-robin between sources as their turns come", async () => {
+    const h = aheadHarness(1);
+    for (const [source, id] of [["a", "a1"], ["a", "a2"], ["a", "a3"], ["a", "a4"], ["b", "b1"], ["c", "c1"], ["b", "b2"]] as const) void h.take(source, id);
+    await settle();
+    // a2 had its turn when it was alone, so a is first again when b and c come.
+    for (let i = 0; i < 7; i++) {
+      await settle();
+      h.held.get(h.admitted[i]!)?.release();
+    }
+    await settle();
+    expect(h.admitted).toEqual(["a1", "a2", "a3", "b1", "c1", "a4", "b2"]);
+  });
+
+  test("another source's request displaces the newest sent ahead by the biggest: its request is revoked with the 429", async () => {
+    const h = aheadHarness(2, 2);
+    for (const id of ["a0", "a1", "a2", "a3"]) void h.take("key:a", id);
+    await settle();
+    expect(h.q.figures()).toMatchObject({ inFlight: 2, queued: 2 });
+    void h.take("key:b", "b0");
+    await settle();
+    const revoked = h.held.get("a3")!.revoked!;
+    expect(revoked.aborted).toBe(true);
+    expect(revoked.reason).toBeInstanceOf(ModelQueueFull);
+    expect((revoked.reason as Error).message).toContain("took its place");
+    expect(h.held.get("a2")!.revoked!.aborted).toBe(false);
+    expect(h.admitted).toEqual(["a0", "a1", "a2", "a3", "b0"]);
+    expect(h.q.figures()).toMatchObject({ inFlight: 2, queued: 2 });
+    // Its release (the proxy's, after the abort) changes nothing more.
+    h.held.get("a3")!.release();
+    expect(h.q.figures()).toMatchObject({ inFlight: 2, queued: 2 });
+  });
+
+  test("one whose answer began is displaced no more", async () => {
+    const h = aheadHarness(1, 1);
+    void h.take("a", "a0");
+    void h.take("a", "a1");
+    await settle();
+    h.held.get("a1")!.begun();
+    await h.take("b", "b0");
+    expect(h.failures.get("b0")).toBeInstanceOf(ModelQueueFull);
+    expect(h.held.get("a1")!.revoked!.aborted).toBe(false);
+  });
+
+  test("one sent ahead whose client leaves gives its place back; the next is sent in its place", async () => {
+    const h = aheadHarness(1);
+    for (const id of ["r1", "r2", "r3"]) void h.take("s", id);
+    await settle();
+    expect(h.admitted).toEqual(["r1", "r2"]);
+    h.held.get("r2")!.release();
+    await settle();
+    expect(h.admitted).toEqual(["r1", "r2", "r3"]);
+    expect(h.q.figures()).toMatchObject({ inFlight: 1, queued: 1 });
+    h.held.get("r1")!.release();
+    expect(h.q.figures()).toMatchObject({ inFlight: 1, queued: 0 });
+    // No service time from the one that left before its slot.
+    h.held.get("r3")!.release();
+    expect(h.q.figures()).toMatchObject({ inFlight: 0, queued: 0 });
+  });
+
+  test("a request waiting for a slot with acquire is never sent ahead, nor anyone behind it", async () => {
+    const h = aheadHarness(1);
+    void h.take("a", "a1");
+    let acquired = false;
+    void h.q.acquire("b").then(() => void (acquired = true));
+    void h.take("c", "c1");
+    await settle();
+    expect(h.admitted).toEqual(["a1"]);
+    h.held.get("a1")!.release();
+    await settle();
+    expect(acquired).toBe(true);
+    expect(h.admitted).toEqual(["a1", "c1"]);
+  });
+
+  test("closing refuses the waiters; those sent ahead go on with their server", async () => {
+    const h = aheadHarness(1);
+    for (const id of ["r1", "r2", "r3"]) void h.take("s", id);
+    await settle();
+    h.q.close(new Error("server gone"));
+    await settle();
+    expect([...h.failures.keys()]).toEqual(["r3"]);
+    expect(h.held.get("r2")!.revoked!.aborted).toBe(false);
+  });
+});
+
+test.each([
+  [4, 2, 1, 10],
+  [1, 2, 1, 4],
+  [4, 16, 1, 15],
+  [2, 2, 0, 4],
+  [8, 8, 1, 18],
+])("httpThreadsFor(slots %p, cores %p, ready per slot %p) = %p", (slots, cores, ready, want) => expect(httpThreadsFor(slots, cores, ready)).toBe(want));
