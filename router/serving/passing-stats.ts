@@ -92,5 +92,14 @@ export function recordPassingStats(res: Response, model: string, route: string, 
       const whole = total <= max;
       onStats(() => toStats(model, route, figuresOfKept(kept.bytes(), sse, whole), { firstByteMs: sse ? firstByteMs : undefined, totalMs }));
     },
+    // A client may let go as soon as the last event has come (the OpenAI SDK does at `[DONE]`),
+    // before the peer's stream has ended: the answer was whole when its figures have passed.
+    onCancel: () => {
+      if (!sse) return;
+      const figures = figuresOfKept(kept.bytes(), true, true);
+      if (figures.usage === undefined && figures.timings === undefined) return;
+      const totalMs = performance.now() - started;
+      onStats(() => toStats(model, route, figures, { firstByteMs, totalMs }));
+    },
   });
 }
