@@ -182,11 +182,6 @@ export class ServingCore implements Serving {
   }
 
   lastStats = (): RequestStats | undefined => this.stats?.();
-
-  /** The requests this node has in flight per (model, server), for its metrics and tests. */
-  get outstanding(): Outstanding {
-    return this.dispatching.outstanding;
-  }
 }
 
 /** Why a model of the mesh cannot be loaded here, and how to get it (pure). */
