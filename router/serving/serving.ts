@@ -15,7 +15,7 @@ import type { LoadOptions } from "../../pool/pool-types.ts";
 import type { Pool } from "../../pool/pool.ts";
 import type { WrappedServer } from "../../pool/wrapped-server.ts";
 import type { RequestStats } from "../../metrics/request-stats.ts";
-import { answerInference, type InferenceCall } from "./inference.ts";
+import { answerInference, type InferenceCall, type InferenceParts } from "./inference.ts";
 import { applyKeepAlive, MemberUnloads } from "./keep-alive.ts";
 import { Outstanding } from "./outstanding.ts";
 import type { Dispatching } from "./dispatch.ts";
@@ -100,6 +100,8 @@ export class ServingCore implements Serving {
   private readonly dispatching: Dispatching;
   private readonly memberUnloads = new MemberUnloads();
   private stats: (() => RequestStats) | undefined;
+  /** What answering a request needs of this core: made once, not per request (the hot path). */
+  private readonly inference: InferenceParts;
 
   constructor(private readonly parts: ServingParts) {
     this.version = parts.version;
@@ -108,6 +110,14 @@ export class ServingCore implements Serving {
     this.pool = parts.pool;
     this.routing = parts.routing;
     this.dispatching = { routing: parts.routing, affinity: parts.affinity !== false, outstanding: new Outstanding(), turn: 0 };
+    this.inference = {
+      pool: this.pool,
+      routing: this.routing,
+      dispatching: this.dispatching,
+      memberUnloads: this.memberUnloads,
+      findModel: (name) => this.findModel(name),
+      recordStats: (stats) => void (this.stats = stats),
+    };
   }
 
   status = (): MeshStatus => this.parts.mesh.status();
@@ -168,17 +178,7 @@ export class ServingCore implements Serving {
   }
 
   infer(call: InferenceCall): Promise<Response> {
-    return answerInference(
-      {
-        pool: this.pool,
-        routing: this.routing,
-        dispatching: this.dispatching,
-        memberUnloads: this.memberUnloads,
-        findModel: (name) => this.findModel(name),
-        recordStats: (stats) => void (this.stats = stats),
-      },
-      call,
-    );
+    return answerInference(this.inference, call);
   }
 
   lastStats = (): RequestStats | undefined => this.stats?.();
