@@ -42,6 +42,8 @@ export interface Config {
   threadsPolicy: ThreadsPolicy;
   /** Bound on rpc-server's tensor cache in the state dir. */
   rpcCacheBytes: number;
+  /** Disk for conversations' KV caches saved when their model unloads (pool/slot-cache.ts); 0: none saved. */
+  kvCacheBytes: number;
   /** Offer and use the direct TLS path for RPC between peers that can reach each other. */
   rpcDirect: "on" | "off";
   /** Download models this node is assigned (from peers or their source); off: lend compute only. */
@@ -115,6 +117,7 @@ export function defaultConfig(home: string = homedir()): Config {
     rpcThreads: Math.max(1, navigator.hardwareConcurrency),
     threadsPolicy: "share",
     rpcCacheBytes: 32 * 2 ** 30,
+    kvCacheBytes: 4 * 2 ** 30,
     rpcDirect: "on",
     fetch: "on",
     evictMeshModels: "off",

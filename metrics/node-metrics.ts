@@ -13,7 +13,7 @@ import { DURATION_BUCKETS, peerLabel, QUEUE_WAIT_BUCKETS, tunnelBytes } from "./
 
 export interface MetricSources {
   /** The pool; its queues (slots, waits, refusals) when it has them (a test's fake may not). */
-  pool: Pick<Pool, "counters" | "loaded"> & Partial<Pick<Pool, "queueFigures" | "observeQueues">>;
+  pool: Pick<Pool, "counters" | "loaded"> & Partial<Pick<Pool, "queueFigures" | "observeQueues" | "slotCounters">>;
   /** Peers connected now; none without a mesh. */
   peers?: () => number;
   /** Tunnel byte counters by peer id. */
@@ -93,6 +93,30 @@ export class NodeMetrics {
       collect() {
         this.reset();
         for (const cause of EVICTION_CAUSES) this.inc({ cause }, pool.counters.evictions.get(cause) ?? 0);
+      },
+    });
+    const slots = () => pool.slotCounters;
+    new Counter({
+      name: "mesh_kv_slots_total",
+      help: "Conversations' KV caches (llama-server slots) saved when their model unloaded and restored when it loaded again, and those that failed",
+      labelNames: ["event"],
+      registers,
+      collect() {
+        this.reset();
+        const c = slots();
+        for (const [event, n] of [["saved", c?.saved], ["restored", c?.restored], ["failed", c?.failed]] as const) this.inc({ event }, n ?? 0);
+      },
+    });
+    new Counter({
+      name: "mesh_kv_slot_bytes_total",
+      help: "Bytes of saved KV caches written and read back",
+      labelNames: ["direction"],
+      registers,
+      collect() {
+        this.reset();
+        const c = slots();
+        this.inc({ direction: "saved" }, c?.savedBytes ?? 0);
+        this.inc({ direction: "restored" }, c?.restoredBytes ?? 0);
       },
     });
     new Gauge({

@@ -40,6 +40,18 @@ export class ModelIdentities {
     return undefined;
   }
 
+  /**
+   * `name` was deleted: forgotten, and the identity it had returned (what was kept for it, such as
+   * its saved slots, may go with it). An identity names its files as peers list them, the model's
+   * name among them, so no other model here has it.
+   */
+  forget(name: string): string | undefined {
+    const gone = this.known.get(name);
+    this.known.delete(name);
+    this.queued.delete(name);
+    return gone?.identity;
+  }
+
   private async work(): Promise<void> {
     this.working = true;
     // Never within the caller's turn: it is working out an announcement.

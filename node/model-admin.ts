@@ -72,6 +72,8 @@ export interface ModelAdminOptions {
   hub: HubConfig;
   /** After the models on disk changed: announce and reconcile. */
   onChange: () => void;
+  /** A model's files were deleted (what the node kept for it goes too). */
+  onRemoved?: (name: string) => void;
   log: Log;
   maxPulls?: number;
 }
@@ -269,6 +271,7 @@ export class ModelAdmin implements ModelAdminApi {
     const plan = planDelete(name, models, this.o.store.modelsDir, { loaded: this.o.inUse(name), pulling: this.runs.has(name) });
     await deleteModelFiles(plan, this.o.store.modelsDir);
     await this.o.store.refresh();
+    this.o.onRemoved?.(name);
     this.o.onChange();
     this.o.log.info("model deleted", { name, files: plan.files.length, kept: plan.kept.length });
     return { name, files: plan.files, kept: plan.kept };

@@ -1,11 +1,13 @@
 /**
  * What this node's parts report, and which part hears it: the pool (a change, a split to plan, an
- * eviction, whether a server is held for the mesh), the fetcher and the models dir (files came or
- * went) and the replicas (theirs changed). It is made before those parts, so their callbacks point
+ * eviction, whether a server is held for the mesh, a model's identity for its saved slots), the
+ * fetcher and the models dir (files came or went, a model deleted) and the replicas (theirs changed). It is made before those parts, so their callbacks point
  * here, and connected to the parts that answer once they exist (`connect`): each report has one
  * method, and each method names the part it goes to.
  */
+import type { ModelIdentities } from "../models/model-identities.ts";
 import type { ModelInfo } from "../models/model-store.ts";
+import type { SlotCache } from "../pool/slot-cache.ts";
 import type { EvictionCause, RpcSplit } from "../pool/pool-types.ts";
 import type { GroupReconciler } from "./group-reconciler.ts";
 import type { ReplicaKeeper } from "./replica-keeper.ts";
@@ -15,6 +17,9 @@ export interface NodeListeners {
   announce: () => void;
   group: Pick<GroupReconciler, "reconcile" | "rpcSplit" | "onEvict" | "heldForMesh" | "lendsToSplit">;
   replicas: Pick<ReplicaKeeper, "onEvict">;
+  /** This node's models' content identities, which key their saved slots. */
+  identities: Pick<ModelIdentities, "of" | "forget">;
+  slots: Pick<SlotCache, "drop">;
 }
 
 export class NodeEvents {
@@ -51,5 +56,16 @@ export class NodeEvents {
 
   lendsToSplit(): boolean {
     return this.to.group.lendsToSplit();
+  }
+
+  /** A model's files were deleted: its saved slots go with them. */
+  removed(name: string): void {
+    const identity = this.to.identities.forget(name);
+    if (identity !== undefined) this.to.slots.drop(identity);
+  }
+
+  /** The slot cache's question when a model loads: its content identity, once worked out. */
+  identityOf(model: ModelInfo): string | undefined {
+    return this.to.identities.of(model);
   }
 }

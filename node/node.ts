@@ -44,6 +44,7 @@ import { Tunnels } from "../tunnel/tunnels.ts";
 import { ZeroTransfer } from "../tunnel/zero-transfer.ts";
 import { KNOWN_PROTOCOLS, protocolMajor } from "../tunnel/rpc-limits.ts";
 import { ModelIdentities } from "../models/model-identities.ts";
+import { SLOT_CACHE_DIR, SlotCache } from "../pool/slot-cache.ts";
 import { ModelFetcher } from "./model-fetcher.ts";
 import { nodeReplicaKeeper } from "./replica-keeper.ts";
 import { nodeCpuShare } from "./cpu-share.ts";
@@ -158,6 +159,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     connectDirect: (peerId) => connectToPeer(peerId, "rpc"),
   });
 
+  const slotCache = new SlotCache({ root: join(config.stateDir, SLOT_CACHE_DIR), build: llama.build, budgetBytes: config.kvCacheBytes, identityOf: (m) => events.identityOf(m), log });
   const pool = new Pool({
     llama,
     stateDir: config.stateDir,
@@ -179,6 +181,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     },
     localDevices: devices.map((d) => d.name),
     cpuShare: cpu.forServer,
+    slotCache,
   });
 
   const fetcher = new ModelFetcher({
@@ -206,6 +209,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     inUse: (name) => pool.server(name) !== undefined || pool.isLoading(name),
     hub,
     onChange: () => events.changed(),
+    onRemoved: (name) => events.removed(name),
     log,
   });
 
@@ -254,7 +258,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   const router = new MeshRouter({ view, store, needOf, vramBytes, hosts: config.hosts, forwarder });
   // Every part exists: the announcement tells the group's and the replicas' state, and the parts' reports reach them.
   announcer.connect({ group, replicas });
-  events.connect({ announce, group, replicas });
+  events.connect({ announce, group, replicas, identities, slots: slotCache });
 
   const onPeersChange = () => {
     const present = new Set(mesh?.membership.peers.keys() ?? []);

@@ -66,6 +66,8 @@ export interface LaunchInput {
   defaultCtxSize: number;
   /** How this node shares its cores (pool/cpu-threads.ts); none: llama.cpp's own threads. */
   cpu?: CpuShare;
+  /** The node's folder for this model's saved slots (`pool/slot-cache.ts`); none: it saves none. */
+  slotDir?: string;
 }
 
 /** The threads and polling flags of one load (pure): by its placement, unless its own arguments set them. */
@@ -100,5 +102,6 @@ export function launchArgv(i: LaunchInput): { argv: string[]; ctxSize: number } 
     tensorSplit: i.split.tensorSplit,
   });
   argv.push(...draftArgs(i.draft?.path, { split: i.split.endpoints.length > 0, backend: i.options.backend, localDevices: i.localDevices }));
+  if (i.slotDir !== undefined) argv.push("--slot-save-path", i.slotDir);
   return { argv, ctxSize };
 }

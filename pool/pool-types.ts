@@ -2,6 +2,7 @@
  * The pool's vocabulary: what a load may ask for, what the pool is configured with, what a request
  * holds while it runs, and why a server was unloaded. Also the small pure rules over them.
  */
+import type { SlotCache } from "./slot-cache.ts";
 import type { LlamaBinaries } from "../llama/binaries.ts";
 import type { Log } from "../log.ts";
 import type { ModelInfo } from "../models/model-store.ts";
@@ -61,6 +62,8 @@ export interface PoolOptions {
   onEvict?: (model: string, cause: EvictionCause) => void;
   /** How the node shares its cores with the server `model` is about to run in (pool/cpu-threads.ts); none: llama.cpp's own threads. */
   cpuShare?: (model: ModelInfo) => CpuShare;
+  /** Where text models' slots are saved when their servers stop and restored when they load (`slot-cache.ts`); none: never. */
+  slotCache?: SlotCache;
 }
 
 export interface RpcSplit {

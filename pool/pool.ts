@@ -19,6 +19,7 @@ import { loadArgs, ServerArgsError } from "./server-args.ts";
 import { takeLease } from "./lease.ts";
 import { DEFAULT_MAX_QUEUE, QueueObservers, type QueueFigures, type QueueObserver } from "./slot-queue.ts";
 import { WrappedServer } from "./wrapped-server.ts";
+import type { SlotCacheCounters } from "./slot-cache.ts";
 import { newChildKey, type ChildKey } from "./child-key.ts";
 import { CRASH_VERDICT_DELAY_MS } from "./child-process.ts";
 
@@ -27,6 +28,9 @@ export type { EvictionCause, Lease, LoadOptions, PoolOptions } from "./pool-type
 /** The threads and polling a server runs with, for its "loading model" line (undefined: llama.cpp's own). */
 const threadsOf = (argv: readonly string[]): string | undefined =>
   argv.flatMap((a, i) => (["-t", "--threads", "-tb", "--threads-batch", "--poll"].includes(a.split("=")[0]!) ? [a.includes("=") ? a : `${a} ${argv[i + 1]}`] : [])).join(" ") || undefined;
+
+/** How long a stopping node waits for its servers' slots to be saved (a systemd stop allows 90 s in all). */
+const SAVE_AT_CLOSE_MS = 20_000;
 
 export class Pool {
   private readonly servers = new Map<string, WrappedServer>();
@@ -294,7 +298,8 @@ export class Pool {
     const rpcWorkers = split.endpoints;
     const port = freePort();
     const cpu = this.opts.cpuShare?.(model);
-    const { argv, ctxSize } = launchArgv({ binary: this.opts.llama.llamaServer, model, options, extraArgs, split, draft, localDevices: this.opts.localDevices ?? [], port, apiKeyFile: this.childKey.file, defaultCtxSize: this.opts.defaultCtxSize, cpu });
+    const slotDir = this.opts.slotCache?.folderFor(model);
+    const { argv, ctxSize } = launchArgv({ binary: this.opts.llama.llamaServer, model, options, extraArgs, split, draft, localDevices: this.opts.localDevices ?? [], port, apiKeyFile: this.childKey.file, defaultCtxSize: this.opts.defaultCtxSize, cpu, ...(slotDir ? { slotDir } : {}) });
     const server = new WrappedServer({
       model: model.name,
       checkpoint: model.path,
@@ -308,6 +313,7 @@ export class Pool {
       logPath: join(this.logDir, `llama-server-${model.name.replace(/[^\w.-]+/g, "_")}.log`),
       maxQueue: this.opts.maxQueue ?? DEFAULT_MAX_QUEUE,
       queueObserver: this.queueObservers,
+      ...(slotDir ? { slotDir, prepare: (s: WrappedServer) => this.restoreSlots(s) } : {}),
     });
     server.rpcWorkers = rpcWorkers;
     server.ctxSize = ctxSize;
@@ -323,6 +329,21 @@ export class Pool {
     }
     this.opts.log.info("model ready", { model: model.name, ms: Math.round(performance.now() - started) });
     return server;
+  }
+
+  /** What the slot cache did (`/metrics`); none when the node keeps no slots. */
+  get slotCounters(): SlotCacheCounters | undefined {
+    return this.opts.slotCache?.counters;
+  }
+
+  /** A ready server's slots kept on disk before it stops (`slot-cache.ts`); a failure costs only the caches. */
+  private async saveSlots(server: WrappedServer): Promise<void> {
+    if (server.state !== "ready" || !this.opts.slotCache) return;
+    await this.opts.slotCache.save(server).catch((err: unknown) => this.opts.log.warn("could not save the model's slots", { model: server.model, error: (err as Error).message }));
+  }
+
+  private async restoreSlots(server: WrappedServer): Promise<void> {
+    await this.opts.slotCache?.restore(server).catch((err: unknown) => this.opts.log.warn("could not restore the model's saved slots", { model: server.model, error: (err as Error).message }));
   }
 
   private onServerChange(s: WrappedServer): void {
@@ -348,6 +369,7 @@ export class Pool {
     this.opts.log.info("unloading model", { model, cause });
     // Told before the stop: what the node decides from it must not race a reload the stop would prompt.
     this.opts.onEvict?.(model, cause);
+    await this.saveSlots(server);
     await server.stop();
     this.notifyChange();
   }
@@ -415,6 +437,8 @@ export class Pool {
     this.notifyChange();
     const all = this.loaded();
     this.servers.clear();
+    // Its conversations' caches outlive the node too, as long as a stop may wait for them.
+    await Promise.race([Promise.all(all.map((s) => this.saveSlots(s))), Bun.sleep(SAVE_AT_CLOSE_MS)]);
     await Promise.all(all.map((s) => s.stop()));
     // A load that was starting a server when we closed stops it on its own; wait for that.
     await Promise.race([this.queue, Bun.sleep(10_000)]);

@@ -36,6 +36,7 @@ const MANAGED_FLAGS = new Map<string, string>([
   ["--api-key-file", "the node checks API keys"],
   ["--log-file", "the pool keeps the server's log"],
   ["--path", "the server's static files are not served"],
+  ["--slot-save-path", "the node keeps saved slots in its state dir (--kv-cache-disk)"],
   ...draftFlags(["--spec-draft-model", "-md", "--model-draft", "--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft", "--fim-qwen-7b-spec", "--fim-qwen-14b-spec"], "the draft comes from models.json `draft` or the load's `draft_model`"),
   ...draftFlags(["--spec-type", "--spec-default"], "the node sets the speculative type when a draft is named (models.json `draft` or the load's `draft_model`)"),
   ...draftFlags(["--spec-draft-device", "-devd", "--device-draft", "--spec-draft-override-tensor", "-otd", "--override-tensor-draft"], "the node places the draft (on this host when the model is split over RPC workers)"),

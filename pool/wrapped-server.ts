@@ -46,6 +46,10 @@ export interface WrappedServerSpec {
   /** Requests that may wait for a slot (`--max-queue`); beyond them 429. */
   maxQueue: number;
   queueObserver?: QueueObserver;
+  /** The folder it saves its slots in (`--slot-save-path`, in its argv too), when it does (`slot-cache.ts`). */
+  slotDir?: string;
+  /** What is done with it once it answers and before it takes a request (its saved slots restored). */
+  prepare?: (server: WrappedServer) => Promise<void>;
 }
 
 export class WrappedServer {
@@ -66,6 +70,9 @@ export class WrappedServer {
   rpcWorkers: string[] = [];
   /** The context it runs with (`--ctx-size`; 0 = the model's own). */
   ctxSize = 0;
+  /** The folder it saves its slots in, when it does. */
+  readonly slotDir: string | undefined;
+  private readonly prepare: ((server: WrappedServer) => Promise<void>) | undefined;
   lastUse = Date.now();
   inflight = 0;
   /** Its slots and the requests waiting for one: slots from its argv until `/props` tells. */
@@ -89,6 +96,8 @@ export class WrappedServer {
     this.url = `http://127.0.0.1:${spec.port}`;
     this.headers = spec.headers;
     this.logPath = spec.logPath;
+    this.slotDir = spec.slotDir;
+    this.prepare = spec.prepare;
     this.gone = this.goneController.signal;
     this.queue = new SlotQueue({ model: spec.model, slots: slotsFromArgv(spec.argv) ?? DEFAULT_SLOTS, maxQueue: spec.maxQueue, observer: spec.queueObserver });
     const launch = childLaunch(spec.argv);
@@ -166,6 +175,7 @@ export class WrappedServer {
         await res.body?.cancel();
         if (res.status === 200) {
           await this.readProps();
+          await this.prepare?.(this);
           this.touch();
           this.setState("ready");
           return;

@@ -63,4 +63,15 @@ describe("ModelIdentities: this node's own models, worked out in the background"
     const now = await waitFor(() => ids.of(m), { what: "the new identity" });
     expect(now).not.toBe(old);
   });
+
+  test("a deleted model is forgotten, and the identity it had is told (its saved slots go with it)", async () => {
+    const path = join(dirs.fresh("forget"), "a.gguf");
+    writeFileSync(path, "weights");
+    const a = { name: "a", files: [path], mmproj: undefined } as unknown as ModelInfo;
+    const ids = new ModelIdentities(new FileHasher(), () => undefined);
+    const identity = await waitFor(() => ids.of(a), { what: "the identity" });
+    expect(ids.forget("a")).toBe(identity);
+    expect(ids.forget("a")).toBeUndefined();
+    expect(ids.forget("never-known")).toBeUndefined();
+  });
 });

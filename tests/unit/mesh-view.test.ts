@@ -96,11 +96,19 @@ describe("NodeEvents", () => {
         lendsToSplit: () => true,
       },
       replicas: { onEvict: (m) => (calls.push(`replicas see ${m}`), m === "replica") },
+      identities: { of: (m) => (m.name === "hashed" ? "ab".repeat(32) : undefined), forget: (name) => (name === "hashed" ? "ab".repeat(32) : undefined) },
+      slots: { drop: (identity) => void calls.push(`slots of ${identity.slice(0, 4)} dropped`) },
     });
     events.changed();
     events.evicted("replica", "idle");
     events.evicted("mine", "idle");
     expect(calls).toEqual(["announce", "reconcile", "replicas see replica", "replicas see mine", "group evicts mine"]);
     expect([events.heldForMesh("held"), events.heldForMesh("other"), events.lendsToSplit()]).toEqual([true, false, true]);
+    expect([events.identityOf({ name: "hashed" } as never), events.identityOf({ name: "new" } as never)]).toEqual(["ab".repeat(32), undefined]);
+    // A deleted model's slots go, when its identity was known.
+    events.removed("hashed");
+    events.removed("never-hashed");
+    expect(calls.at(-1)).toBe("slots of abab dropped");
+    expect(calls.filter((c) => c.startsWith("slots"))).toHaveLength(1);
   });
 });

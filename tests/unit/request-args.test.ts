@@ -53,7 +53,6 @@ describe("refused, naming the flag", () => {
     ["--tools all", "may not contain --tools:", "tuning flags"],
     ["--agent", "may not contain --agent:", "tuning flags"],
     ["--media-path /", "may not contain --media-path:", "tuning flags"],
-    ["--slot-save-path /tmp", "may not contain --slot-save-path:", "tuning flags"],
     ["--ssl-key-file /k", "may not contain --ssl-key-file:", "tuning flags"],
     ["--api-prefix /x", "may not contain --api-prefix:", "tuning flags"],
     ["--log-prompts-dir /tmp", "may not contain --log-prompts-dir:", "tuning flags"],
@@ -74,6 +73,7 @@ describe("refused, naming the flag", () => {
     ["--rpc 10.0.0.1:50052", "may not contain --rpc:", "the mesh decides"],
     ["--api-key k", "may not contain --api-key:", "API keys"],
     ["-c 100", "may not contain -c:", "ctx_size"],
+    ["--slot-save-path /tmp", "may not contain --slot-save-path:", "the node keeps saved slots"],
     // a refused flag after allowed ones
     ["--threads 2 --model-url http://x", "may not contain --model-url:", "models dir"],
   ];

@@ -1,0 +1,227 @@
+/**
+ * A conversation's KV cache outlives its server on this node. When a text model's server is
+ * unloaded (idle, evicted for another, reloaded, the node stopping), llama-server saves each of its
+ * slots that holds a prompt (`POST /slots/N?action=save`) into a folder the node owns; when the
+ * model loads again, the newest saved slots are restored into its slots before it takes a request,
+ * and llama-server's own slot choice (the longest common prefix) gives a returning conversation the
+ * slot that holds its prefix: its next turn reads only what is new instead of the whole prompt.
+ *
+ * Files are kept per llama.cpp build and per model content identity (a cache is only ever read by
+ * the build and the weights that wrote it), named by a hash of their tokens, under a disk budget
+ * for all of them (least recently used go first). Every name is the node's own: nothing of a
+ * request becomes a path. Every call to llama-server has a deadline; a save or restore that fails
+ * costs the conversation its cache, never its answer.
+ */
+import { closeSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync, utimesSync } from "node:fs";
+import { join } from "node:path";
+import type { Log } from "../log.ts";
+import type { ModelInfo } from "../models/model-store.ts";
+import { overBudget, toRestore, type SavedSlot } from "./slot-budget.ts";
+import { isSlotFileName, readSlotFileHead, SLOT_FILE_HEAD_BYTES, slotFileName } from "./slot-file.ts";
+
+/** The state dir's folder for saved slots. */
+export const SLOT_CACHE_DIR = "kv-cache";
+/** A slot holding fewer tokens than this is not worth a file: reading it again takes no time. */
+export const MIN_SAVED_TOKENS = 64;
+/** One save or restore of one slot (llama-server writes or reads the whole KV of the slot). */
+const SLOT_CALL_MS = 30_000;
+/** Asking llama-server which slots it has. */
+const LIST_MS = 2_000;
+
+/** What the node counts of its saved slots (`/metrics`). */
+export interface SlotCacheCounters {
+  saved: number;
+  restored: number;
+  savedBytes: number;
+  restoredBytes: number;
+  /** Saves and restores that failed (the conversation's next turn is read whole). */
+  failed: number;
+}
+
+export interface SlotCacheOptions {
+  /** The folder every build's and model's saved slots live under (in the state dir). */
+  root: string;
+  /** The llama.cpp build the node runs (`LlamaBinaries.build`); none known: nothing is saved. */
+  build: string | undefined;
+  /** Disk for all saved slots together; 0 turns saving off. */
+  budgetBytes: number;
+  /** The content identity of a model's files, once worked out (`models/model-identities.ts`). */
+  identityOf: (m: ModelInfo) => string | undefined;
+  log: Log;
+}
+
+/** What the cache needs of a running server. */
+export interface SlotServer {
+  readonly model: string;
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string>>;
+  /** The folder it was started with (`--slot-save-path`), when it saves slots at all. */
+  readonly slotDir: string | undefined;
+}
+
+interface SlotInfo {
+  id: number;
+  is_processing?: boolean;
+}
+
+/** A build string as a folder name: as it is when it is one, else its hash. */
+const folderOf = (text: string) => (/^[\w.-]{1,100}$/.test(text) ? text : new Bun.CryptoHasher("sha256").update(text).digest("hex").slice(0, 32));
+
+export class SlotCache {
+  readonly counters: SlotCacheCounters = { saved: 0, restored: 0, savedBytes: 0, restoredBytes: 0, failed: 0 };
+
+  constructor(private readonly o: SlotCacheOptions) {
+    if (o.budgetBytes > 0 && o.build !== undefined) this.dropOtherBuilds(folderOf(o.build));
+  }
+
+  /** The folder `model`'s server saves its slots in (made now); none when saving is off or its identity is not known yet. */
+  folderFor(model: ModelInfo): string | undefined {
+    if (this.o.budgetBytes <= 0 || this.o.build === undefined || model.type !== "llm") return undefined;
+    const identity = this.o.identityOf(model);
+    if (identity === undefined || !/^[0-9a-f]{16,128}$/.test(identity)) return undefined;
+    const dir = join(this.o.root, folderOf(this.o.build), identity);
+    mkdirSync(dir, { recursive: true });
+    return dir;
+  }
+
+  /** Saves every idle slot of `server` that holds a prompt; then keeps the budget. */
+  async save(server: SlotServer): Promise<void> {
+    const dir = server.slotDir;
+    if (!dir) return;
+    const slots = await this.slots(server);
+    for (const slot of slots) {
+      if (slot.is_processing) continue;
+      const temp = `saving-${slot.id}.bin`;
+      try {
+        const res = await this.call(server, slot.id, "save", temp);
+        const saved = Number((res as { n_saved?: unknown }).n_saved ?? 0);
+        if (saved < MIN_SAVED_TOKENS) {
+          rmSync(join(dir, temp), { force: true });
+          continue;
+        }
+        const name = slotFileName(tokenHash(join(dir, temp)));
+        renameSync(join(dir, temp), join(dir, name));
+        this.counters.saved++;
+        this.counters.savedBytes += statSync(join(dir, name)).size;
+      } catch (err) {
+        rmSync(join(dir, temp), { force: true });
+        this.counters.failed++;
+        this.o.log.warn("could not save a slot's KV cache; its conversation is read whole next time", { model: server.model, slot: slot.id, error: (err as Error).message });
+      }
+    }
+    this.keepBudget();
+  }
+
+  /** Restores the newest saved slots of `server`'s model into its slots, one each, before it takes a request. */
+  async restore(server: SlotServer): Promise<void> {
+    const dir = server.slotDir;
+    if (!dir) return;
+    const files = toRestore(savedIn(dir), (await this.slots(server)).length);
+    for (const [i, file] of files.entries()) {
+      const name = file.path.slice(dir.length + 1);
+      try {
+        await this.call(server, i, "restore", name);
+        const now = new Date();
+        utimesSync(file.path, now, now);
+        this.counters.restored++;
+        this.counters.restoredBytes += file.bytes;
+      } catch (err) {
+        // A file this build cannot read is of no use to any later load either.
+        rmSync(file.path, { force: true });
+        this.counters.failed++;
+        this.o.log.warn("could not restore a saved slot; dropped it", { model: server.model, slot: i, error: (err as Error).message });
+      }
+    }
+  }
+
+  /** The saved slots of a model content no model of this node has any more. */
+  drop(identity: string): void {
+    if (this.o.build === undefined || !/^[0-9a-f]{16,128}$/.test(identity)) return;
+    rmSync(join(this.o.root, folderOf(this.o.build), identity), { recursive: true, force: true });
+  }
+
+  /** The saved slots of every model, least recently used deleted until they fit the budget. */
+  keepBudget(): void {
+    const all = this.allFiles();
+    for (const path of overBudget(all, this.o.budgetBytes)) rmSync(path, { force: true });
+  }
+
+  private allFiles(): SavedSlot[] {
+    const out: SavedSlot[] = [];
+    for (const build of entries(this.o.root)) for (const model of entries(join(this.o.root, build))) out.push(...savedIn(join(this.o.root, build, model)));
+    return out;
+  }
+
+  /** Caches of another llama.cpp build are of no use to this one: they go at start. */
+  private dropOtherBuilds(current: string): void {
+    for (const build of entries(this.o.root)) if (build !== current) rmSync(join(this.o.root, build), { recursive: true, force: true });
+  }
+
+  private async slots(server: SlotServer): Promise<SlotInfo[]> {
+    const res = await fetch(`${server.url}/slots`, { headers: server.headers, signal: AbortSignal.timeout(LIST_MS) });
+    if (!res.ok) {
+      await res.body?.cancel();
+      throw new Error(`llama-server answered ${res.status} for its slots`);
+    }
+    const body: unknown = await res.json();
+    if (!Array.isArray(body)) throw new Error("llama-server's slots are not a list");
+    return body.filter((s): s is SlotInfo => typeof s === "object" && s !== null && Number.isInteger((s as SlotInfo).id) && (s as SlotInfo).id >= 0);
+  }
+
+  private async call(server: SlotServer, slot: number, action: "save" | "restore", filename: string): Promise<unknown> {
+    const res = await fetch(`${server.url}/slots/${slot}?action=${action}`, {
+      method: "POST",
+      headers: { ...server.headers, "content-type": "application/json" },
+      body: JSON.stringify({ filename }),
+      signal: AbortSignal.timeout(SLOT_CALL_MS),
+    });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`llama-server answered ${res.status} to ${action} slot ${slot}: ${text.slice(0, 200)}`);
+    return JSON.parse(text) as unknown;
+  }
+}
+
+/** The hash of a slot file's token area (its head is checked first; the KV state is never read). */
+function tokenHash(path: string): string {
+  const fd = openSync(path, "r");
+  try {
+    const size = statSync(path).size;
+    const head = new Uint8Array(SLOT_FILE_HEAD_BYTES);
+    readSync(fd, head, 0, head.length, 0);
+    const parsed = readSlotFileHead(head, size);
+    if ("error" in parsed) throw new Error(parsed.error);
+    const hasher = new Bun.CryptoHasher("sha256");
+    const chunk = new Uint8Array(1 << 20);
+    for (let at = SLOT_FILE_HEAD_BYTES; at < parsed.tokenEnd; ) {
+      const n = readSync(fd, chunk, 0, Math.min(chunk.length, parsed.tokenEnd - at), at);
+      if (n <= 0) throw new Error("the slot file ended inside its tokens");
+      hasher.update(chunk.subarray(0, n));
+      at += n;
+    }
+    return hasher.digest("hex");
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function entries(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+/** The slot files the node saved in `dir` (nothing else there is read). */
+function savedIn(dir: string): SavedSlot[] {
+  return entries(dir)
+    .filter(isSlotFileName)
+    .flatMap((name) => {
+      try {
+        const st = statSync(join(dir, name));
+        return [{ path: join(dir, name), bytes: st.size, usedAt: st.mtimeMs }];
+      } catch {
+        return [];
+      }
+    });
+}
