@@ -298,7 +298,8 @@ export class Pool {
     const rpcWorkers = split.endpoints;
     const port = freePort();
     const cpu = this.opts.cpuShare?.(model);
-    const slotDir = this.opts.slotCache?.folderFor(model);
+    // A split's KV lives on its workers' devices: saving it would pull every byte over the network while the eviction waits.
+    const slotDir = split.endpoints.length === 0 ? this.opts.slotCache?.folderFor(model) : undefined;
     const { argv, ctxSize } = launchArgv({ binary: this.opts.llama.llamaServer, model, options, extraArgs, split, draft, localDevices: this.opts.localDevices ?? [], port, apiKeyFile: this.childKey.file, defaultCtxSize: this.opts.defaultCtxSize, cpu, ...(slotDir ? { slotDir } : {}) });
     const server = new WrappedServer({
       model: model.name,

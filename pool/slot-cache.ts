@@ -80,7 +80,8 @@ export class SlotCache {
     const identity = this.o.identityOf(model);
     if (identity === undefined || !/^[0-9a-f]{16,128}$/.test(identity)) return undefined;
     const dir = join(this.o.root, folderOf(this.o.build), identity);
-    mkdirSync(dir, { recursive: true });
+    // Conversations are in these files: the node's user alone reads them, as the rest of the state dir.
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
     return dir;
   }
 
