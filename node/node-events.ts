@@ -1,9 +1,10 @@
 /**
  * What this node's parts report, and which part hears it: the pool (a change, a split to plan, an
  * eviction, whether a server is held for the mesh, a model's identity for its saved slots), the
- * fetcher and the models dir (files came or went, a model deleted) and the replicas (theirs changed). It is made before those parts, so their callbacks point
- * here, and connected to the parts that answer once they exist (`connect`): each report has one
- * method, and each method names the part it goes to.
+ * fetcher and the models dir (files came or went, a model deleted) and the replicas (theirs
+ * changed). It is made before those parts, so their callbacks point here, and connected to the
+ * parts that answer once they exist (`connect`): each report has one method, and each method names
+ * the part it goes to.
  */
 import type { ModelIdentities } from "../models/model-identities.ts";
 import type { ModelInfo } from "../models/model-store.ts";

@@ -8,11 +8,12 @@
  *
  * Files are kept per llama.cpp build and per model content identity (a cache is only ever read by
  * the build and the weights that wrote it), named by a hash of their tokens, under a disk budget
- * for all of them (least recently used go first). Every name is the node's own: nothing of a
- * request becomes a path. Every call to llama-server has a deadline; a save or restore that fails
- * costs the conversation its cache, never its answer.
+ * for all of them (least recently used go first), each with its size and SHA-256 beside it: a file
+ * that no longer matches is dropped before llama-server reads it (it aborts on a state cut short).
+ * Every name is the node's own: nothing of a request becomes a path. Every call to llama-server has
+ * a deadline; a save or restore that fails costs the conversation its cache, never its answer.
  */
-import { closeSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync, utimesSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Log } from "../log.ts";
 import type { ModelInfo } from "../models/model-store.ts";
@@ -25,6 +26,8 @@ export const SLOT_CACHE_DIR = "kv-cache";
 export const MIN_SAVED_TOKENS = 64;
 /** One save or restore of one slot (llama-server writes or reads the whole KV of the slot). */
 const SLOT_CALL_MS = 30_000;
+/** The name a slot has while llama-server writes it. */
+const SAVING = "saving-";
 /** Asking llama-server which slots it has. */
 const LIST_MS = 2_000;
 
@@ -57,11 +60,46 @@ export interface SlotServer {
   readonly headers: Readonly<Record<string, string>>;
   /** The folder it was started with (`--slot-save-path`), when it saves slots at all. */
   readonly slotDir: string | undefined;
+  /** Aborted when its process is gone. */
+  readonly gone: AbortSignal;
 }
 
 interface SlotInfo {
   id: number;
   is_processing?: boolean;
+}
+
+/** llama-server answered a save or restore with an error (as opposed to not answering). */
+class SlotCallRefused extends Error {}
+/** A saved slot whose bytes are not those that were saved. */
+class SlotFileDamaged extends Error {}
+
+/** Where a saved slot's bytes and hash are kept, beside it. */
+const sumPath = (path: string) => `${path}.sum`;
+
+function removeSaved(path: string): void {
+  rmSync(path, { force: true });
+  rmSync(sumPath(path), { force: true });
+}
+
+async function fileSha256(path: string): Promise<string> {
+  const hasher = new Bun.CryptoHasher("sha256");
+  for await (const chunk of Bun.file(path).stream()) hasher.update(chunk);
+  return hasher.digest("hex");
+}
+
+/** Why a saved slot is not what was saved (its size or hash, or no record of them), or undefined when it is. */
+async function damageOf(path: string): Promise<string | undefined> {
+  let sum: { bytes?: unknown; sha256?: unknown };
+  try {
+    sum = JSON.parse(readFileSync(sumPath(path), "utf8")) as typeof sum;
+  } catch {
+    return "no record of its size and hash";
+  }
+  const bytes = statSync(path).size;
+  if (bytes !== sum.bytes) return `it has ${bytes} bytes, ${String(sum.bytes)} were saved`;
+  if ((await fileSha256(path)) !== sum.sha256) return "its bytes changed since it was saved";
+  return undefined;
 }
 
 /** A build string as a folder name: as it is when it is one, else its hash. */
@@ -82,6 +120,8 @@ export class SlotCache {
     const dir = join(this.o.root, folderOf(this.o.build), identity);
     // Conversations are in these files: the node's user alone reads them, as the rest of the state dir.
     mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // What a save cut short (the node killed meanwhile) left.
+    for (const name of entries(dir)) if (name.startsWith(SAVING)) rmSync(join(dir, name), { force: true });
     return dir;
   }
 
@@ -92,7 +132,7 @@ export class SlotCache {
     const slots = await this.slots(server);
     for (const slot of slots) {
       if (slot.is_processing) continue;
-      const temp = `saving-${slot.id}.bin`;
+      const temp = `${SAVING}${slot.id}.bin`;
       try {
         const res = await this.call(server, slot.id, "save", temp);
         const saved = Number((res as { n_saved?: unknown }).n_saved ?? 0);
@@ -101,9 +141,13 @@ export class SlotCache {
           continue;
         }
         const name = slotFileName(tokenHash(join(dir, temp)));
+        // Its bytes and their hash beside it: a file cut or changed since is never handed to
+        // llama-server, which aborts on a state that ends early instead of refusing it.
+        const sum = { bytes: statSync(join(dir, temp)).size, sha256: await fileSha256(join(dir, temp)) };
         renameSync(join(dir, temp), join(dir, name));
+        writeFileSync(sumPath(join(dir, name)), JSON.stringify(sum));
         this.counters.saved++;
-        this.counters.savedBytes += statSync(join(dir, name)).size;
+        this.counters.savedBytes += sum.bytes;
       } catch (err) {
         rmSync(join(dir, temp), { force: true });
         this.counters.failed++;
@@ -121,16 +165,20 @@ export class SlotCache {
     for (const [i, file] of files.entries()) {
       const name = file.path.slice(dir.length + 1);
       try {
+        const damage = await damageOf(file.path);
+        if (damage !== undefined) throw new SlotFileDamaged(damage);
         await this.call(server, i, "restore", name);
         const now = new Date();
         utimesSync(file.path, now, now);
         this.counters.restored++;
         this.counters.restoredBytes += file.bytes;
       } catch (err) {
-        // A file this build cannot read is of no use to any later load either.
-        rmSync(file.path, { force: true });
         this.counters.failed++;
-        this.o.log.warn("could not restore a saved slot; dropped it", { model: server.model, slot: i, error: (err as Error).message });
+        // Damaged, refused (another context size), or the server died reading it: of no use to a
+        // later load either. One llama-server could not be asked about (a deadline) may be.
+        const drop = err instanceof SlotFileDamaged || err instanceof SlotCallRefused || server.gone.aborted;
+        if (drop) removeSaved(file.path);
+        this.o.log.warn(drop ? "a saved slot could not be restored; dropped it" : "could not restore a saved slot", { model: server.model, slot: i, error: (err as Error).message });
       }
     }
   }
@@ -144,7 +192,7 @@ export class SlotCache {
   /** The saved slots of every model, least recently used deleted until they fit the budget. */
   keepBudget(): void {
     const all = this.allFiles();
-    for (const path of overBudget(all, this.o.budgetBytes)) rmSync(path, { force: true });
+    for (const path of overBudget(all, this.o.budgetBytes)) removeSaved(path);
   }
 
   private allFiles(): SavedSlot[] {
@@ -177,7 +225,7 @@ export class SlotCache {
       signal: AbortSignal.timeout(SLOT_CALL_MS),
     });
     const text = await res.text();
-    if (!res.ok) throw new Error(`llama-server answered ${res.status} to ${action} slot ${slot}: ${text.slice(0, 200)}`);
+    if (!res.ok) throw new SlotCallRefused(`llama-server answered ${res.status} to ${action} slot ${slot}: ${text.slice(0, 200)}`);
     return JSON.parse(text) as unknown;
   }
 }

@@ -43,7 +43,7 @@ async function unloadAll(node: TestNode): Promise<void> {
   await waitFor(async () => (await loaded(node)).length === 0, { what: "the model to unload" });
 }
 
-/** Saved slot files under the node's state dir, every build and model (paths). */
+/** Saved slot files under the node's state dir, every build and model (paths; not the sums beside them). */
 function savedSlots(node: TestNode): string[] {
   const root = join(node.stateDir, SLOT_CACHE_DIR);
   const list = (dir: string) => {
@@ -53,7 +53,7 @@ function savedSlots(node: TestNode): string[] {
       return [];
     }
   };
-  return list(root).flatMap((build) => list(join(root, build)).flatMap((model) => list(join(root, build, model)).map((file) => join(root, build, model, file))));
+  return list(root).flatMap((build) => list(join(root, build)).flatMap((model) => list(join(root, build, model)).filter((file) => file.endsWith(".bin")).map((file) => join(root, build, model, file))));
 }
 
 /** A node serving tiny, once the model's content identity (which keys its saved slots) is known and a server was loaded with it. */
@@ -112,4 +112,24 @@ test("the disk budget holds: a second conversation's slot pushes out the first w
   const left = savedSlots(again);
   expect(left).toHaveLength(1);
   expect(left[0]).not.toBe(one);
+});
+
+const DAMAGES: [string, (bytes: Uint8Array) => Uint8Array][] = [
+  // What a full disk or a crash mid-write leaves: llama-server aborts on such a state instead of refusing it.
+  ["cut short", (bytes) => bytes.subarray(0, Math.floor(bytes.length / 2))],
+  ["one byte of its KV changed", (bytes) => (bytes[bytes.length - 100]! ^= 1, bytes)],
+];
+
+test.each(DAMAGES)("a saved slot %s on disk is dropped before llama-server reads it; the turn is answered, read whole", async (_, damage) => {
+  const node = await nodeWithIdentity();
+  const first = await complete(node, PROMPT);
+  await unloadAll(node);
+  const [file] = savedSlots(node);
+  await Bun.write(file!, damage(new Uint8Array(await Bun.file(file!).arrayBuffer())));
+  const next = await complete(node, `${PROMPT} river stone`);
+  expect(next.cache_n).toBe(0);
+  expect(next.prompt_n).toBeGreaterThan(first.prompt_n);
+  expect(savedSlots(node)).toEqual([]);
+  const scrape = parseScrape(await (await fetch(`${node.url}/metrics`)).text());
+  expect(valueOf(scrape, "mesh_kv_slots_total", { event: "failed" })).toBe(1);
 });
