@@ -90,7 +90,10 @@ export function routeModel(entry: CatalogModel | undefined, self: LocalView, for
       // there, where it waits for the load like on a single box; a host still fetching cannot.
       const host = entry.host!;
       if (host === self.nodeId) return self.hasFiles ? { to: "local" } : fetching("this node");
-      return entry.nodesOnDisk.includes(host) ? { to: "peer", peerId: host } : fetching(`node ${short(host)}`);
+      if (entry.nodesOnDisk.includes(host)) return { to: "peer", peerId: host };
+      // Its host is still fetching it and this node has the files: answered here meanwhile, as one
+      // a request loads on demand (a 503 would make the client wait for a download it need not).
+      return self.hasFiles ? aloneHere(self) : fetching(`node ${short(host)}`);
     }
     case "needs-capacity":
       // A group without a host: its members lend memory but none has the files or fetches them.

@@ -49,6 +49,8 @@ test.each<[string, CatalogModel | undefined, LocalView, boolean, Route["to"] | R
   ["forwarded to me as a holder, beyond my memory: 503", entry({ nodesOnDisk: ["me"] }), me({ known: true, hasFiles: true, ...small }), true, "unavailable"],
   ["forwarded to me as the host of its split, beyond my memory alone: answered here (over the group)", entry({ host: "me", status: "loading", split: true }), me({ known: true, hasFiles: true, ...small }), true, { to: "local" }],
   ["the elected host of a split, beyond my memory alone: local (the pool loads it over the group)", entry({ host: "me", status: "loading", split: true }), me({ known: true, hasFiles: true, ...small }), false, { to: "local" }],
+  ["its host still fetches it and I have the files: answered here meanwhile", entry({ host: "a", status: "loading", nodesOnDisk: ["me"] }), me({ known: true, hasFiles: true }), false, { to: "local" }],
+  ["its host still fetches it, I have the files but not the memory: the 503 says why", entry({ host: "a", status: "loading", nodesOnDisk: ["me"] }), me({ known: true, hasFiles: true, ...small }), false, "unavailable"],
   ["already up here, whatever my memory: local", entry({ host: "me", servedBy: "me", status: "ready" }), me({ ready: true, ...small }), false, { to: "local" }],
 ])("%s", (_, e, self, forwarded, expected) => {
   const got = routeModel(e, self, forwarded);
