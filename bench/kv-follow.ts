@@ -11,16 +11,15 @@
  * The turn moved between two replicas over the lab's 1 Gbit/s link is not measured yet: the node
  * does not fetch a slot from a peer (issue 30's next step). Everything runs on loopback.
  */
-import { readdirSync, rmSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { rmSync, statSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { killAllChildren } from "../harness/children.ts";
-import { loaded, post } from "../harness/api.ts";
+import { post } from "../harness/api.ts";
+import { identityKnown, savedSlots, unloadAll } from "../harness/slot-files.ts";
 import { testModel } from "../harness/models.ts";
 import { startNode, type TestNode } from "../harness/node.ts";
-import { waitFor } from "../harness/wait.ts";
-import { MIN_SAVED_TOKENS, SLOT_CACHE_DIR } from "../pool/slot-cache.ts";
+import { MIN_SAVED_TOKENS } from "../pool/slot-cache.ts";
 import { printTable } from "./report.ts";
 
 const { values } = parseArgs({
@@ -59,31 +58,9 @@ async function firstToken(node: TestNode, prompt: string): Promise<number> {
   return ms;
 }
 
-async function unloadAll(node: TestNode): Promise<number> {
-  const t = performance.now();
-  await post(node, "/api/v1/unload", {});
-  await waitFor(async () => (await loaded(node)).length === 0, { what: "the model to unload" });
-  return performance.now() - t;
-}
-
-function savedFiles(node: TestNode): string[] {
-  const root = join(node.stateDir, SLOT_CACHE_DIR);
-  const list = (d: string) => {
-    try {
-      return readdirSync(d).map((f) => join(d, f));
-    } catch {
-      return [];
-    }
-  };
-  return list(root).flatMap(list).flatMap(list);
-}
-
 const node = await startNode(["--ctx-size", "2048", "--llamacpp-args", `--threads ${values.threads} --threads-batch ${values.threads} --parallel 1`, "--rpc-threads", "1", "--model", await testModel("wide", "q8_0")]);
 try {
-  await waitFor(async () => ((await (await fetch(`${node.url}/v1/models/${MODEL}`)).json()) as { mesh?: { content_sha256: string | null } }).mesh?.content_sha256 ?? undefined, {
-    what: "the model's content identity",
-    timeoutMs: 120_000,
-  });
+  await identityKnown(node, MODEL, 120_000);
   // The server loaded at start may have come before its identity: the next load keeps slots.
   await unloadAll(node);
   const rows: string[][] = [];
@@ -93,17 +70,17 @@ try {
     // Prefilled: the turn after a reload with no saved slot.
     await firstToken(node, prompt);
     await unloadAll(node);
-    for (const f of savedFiles(node)) rmSync(f);
+    for (const f of savedSlots(node)) rmSync(f);
     const prefilled = await firstToken(node, `${prompt} river`);
     // Restored: the conversation's next turn after a reload with the slot saved at the unload.
     const unloadMs = await unloadAll(node);
-    const bytes = savedFiles(node).reduce((sum, f) => sum + statSync(f).size, 0);
+    const bytes = savedSlots(node).reduce((sum, f) => sum + statSync(f).size, 0);
     const restored = await firstToken(node, `${prompt} river stone`);
     // Under MIN_SAVED_TOKENS no slot is kept: both columns are then one thing measured twice.
     if (breakEven === undefined && bytes > 0 && restored < prefilled) breakEven = length;
     rows.push([String(length), prefilled.toFixed(0), restored.toFixed(0), `${(prefilled / restored).toFixed(1)}x`, (bytes / 2 ** 20).toFixed(1), unloadMs.toFixed(0)]);
     await unloadAll(node);
-    for (const f of savedFiles(node)) rmSync(f);
+    for (const f of savedSlots(node)) rmSync(f);
   }
   printTable(["prompt tokens", "first token after a reload, prefilled (ms)", "restored (ms)", "faster", "slot file (MiB)", "unload with its save (ms)"], rows);
   console.log(`\none node, ${MODEL}, --parallel 1, ${values.threads} threads; each turn loads the model on demand (the load is in both columns)`);

@@ -299,7 +299,8 @@ export class Pool {
     const port = freePort();
     const cpu = this.opts.cpuShare?.(model);
     // A split's KV lives on its workers' devices: saving it would pull every byte over the network while the eviction waits.
-    const slotDir = split.endpoints.length === 0 ? this.opts.slotCache?.folderFor(model) : undefined;
+    const slots = this.opts.slotCache;
+    const slotDir = split.endpoints.length === 0 ? slots?.folderFor(model) : undefined;
     const { argv, ctxSize } = launchArgv({ binary: this.opts.llama.llamaServer, model, options, extraArgs, split, draft, localDevices: this.opts.localDevices ?? [], port, apiKeyFile: this.childKey.file, defaultCtxSize: this.opts.defaultCtxSize, cpu, ...(slotDir ? { slotDir } : {}) });
     const server = new WrappedServer({
       model: model.name,
@@ -314,7 +315,7 @@ export class Pool {
       logPath: join(this.logDir, `llama-server-${model.name.replace(/[^\w.-]+/g, "_")}.log`),
       maxQueue: this.opts.maxQueue ?? DEFAULT_MAX_QUEUE,
       queueObserver: this.queueObservers,
-      ...(slotDir ? { slotDir, prepare: (s: WrappedServer) => this.restoreSlots(s) } : {}),
+      ...(slotDir && slots ? { slotDir, prepare: (s: WrappedServer) => slots.restore(s) } : {}),
     });
     server.rpcWorkers = rpcWorkers;
     server.ctxSize = ctxSize;
@@ -337,14 +338,9 @@ export class Pool {
     return this.opts.slotCache?.counters;
   }
 
-  /** A ready server's slots kept on disk before it stops (`slot-cache.ts`); a failure costs only the caches. */
+  /** A ready server's slots kept on disk before it stops (`slot-cache.ts`). */
   private async saveSlots(server: WrappedServer): Promise<void> {
-    if (server.state !== "ready" || !this.opts.slotCache) return;
-    await this.opts.slotCache.save(server).catch((err: unknown) => this.opts.log.warn("could not save the model's slots", { model: server.model, error: (err as Error).message }));
-  }
-
-  private async restoreSlots(server: WrappedServer): Promise<void> {
-    await this.opts.slotCache?.restore(server).catch((err: unknown) => this.opts.log.warn("could not restore the model's saved slots", { model: server.model, error: (err as Error).message }));
+    if (server.state === "ready") await this.opts.slotCache?.save(server);
   }
 
   private onServerChange(s: WrappedServer): void {

@@ -125,11 +125,12 @@ export class SlotCache {
     return dir;
   }
 
-  /** Saves every idle slot of `server` that holds a prompt; then keeps the budget. */
+  /** Saves every idle slot of `server` that holds a prompt; then keeps the budget. Never throws: a failure costs only the caches. */
   async save(server: SlotServer): Promise<void> {
     const dir = server.slotDir;
     if (!dir) return;
-    const slots = await this.slots(server);
+    const slots = await this.slots(server).catch((err: unknown) => void this.o.log.warn("could not list the model's slots to save them", { model: server.model, error: (err as Error).message }));
+    if (!slots) return;
     for (const slot of slots) {
       if (slot.is_processing) continue;
       const temp = `${SAVING}${slot.id}.bin`;
@@ -157,11 +158,13 @@ export class SlotCache {
     this.keepBudget();
   }
 
-  /** Restores the newest saved slots of `server`'s model into its slots, one each, before it takes a request. */
+  /** Restores the newest saved slots of `server`'s model into its slots, one each, before it takes a request. Never throws. */
   async restore(server: SlotServer): Promise<void> {
     const dir = server.slotDir;
     if (!dir) return;
-    const files = toRestore(savedIn(dir), (await this.slots(server)).length);
+    const slots = await this.slots(server).catch((err: unknown) => void this.o.log.warn("could not list the model's slots to restore them", { model: server.model, error: (err as Error).message }));
+    if (!slots) return;
+    const files = toRestore(savedIn(dir), slots.length);
     for (const [i, file] of files.entries()) {
       const name = file.path.slice(dir.length + 1);
       try {

@@ -4,15 +4,12 @@
  * only what is new (its answer's `timings.cache_n`). Real node, real llama-server, tiny model.
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
-import { readdirSync } from "node:fs";
-import { join } from "node:path";
-import { loaded, post } from "../../harness/api.ts";
+import { post } from "../../harness/api.ts";
 import { killAllChildren } from "../../harness/children.ts";
 import { testModel } from "../../harness/models.ts";
 import { SMALL_LLAMA, startNode, type TestNode } from "../../harness/node.ts";
 import { parseScrape, valueOf } from "../../harness/prometheus.ts";
-import { waitFor } from "../../harness/wait.ts";
-import { SLOT_CACHE_DIR } from "../../pool/slot-cache.ts";
+import { identityKnown, savedSlots, unloadAll } from "../../harness/slot-files.ts";
 
 const nodes: TestNode[] = [];
 afterEach(async () => {
@@ -37,32 +34,11 @@ async function complete(node: TestNode, prompt: string): Promise<Timings> {
   return body.timings;
 }
 
-async function unloadAll(node: TestNode): Promise<void> {
-  const res = await post(node, "/api/v1/unload", {});
-  expect(res.status).toBe(200);
-  await waitFor(async () => (await loaded(node)).length === 0, { what: "the model to unload" });
-}
-
-/** Saved slot files under the node's state dir, every build and model (paths; not the sums beside them). */
-function savedSlots(node: TestNode): string[] {
-  const root = join(node.stateDir, SLOT_CACHE_DIR);
-  const list = (dir: string) => {
-    try {
-      return readdirSync(dir);
-    } catch {
-      return [];
-    }
-  };
-  return list(root).flatMap((build) => list(join(root, build)).flatMap((model) => list(join(root, build, model)).filter((file) => file.endsWith(".bin")).map((file) => join(root, build, model, file))));
-}
-
 /** A node serving tiny, once the model's content identity (which keys its saved slots) is known and a server was loaded with it. */
 async function nodeWithIdentity(extra: string[] = [], stateDir?: string): Promise<TestNode> {
   const node = await startNode([...SMALL_LLAMA, ...extra, "--model", await testModel("tiny", "q8_0")], stateDir ? { stateDir } : {});
   nodes.push(node);
-  await waitFor(async () => ((await (await fetch(`${node.url}/v1/models/${MODEL}`)).json()) as { mesh?: { content_sha256: string | null } }).mesh?.content_sha256 ?? undefined, {
-    what: "the model's content identity",
-  });
+  await identityKnown(node, MODEL);
   // The server loaded at start may have come before the identity: the next load knows it.
   await unloadAll(node);
   return node;
