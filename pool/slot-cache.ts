@@ -26,8 +26,10 @@ export const SLOT_CACHE_DIR = "kv-cache";
 export const MIN_SAVED_TOKENS = 64;
 /** One save or restore of one slot (llama-server writes or reads the whole KV of the slot). */
 const SLOT_CALL_MS = 30_000;
-/** The name a slot has while llama-server writes it. */
+/** The name a slot has while llama-server (or a member) writes it: what a save cut short leaves is removed at the next load. */
 const SAVING = "saving-";
+/** A name for a slot file being written into a model's folder. */
+const savingName = (label: string): string => `${SAVING}${label}.bin`;
 /** Asking llama-server which slots it has. */
 const LIST_MS = 2_000;
 
@@ -133,7 +135,7 @@ export class SlotCache {
     if (!slots) return;
     for (const slot of slots) {
       if (slot.is_processing) continue;
-      const temp = `${SAVING}${slot.id}.bin`;
+      const temp = savingName(String(slot.id));
       try {
         const res = await this.call(server, slot.id, "save", temp);
         const saved = Number((res as { n_saved?: unknown }).n_saved ?? 0);
@@ -141,14 +143,9 @@ export class SlotCache {
           rmSync(join(dir, temp), { force: true });
           continue;
         }
-        const name = slotFileName(tokenHash(join(dir, temp)));
-        // Its bytes and their hash beside it: a file cut or changed since is never handed to
-        // llama-server, which aborts on a state that ends early instead of refusing it.
-        const sum = { bytes: statSync(join(dir, temp)).size, sha256: await fileSha256(join(dir, temp)) };
-        renameSync(join(dir, temp), join(dir, name));
-        writeFileSync(sumPath(join(dir, name)), JSON.stringify(sum));
+        const bytes = (await this.adopt(dir, join(dir, temp))).bytes;
         this.counters.saved++;
-        this.counters.savedBytes += sum.bytes;
+        this.counters.savedBytes += bytes;
       } catch (err) {
         rmSync(join(dir, temp), { force: true });
         this.counters.failed++;
@@ -165,25 +162,45 @@ export class SlotCache {
     const slots = await this.slots(server).catch((err: unknown) => void this.o.log.warn("could not list the model's slots to restore them", { model: server.model, error: (err as Error).message }));
     if (!slots) return;
     const files = toRestore(savedIn(dir), slots.length);
-    for (const [i, file] of files.entries()) {
-      const name = file.path.slice(dir.length + 1);
-      try {
-        const damage = await damageOf(file.path);
-        if (damage !== undefined) throw new SlotFileDamaged(damage);
-        await this.call(server, i, "restore", name);
-        const now = new Date();
-        utimesSync(file.path, now, now);
-        this.counters.restored++;
-        this.counters.restoredBytes += file.bytes;
-      } catch (err) {
-        this.counters.failed++;
-        // Damaged, refused (another context size), or the server died reading it: of no use to a
-        // later load either. One llama-server could not be asked about (a deadline) may be.
-        const drop = err instanceof SlotFileDamaged || err instanceof SlotCallRefused || server.gone.aborted;
-        if (drop) removeSaved(file.path);
-        this.o.log.warn(drop ? "a saved slot could not be restored; dropped it" : "could not restore a saved slot", { model: server.model, slot: i, error: (err as Error).message });
-      }
+    for (const [i, file] of files.entries()) await this.restoreInto(server, i, file.path);
+  }
+
+  /** Restores the saved slot at `path` (in `server`'s folder) into its slot `slot`; whether it took. Never throws. */
+  async restoreInto(server: SlotServer, slot: number, path: string): Promise<boolean> {
+    const dir = server.slotDir;
+    if (!dir || !path.startsWith(`${dir}/`)) return false;
+    try {
+      const damage = await damageOf(path);
+      if (damage !== undefined) throw new SlotFileDamaged(damage);
+      const bytes = statSync(path).size;
+      await this.call(server, slot, "restore", path.slice(dir.length + 1));
+      const now = new Date();
+      utimesSync(path, now, now);
+      this.counters.restored++;
+      this.counters.restoredBytes += bytes;
+      return true;
+    } catch (err) {
+      this.counters.failed++;
+      // Damaged, refused (another context size), or the server died reading it: of no use to a
+      // later load either. One llama-server could not be asked about (a deadline) may be.
+      const drop = err instanceof SlotFileDamaged || err instanceof SlotCallRefused || server.gone.aborted;
+      if (drop) removeSaved(path);
+      this.o.log.warn(drop ? "a saved slot could not be restored; dropped it" : "could not restore a saved slot", { model: server.model, slot, error: (err as Error).message });
+      return false;
     }
+  }
+
+  /**
+   * Keeps the slot file llama-server (or a member, `kv/`) wrote at `temp` in `dir` as a saved slot:
+   * named by its tokens, with its bytes and their hash beside it (a file cut or changed since is
+   * never handed to llama-server, which aborts on a state that ends early instead of refusing it).
+   */
+  async adopt(dir: string, temp: string): Promise<{ path: string; bytes: number }> {
+    const path = join(dir, slotFileName(tokenHash(temp)));
+    const sum = { bytes: statSync(temp).size, sha256: await fileSha256(temp) };
+    renameSync(temp, path);
+    writeFileSync(sumPath(path), JSON.stringify(sum));
+    return { path, bytes: sum.bytes };
   }
 
   /** The saved slots of a model content no model of this node has any more. */
