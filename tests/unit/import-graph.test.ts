@@ -85,6 +85,7 @@ const FLOORS = [
   "mesh",
   "tunnel",
   "pool",
+  "kv",
   "config",
   "metrics",
   "node",

@@ -1,0 +1,137 @@
+import { describe, expect, test } from "bun:test";
+import { fetchOrPrefill, FETCH_MARGIN, MIN_DEADLINE_MS } from "../../kv/fetch-decision.ts";
+import { BLOCK_TOKENS, chainOf, sharedBlocks } from "../../kv/prefix-chain.ts";
+import { Rates, RATE_TTL_MS } from "../../kv/rates.ts";
+import { bytesSource, pieceBytes, slotLayout, SlotLayoutError, trimmed } from "../../kv/slot-layout.ts";
+import { SLOT_FILE_MAGIC } from "../../pool/slot-file.ts";
+
+/** A slot file as llama-server writes one: `n` tokens in one stream of `streams`, `layers` layers of K and V rows. */
+function slotFile(n: number, o: { streams?: number; layers?: number; row?: number; vTrans?: boolean; media?: boolean } = {}): Uint8Array<ArrayBuffer> {
+  const { streams = 2, layers = 2, row = 8, vTrans = false } = o;
+  const out: number[] = [];
+  const u32 = (x: number) => out.push(x & 0xff, (x >>> 8) & 0xff, (x >>> 16) & 0xff, (x >>> 24) & 0xff);
+  u32(SLOT_FILE_MAGIC);
+  u32(3);
+  u32(n + 4);
+  u32(-1 >>> 0);
+  u32(1);
+  u32(n);
+  for (let i = 0; i < n; i++) u32(100 + i);
+  u32(o.media ? 1 : 0);
+  u32(streams);
+  u32(0);
+  for (let s = 1; s < streams; s++) {
+    if (s > 1) {
+      u32(0);
+      continue;
+    }
+    u32(n);
+    for (let i = 0; i < n; i++) (u32(i), u32(1), u32(s));
+    u32(vTrans ? 1 : 0);
+    u32(layers);
+    const rows = (tag: number) => {
+      u32(1);
+      u32(row);
+      u32(0);
+      for (let c = 0; c < n; c++) for (let b = 0; b < row; b++) out.push((tag + c) & 0xff);
+    };
+    for (let l = 0; l < layers; l++) rows(l * 16);
+    for (let l = 0; l < layers; l++) {
+      if (!vTrans) rows(128 + l * 16);
+      else {
+        u32(1);
+        u32(2);
+        u32(3);
+        for (let j = 0; j < 3; j++) for (let c = 0; c < n; c++) out.push(j, c & 0xff);
+      }
+    }
+  }
+  return new Uint8Array(out);
+}
+
+describe("slotLayout", () => {
+  test("walks a file to its end and reads its tokens", () => {
+    const l = slotLayout(bytesSource(slotFile(10)));
+    expect([...l.tokens]).toEqual(Array.from({ length: 10 }, (_, i) => 100 + i));
+    expect(l.streams.map((s) => s.cells)).toEqual([0, 10]);
+  });
+  const file = slotFile(10);
+  test.each([
+    ["cut short", file.subarray(0, file.length - 1)],
+    ["a byte more", new Uint8Array([...file, 0])],
+    ["wrong magic", new Uint8Array([0, ...file.subarray(1)])],
+    ["media", slotFile(10, { media: true })],
+  ])("refuses a file %s", (_why, bytes) => {
+    expect(() => slotLayout(bytesSource(bytes))).toThrow(SlotLayoutError);
+  });
+  test("refuses cells out of position", () => {
+    const bad = slotFile(10);
+    const at = 12 + 14 * 4 + 8 + 4 + 12; // cell 1's position
+    new DataView(bad.buffer).setInt32(at, 7, true);
+    expect(() => slotLayout(bytesSource(bad))).toThrow("cell 1");
+  });
+});
+
+describe("trimmed", () => {
+  test.each([false, true])("a file cut to m tokens is the file llama-server would write for them (v transposed: %p)", (vTrans) => {
+    const whole = slotFile(10, { vTrans });
+    const src = bytesSource(whole);
+    const cut = trimmed(slotLayout(src), 4);
+    const bytes = new Uint8Array(Buffer.concat([...pieceBytes(src, cut.pieces)]));
+    expect(bytes.length).toBe(cut.bytes);
+    expect(bytes).toEqual(slotFile(4, { vTrans }));
+  });
+  test("cut to its length it is the same file", () => {
+    const whole = slotFile(10);
+    const src = bytesSource(whole);
+    expect(new Uint8Array(Buffer.concat([...pieceBytes(src, trimmed(slotLayout(src), 10).pieces)]))).toEqual(whole);
+  });
+  test.each([0, 11, 2.5])("refuses to cut to %p", (m) => {
+    expect(() => trimmed(slotLayout(bytesSource(slotFile(10))), m)).toThrow(SlotLayoutError);
+  });
+});
+
+describe("prefix chain", () => {
+  const tokens = (n: number, at = -1) => Int32Array.from({ length: n }, (_, i) => (i === at ? 9999 : i));
+  test.each([
+    [BLOCK_TOKENS * 3, BLOCK_TOKENS * 3, -1, 3],
+    [BLOCK_TOKENS * 3 + 10, BLOCK_TOKENS * 2, -1, 2],
+    [BLOCK_TOKENS * 3, BLOCK_TOKENS * 3, BLOCK_TOKENS + 5, 1],
+    [BLOCK_TOKENS * 3, BLOCK_TOKENS * 3, 0, 0],
+    [BLOCK_TOKENS - 1, BLOCK_TOKENS * 3, -1, 0],
+  ])("%p tokens against %p changed at %p share %p blocks", (a, b, changedAt, shared) => {
+    expect(sharedBlocks(chainOf(tokens(a)), chainOf(tokens(b, changedAt)))).toBe(shared);
+  });
+});
+
+describe("fetchOrPrefill", () => {
+  const base = { tokens: 4096, bytes: 12 * 2 ** 20, ownPrefillTps: 500, holderPrefillTps: undefined, linkBps: 110 * 2 ** 20, restoreBps: 2 * 2 ** 30 };
+  test.each([
+    ["a long prompt on a slow reader, over a fast link", {}, true],
+    ["a fast reader", { ownPrefillTps: 200_000 }, false],
+    ["no rate known on either side", { ownPrefillTps: undefined }, false],
+    ["the holder's rate when ours is not known", { ownPrefillTps: undefined, holderPrefillTps: 500 }, true],
+    ["a slow link", { linkBps: 1 * 2 ** 20 }, false],
+  ])("%s", (_why, change, fetch) => {
+    const v = fetchOrPrefill({ ...base, ...change });
+    expect(v.fetch).toBe(fetch);
+    if (v.fetch) {
+      expect(v.fetchMs).toBeLessThanOrEqual(v.prefillMs * FETCH_MARGIN);
+      expect(v.deadlineMs).toBeGreaterThanOrEqual(Math.max(MIN_DEADLINE_MS, v.prefillMs));
+    }
+  });
+});
+
+describe("Rates", () => {
+  test("averages, and forgets an old rate", () => {
+    let now = 0;
+    const r = new Rates(() => now);
+    r.add("a", 1000, 1000);
+    r.add("a", 2000, 1000);
+    expect(r.get("a")).toBeCloseTo(1200);
+    r.add("b", 0, 10);
+    expect(r.get("b")).toBeUndefined();
+    now = RATE_TTL_MS + 1;
+    expect(r.get("a")).toBeUndefined();
+  });
+});
