@@ -20,7 +20,7 @@
  * past what was proved leaves the node. Files this walk does not follow (media, a model whose
  * cells carry more than a position, a sequence whose positions are not 0..n-1) are not shared.
  */
-import { SLOT_FILE_HEAD_BYTES, SLOT_FILE_MAGIC } from "../pool/slot-file.ts";
+import { readSlotFileHead, SLOT_FILE_HEAD_BYTES, SLOT_FILE_MAGIC } from "../pool/slot-file.ts";
 
 /** Random access to a file's bytes (a file on disk, or bytes in memory in a test). */
 export interface ByteSource {
@@ -109,12 +109,12 @@ function inRange(value: number, min: number, max: number, what: string): number 
 
 /** The walk of a whole slot file; throws `SlotLayoutError` on anything that does not add up. */
 export function slotLayout(src: ByteSource): SlotLayout {
-  const r = new Reader(src, 0);
-  if (r.u32() !== SLOT_FILE_MAGIC) throw new SlotLayoutError("not a llama.cpp sequence state (wrong magic)");
-  const version = r.u32();
-  const areaLength = inRange(r.u32(), 5, MAX_CELLS + 4, "the token area's length");
+  const head = readSlotFileHead(src.read(0, SLOT_FILE_HEAD_BYTES), src.size);
+  if ("error" in head) throw new SlotLayoutError(head.error);
+  const { version } = head;
+  const areaLength = inRange(head.tokens, 5, MAX_CELLS + 4, "the token area's length");
   const tokens = tokenArea(src.read(SLOT_FILE_HEAD_BYTES, areaLength * 4), areaLength);
-  r.skip(areaLength * 4);
+  const r = new Reader(src, head.tokenEnd);
   const stateAt = r.at;
   const nStream = inRange(r.u32(), 1, MAX_STREAMS, "the stream count");
   const streams: StreamLayout[] = [];
