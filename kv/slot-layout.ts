@@ -20,6 +20,7 @@
  * past what was proved leaves the node. Files this walk does not follow (media, a model whose
  * cells carry more than a position, a sequence whose positions are not 0..n-1) are not shared.
  */
+import { readSync } from "node:fs";
 import { readSlotFileHead, SLOT_FILE_HEAD_BYTES, SLOT_FILE_MAGIC } from "../pool/slot-file.ts";
 
 /** Random access to a file's bytes (a file on disk, or bytes in memory in a test). */
@@ -244,4 +245,21 @@ export function* pieceBytes(src: ByteSource, pieces: readonly Piece[], chunk = 1
     }
     for (let at = p.at; at < p.at + p.bytes; at += chunk) yield src.read(at, Math.min(chunk, p.at + p.bytes - at));
   }
+}
+
+/** A `ByteSource` over an open file (`fd`), read as it is walked; the file stays what it was while the fd is open. */
+export function fileSource(fd: number, size: number): ByteSource {
+  return {
+    size,
+    read(at, n) {
+      const out = new Uint8Array(Math.max(0, Math.min(n, size - at)));
+      let got = 0;
+      while (got < out.length) {
+        const r = readSync(fd, out, got, out.length - got, at + got);
+        if (r <= 0) break;
+        got += r;
+      }
+      return out.subarray(0, got);
+    },
+  };
 }

@@ -13,7 +13,7 @@
  * Every name is the node's own: nothing of a request becomes a path. Every call to llama-server has
  * a deadline; a save or restore that fails costs the conversation its cache, never its answer.
  */
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Log } from "../log.ts";
 import type { ModelInfo } from "../models/model-store.ts";
@@ -109,6 +109,8 @@ const folderOf = (text: string) => (/^[\w.-]{1,100}$/.test(text) ? text : new Bu
 
 export class SlotCache {
   readonly counters: SlotCacheCounters = { saved: 0, restored: 0, savedBytes: 0, restoredBytes: 0, failed: 0 };
+  /** When each running server's slots were last saved for a member (`saveLive`). */
+  private readonly live = new WeakMap<SlotServer, { at: number; saving: boolean; done: Promise<void> }>();
 
   constructor(private readonly o: SlotCacheOptions) {
     if (o.budgetBytes > 0 && o.build !== undefined) this.dropOtherBuilds(folderOf(o.build));
@@ -201,6 +203,42 @@ export class SlotCache {
     renameSync(temp, path);
     writeFileSync(sumPath(path), JSON.stringify(sum));
     return { path, bytes: sum.bytes };
+  }
+
+  /** A new name in `dir` for a cache a member sends (`kv/`): a fetch cut short leaves it, and the next load removes it. */
+  fetchPath(dir: string): string {
+    return join(dir, savingName(`fetch-${crypto.randomUUID()}`));
+  }
+
+  /** The saved slots of the model content `identity`, newest first; none when this node keeps no folder of it. */
+  savedOf(identity: string): string[] | undefined {
+    if (this.o.build === undefined || !/^[0-9a-f]{16,128}$/.test(identity)) return undefined;
+    const dir = join(this.o.root, folderOf(this.o.build), identity);
+    if (!existsSync(dir)) return undefined;
+    return savedIn(dir)
+      .sort((a, b) => b.usedAt - a.usedAt)
+      .map((s) => s.path);
+  }
+
+  /** Whether a saved slot is still what was saved; one that is not is dropped. */
+  async intact(path: string): Promise<boolean> {
+    const damage = await damageOf(path).catch(() => "it is gone");
+    if (damage === undefined) return true;
+    removeSaved(path);
+    return false;
+  }
+
+  /**
+   * Saves a running server's idle slots for a member that asks for a conversation (`kv/`), at most
+   * once per `everyMs` per server, and one save at a time: asks that come together share it.
+   */
+  saveLive(server: SlotServer, everyMs: number): Promise<void> {
+    const last = this.live.get(server);
+    if (last && (last.saving || performance.now() - last.at < everyMs)) return last.done;
+    const entry = { at: performance.now(), saving: true, done: Promise.resolve() };
+    entry.done = this.save(server).finally(() => void (entry.saving = false));
+    this.live.set(server, entry);
+    return entry.done;
   }
 
   /** The saved slots of a model content no model of this node has any more. */

@@ -5,7 +5,8 @@
  */
 import type { RecvSide, SendSide } from "./stream.ts";
 
-export const StreamKind = { CONTROL: 1, RPC: 2, HTTP: 3, MODEL: 4 } as const;
+/** KV: a conversation's KV cache asked of the member that holds it (`kv/`). */
+export const StreamKind = { CONTROL: 1, RPC: 2, HTTP: 3, MODEL: 4, KV: 5 } as const;
 export type StreamKind = (typeof StreamKind)[keyof typeof StreamKind];
 
 export const MAX_CONTROL_MESSAGE = 256 * 1024;

@@ -1,0 +1,61 @@
+/**
+ * A node's part in moving conversations' KV caches over the mesh (`kv/`): `follow` fetches a moved
+ * conversation's cache before this node's server reads its prompt, `holder` answers members' KV
+ * streams from this node's saved slots. What the holder believes of the asker is what its
+ * announcement says it serves; what it gives is only ever a saved slot of a model this node has.
+ */
+import { basename } from "node:path";
+import type { Announcement } from "../mesh/messages.ts";
+import { KvFollow } from "../kv/kv-follow.ts";
+import { KvHolder } from "../kv/kv-holder.ts";
+import type { Log } from "../log.ts";
+import type { ModelInfo } from "../models/model-store.ts";
+import type { Pool } from "../pool/pool.ts";
+import type { SlotCache } from "../pool/slot-cache.ts";
+import type { Stream } from "../streams/stream.ts";
+
+/** A member's ask saves the holder's running server's idle slots at most this often. */
+const LIVE_SAVE_EVERY_MS = 2_000;
+
+export interface KvSources {
+  build: string | undefined;
+  /** Disk for saved slots; 0: nothing is kept, fetched or given. */
+  budgetBytes: number;
+  slots: SlotCache;
+  pool: Pick<Pool, "loaded">;
+  models: () => readonly ModelInfo[];
+  identityOf: (m: ModelInfo) => string | undefined;
+  /** A member's announcement, while it is one. */
+  announcementOf: (member: string) => Pick<Announcement, "serving" | "modelsOnDisk"> | undefined;
+  /** A KV stream to a member. */
+  open: (member: string) => Promise<Stream | undefined>;
+  log: Log;
+}
+
+export interface NodeKv {
+  follow: KvFollow | undefined;
+  holder: KvHolder;
+}
+
+/** Whether an announcement serves a model of content `identity` (pure). */
+export function servesContent(a: Pick<Announcement, "serving" | "modelsOnDisk"> | undefined, identity: string): boolean {
+  return a !== undefined && a.modelsOnDisk.some((m) => m.identity === identity && a.serving.includes(m.name));
+}
+
+export function nodeKv(s: KvSources): NodeKv {
+  const follow = s.budgetBytes > 0 ? new KvFollow({ build: s.build, open: s.open, slots: s.slots, maxBytes: s.budgetBytes, log: s.log }) : undefined;
+  const holder = new KvHolder({
+    build: s.budgetBytes > 0 ? s.build : undefined,
+    savedOf: async (identity) => {
+      if (!s.models().some((m) => s.identityOf(m) === identity)) return undefined;
+      const server = s.pool.loaded().find((w) => w.state === "ready" && w.slotDir !== undefined && basename(w.slotDir) === identity);
+      if (server) await s.slots.saveLive(server, LIVE_SAVE_EVERY_MS);
+      return s.slots.savedOf(identity);
+    },
+    intact: (path) => s.slots.intact(path),
+    servesContent: (member, identity) => servesContent(s.announcementOf(member), identity),
+    prefillTps: (identity) => follow?.prefillTps(identity),
+    log: s.log,
+  });
+  return { follow, holder };
+}
