@@ -82,6 +82,7 @@ async function startNode(config: Config): Promise<void> {
     affinity: config.affinity === "on",
     admin: node.admin,
     memory: () => node.view.views().map((v) => v.vramBytes),
+    kvFollow: node.kv.follow,
   });
   // Made once the API listens: a start that fails to bind must not replace a running node's key.
   let proofKey: LocalProofKey | undefined;
@@ -91,7 +92,7 @@ async function startNode(config: Config): Promise<void> {
     backends: availableBackends(devices),
     devices,
     apiKeys: config.apiKeys,
-    metrics: { pool: node.pool, peers: () => node.mesh()?.membership.peers.size ?? 0, tunnels: () => node.tunnels.counters },
+    metrics: { pool: node.pool, peers: () => node.mesh()?.membership.peers.size ?? 0, tunnels: () => node.tunnels.counters, kv: () => ({ follow: node.kv.follow?.counters, holder: node.kv.holder.counters }) },
     browser: { listen: config.listen, corsOrigins: config.corsOrigins },
     keepAliveMs: keepAliveMsFor(config.idleTimeoutS),
     console: consoleSource({ version: pkg.version, mesh: node.mesh, view: node.view, pool: node.pool, tunnels: node.tunnels, logs, log }),

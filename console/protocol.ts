@@ -103,6 +103,8 @@ export interface TrafficSample {
   models: Record<string, { requests: number; tokensIn: number; tokensOut: number; ttftSumS: number; ttftCount: number }>;
   /** Requests this node sent to each peer, and tunnel bytes with it, by the peer's short id (`ConsoleNode.shortId`). */
   peers: Record<string, { forwarded: number; tunnelIn: number; tunnelOut: number }>;
+  /** Moved conversations' KV caches: asked of members (fetched and restored, none to give, read again instead, failed), bytes each way, reading time saved. */
+  kv?: { hits: number; misses: number; declined: number; failed: number; fetchedBytes: number; sentBytes: number; savedS: number };
 }
 
 export type LogLevel = "debug" | "info" | "warn" | "error";

@@ -8,6 +8,8 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { EvictionCause, Pool } from "../pool/pool.ts";
 import type { TrafficSample } from "../console/protocol.ts";
 import type { RequestStats } from "./request-stats.ts";
+import type { KvFollowCounters } from "../kv/kv-follow.ts";
+import type { KvHolderCounters } from "../kv/kv-holder.ts";
 import type { PeerTunnelCounters } from "../tunnel/tunnels.ts";
 import { DURATION_BUCKETS, peerLabel, QUEUE_WAIT_BUCKETS, tunnelBytes } from "./labels.ts";
 
@@ -18,6 +20,8 @@ export interface MetricSources {
   peers?: () => number;
   /** Tunnel byte counters by peer id. */
   tunnels?: () => ReadonlyMap<string, PeerTunnelCounters>;
+  /** Conversations' KV caches fetched from members (none: not fetched) and given to them (`kv/`). */
+  kv?: () => { follow: KvFollowCounters | undefined; holder: KvHolderCounters };
 }
 
 /** Every cause, so each has a series (at 0) before its first eviction. */
@@ -44,10 +48,12 @@ export class NodeMetrics {
   /** Answers whose token counts are still to be read: after the response is on its way, or at the next scrape. */
   private pending: (() => RequestStats)[] = [];
   private drainQueued = false;
+  private readonly kvCounters: MetricSources["kv"];
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
     const { pool } = sources;
+    this.kvCounters = sources.kv;
     this.requests = new Counter({ name: "mesh_requests_total", help: "Requests to /v1, by model, route and HTTP status", labelNames: ["model", "route", "status"], registers });
     this.duration = new Histogram({
       name: "mesh_request_duration_seconds",
@@ -117,6 +123,39 @@ export class NodeMetrics {
         const c = slots();
         this.inc({ direction: "saved" }, c?.savedBytes ?? 0);
         this.inc({ direction: "restored" }, c?.restoredBytes ?? 0);
+      },
+    });
+    const kv = () => this.kvCounters?.();
+    new Counter({
+      name: "mesh_kv_follow_total",
+      help: "Moved conversations whose KV cache this node asked the member that held it for: fetched and restored (hit), none to give (miss), read again as faster (declined), failed",
+      labelNames: ["event"],
+      registers,
+      collect() {
+        this.reset();
+        const f = kv()?.follow;
+        for (const [event, n] of [["hit", f?.hits], ["miss", f?.misses], ["declined", f?.declined], ["failed", f?.failed]] as const) this.inc({ event }, n ?? 0);
+      },
+    });
+    new Counter({
+      name: "mesh_kv_follow_bytes_total",
+      help: "Bytes of conversations' KV caches fetched from members and sent to them",
+      labelNames: ["direction"],
+      registers,
+      collect() {
+        this.reset();
+        const c = kv();
+        this.inc({ direction: "fetched" }, c?.follow?.bytes ?? 0);
+        this.inc({ direction: "sent" }, c?.holder.sentBytes ?? 0);
+      },
+    });
+    new Counter({
+      name: "mesh_kv_follow_saved_seconds_total",
+      help: "Prompt reading that fetched KV caches saved, estimated from this node's (or the holder's) measured reading rate less the fetch's time",
+      registers,
+      collect() {
+        this.reset();
+        this.inc((kv()?.follow?.savedMs ?? 0) / 1000);
       },
     });
     new Gauge({
@@ -247,7 +286,7 @@ export class NodeMetrics {
    * tokens and time to first byte per model (requests that named none, or an unknown one, left out),
    * and requests sent to each peer by its short id.
    */
-  async traffic(): Promise<{ models: TrafficSample["models"]; forwarded: Map<string, number> }> {
+  async traffic(): Promise<{ models: TrafficSample["models"]; forwarded: Map<string, number>; kv: TrafficSample["kv"] }> {
     if (this.pending.length) this.drain();
     const models: TrafficSample["models"] = {};
     const of = (model: unknown) => {
@@ -271,7 +310,9 @@ export class NodeMetrics {
     }
     const forwarded = new Map<string, number>();
     for (const v of (await this.toPeers.get()).values) forwarded.set(String(v.labels.peer), v.value);
-    return { models, forwarded };
+    const c = this.kvCounters?.();
+    const kv = c && { hits: c.follow?.hits ?? 0, misses: c.follow?.misses ?? 0, declined: c.follow?.declined ?? 0, failed: c.follow?.failed ?? 0, fetchedBytes: c.follow?.bytes ?? 0, sentBytes: c.holder.sentBytes, savedS: (c.follow?.savedMs ?? 0) / 1000 };
+    return { models, forwarded, kv };
   }
 
   /** The exposition text, with every answer so far counted. */

@@ -14,6 +14,8 @@ export interface RequestStats {
   output_tokens: number | null;
   /** Wall time of the whole request at the router, seconds. */
   duration: number;
+  /** Prompt tokens the server read (not from its cache), in `time_to_first_token`, when it says. */
+  prompt_read?: number;
   /** Tokens a draft model proposed, and how many of them the target accepted (only when it drafted). */
   draft_tokens?: number;
   draft_accepted?: number;
@@ -87,6 +89,7 @@ export function toStats(
     input_tokens: num(f.usage?.prompt_tokens) ?? (num(t?.prompt_n) !== undefined ? t!.prompt_n! + (num(t?.cache_n) ?? 0) : null),
     output_tokens: num(f.usage?.completion_tokens) ?? num(t?.predicted_n) ?? null,
     duration: measured.totalMs / 1000,
+    ...(num(t?.prompt_n) !== undefined && promptMs !== undefined ? { prompt_read: t!.prompt_n! } : {}),
     ...draftFigures(t),
   };
 }

@@ -56,6 +56,7 @@ import { GroupReconciler } from "./group-reconciler.ts";
 import { MeshForwarder } from "./mesh-forwarder.ts";
 import { MeshRouter } from "./mesh-router.ts";
 import { NodeEvents } from "./node-events.ts";
+import { nodeKv, type NodeKv } from "./kv-parts.ts";
 
 /** The other tools' stores a node with these settings serves from, in naming order (none with --scan-model-stores off). */
 export function storeRoots(config: Pick<Config, "scanModelStores" | "modelStores">): StoreRoot[] {
@@ -86,6 +87,8 @@ export interface NodeParts {
   group: GroupReconciler;
   /** Pulls and deletes models on this node's disk (the API's and the CLI's). */
   admin: ModelAdmin;
+  /** Conversations' KV caches between members: fetched when one moves here, given to members that ask. */
+  kv: NodeKv;
   /** The API that answers requests peers forward to us (set once the HTTP app exists). */
   setHttpHandler: (handler: (req: Request) => Promise<Response>) => void;
   meshStatus: () => MeshStatus;
@@ -160,6 +163,17 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   });
 
   const slotCache = new SlotCache({ root: join(config.stateDir, SLOT_CACHE_DIR), build: llama.build, budgetBytes: config.kvCacheBytes, identityOf: (m) => events.identityOf(m), log });
+  const kv = nodeKv({
+    build: llama.build,
+    budgetBytes: config.kvCacheBytes,
+    slots: slotCache,
+    pool: { loaded: () => pool.loaded() },
+    models: () => store.list(),
+    identityOf: (m) => events.identityOf(m),
+    announcementOf: (member) => mesh?.membership.peers.get(member)?.announcement,
+    open: async (member) => mesh?.membership.openStream(member, StreamKind.KV),
+    log,
+  });
   const pool = new Pool({
     llama,
     stateDir: config.stateDir,
@@ -319,6 +333,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           if (kind === StreamKind.RPC) void tunnels.incoming(peerId, stream);
           else if (kind === StreamKind.HTTP && httpHandler) void serveHttp(stream, httpHandler, { maxBodyBytes: config.maxBodyBytes, allow: memberMayRequest, admit: () => memberStreams.take(peerId), from: peerId });
           else if (kind === StreamKind.MODEL) void serveModel(stream);
+          else if (kind === StreamKind.KV) void kv.holder.serve(peerId, stream);
           else void stream.send.reset(2).catch(() => undefined);
         },
         onPeersChange,
@@ -382,6 +397,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     view,
     group,
     admin,
+    kv,
     setHttpHandler: (handler) => void (httpHandler = handler),
     meshStatus: () => mesh?.status() ?? { state: "starting", nodeId: null, peers: [] },
     start,

@@ -107,14 +107,14 @@ export class ConsoleFeed {
   }
 
   private async sample(): Promise<void> {
-    const { models, forwarded } = await this.metrics.traffic();
+    const { models, forwarded, kv } = await this.metrics.traffic();
     const tunnels = this.sources.tunnelBytes();
     const peers: TrafficSample["peers"] = {};
     for (const id of new Set([...forwarded.keys(), ...tunnels.keys()])) {
       const t = tunnels.get(id);
       peers[id] = { forwarded: forwarded.get(id) ?? 0, tunnelIn: t?.in ?? 0, tunnelOut: t?.out ?? 0 };
     }
-    const sample: TrafficSample = { at: Date.now(), models, peers };
+    const sample: TrafficSample = { at: Date.now(), models, peers, ...(kv ? { kv } : {}) };
     this.history.push(sample);
     if (this.history.length > CONSOLE_LIMITS.trafficSamples) this.history.splice(0, this.history.length - CONSOLE_LIMITS.trafficSamples);
     for (const send of this.pages) send("traffic", sample);

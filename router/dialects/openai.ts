@@ -56,6 +56,8 @@ function meshFields(entry: CatalogModel | undefined) {
       nodes_on_disk: entry.nodesOnDisk,
       // The content its holders agree on (SHA-256 over its files), the only one copied; none when they disagree.
       content_sha256: entry.identity ?? null,
+      // The nodes that announce that content: those a copy, or a conversation's KV cache, may come from.
+      content_holders: entry.copyFrom,
       contested: entry.contested === true,
       need_bytes: entry.needBytes,
       capacity_bytes: entry.capacityBytes,

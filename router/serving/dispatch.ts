@@ -11,6 +11,7 @@ import type { Chooser, Route } from "../../placement/route.ts";
 import { PoolError } from "../../pool/errors.ts";
 import type { MeshRouting } from "../../placement/routing.ts";
 import { affinityKey } from "./affinity.ts";
+import { KV_HINT_MIN_BODY, type LastServers } from "./kv-hint.ts";
 import { untilBodyEnds, type Outstanding } from "./outstanding.ts";
 
 /** On an answer that came from a second server: the node that failed the request first. */
@@ -24,6 +25,8 @@ export interface Dispatching {
   readonly affinity: boolean;
   readonly outstanding: Outstanding;
   turn: number;
+  /** The server each long conversation went to last (`kv-hint.ts`); none: caches do not follow conversations. */
+  readonly lastServers?: LastServers | undefined;
 }
 
 export interface DispatchInput {
@@ -31,13 +34,18 @@ export interface DispatchInput {
   model: string;
   /** The parsed body, for its affinity key. */
   json: unknown;
+  /** The body's size: only a long prompt's cache is worth following. */
+  bodyBytes: number;
   header: (name: string) => string | undefined;
   /** It came from another node of the mesh: answered here, never retried here. */
   forwarded: boolean;
   /** The client's: a request it gave up on is not sent again. */
   signal: AbortSignal;
-  /** Sends the request where the route says (none: no mesh, this node's pool) and resolves with the answer, its body unread. */
-  send: (route: Route | undefined) => Promise<Response>;
+  /**
+   * Sends the request where the route says (none: no mesh, this node's pool) and resolves with the
+   * answer, its body unread; `movedFrom`: the server that answered this conversation last, another.
+   */
+  send: (route: Route | undefined, movedFrom?: string) => Promise<Response>;
 }
 
 /** What a server's failure looked like: an answer's status, or what was thrown. */
@@ -70,6 +78,14 @@ export function retryAvoiding(o: { forwarded: boolean; aborted: boolean; route: 
 export const serverOf = (route: Route | undefined, self: string | undefined): string | undefined =>
   route?.to === "peer" ? route.peerId : route?.to === "local" ? self : undefined;
 
+/** The server that answered a long conversation's last turn, when this turn goes to another (`kv-hint.ts`); remembers this one. */
+function movedFrom(input: DispatchInput, server: string | undefined, keyOf: () => string | undefined): string | undefined {
+  const last = input.dispatching.lastServers;
+  if (!last || server === undefined || input.forwarded || input.bodyBytes < KV_HINT_MIN_BODY) return undefined;
+  const key = keyOf();
+  return key === undefined ? undefined : last.moved(input.model, key, server);
+}
+
 /** The requests a node has in flight per (model, server). */
 export const outstandingOf = (d: Dispatching): Outstanding => d.outstanding;
 
@@ -99,12 +115,12 @@ export async function dispatch(input: DispatchInput): Promise<Response> {
         });
 
   const routeNow = async () => (routing ? await routing.route(model, forwarded, forwarded ? undefined : choose) : undefined);
-  const attempt = async (route: Route | undefined): Promise<{ route: Route | undefined; res?: Response; thrown?: unknown }> => {
+  const attempt = async (route: Route | undefined, movedFrom?: string): Promise<{ route: Route | undefined; res?: Response; thrown?: unknown }> => {
     const server = serverOf(route, self);
     // Counted only where there is a server to count: a node without a mesh has nothing to choose.
     const end = server === undefined ? undefined : state.outstanding.begin(model, server);
     try {
-      const res = await input.send(route);
+      const res = await input.send(route, movedFrom);
       return { route, res: end ? untilBodyEnds(res, end) : res };
     } catch (err) {
       end?.();
@@ -112,7 +128,8 @@ export async function dispatch(input: DispatchInput): Promise<Response> {
     }
   };
 
-  const first = await attempt(await routeNow());
+  const firstRoute = await routeNow();
+  const first = await attempt(firstRoute, movedFrom(input, serverOf(firstRoute, self), keyOf));
   const outcome: Outcome = first.res ? { status: first.res.status } : { thrown: first.thrown };
   // The catalog is looked at only for a failure: an answer's way back stays off it.
   const servers = failedBeforeAnswer(first.route, outcome) ? (routing?.catalog().find((m) => m.name === model)?.servers ?? []) : [];

@@ -6,6 +6,7 @@
  * keep_alive (`keep-alive.ts`) are settled here, whichever dialect the client spoke.
  */
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { KvFollow } from "../../kv/kv-follow.ts";
 import type { RequestStats } from "../../metrics/request-stats.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import type { Route } from "../../placement/route.ts";
@@ -16,6 +17,7 @@ import { INFERENCE_ROUTES, LLAMA_ROUTES } from "../http/route-table.ts";
 import { guardedAnswer } from "../http/sse-guard.ts";
 import { dispatch, type Dispatching } from "./dispatch.ts";
 import { applyKeepAlive, KEEP_ALIVE_HEADER, keepAliveHeaderValue, parseKeepAliveHeader, type MemberUnloads } from "./keep-alive.ts";
+import { isNodeId, KV_FROM_HEADER, KV_HINT_MIN_BODY } from "./kv-hint.ts";
 import { untilBodyEnds } from "./outstanding.ts";
 import { recordPassingStats } from "./passing-stats.ts";
 import { proxyToServer } from "./proxy.ts";
@@ -59,6 +61,8 @@ export interface InferenceParts {
   memberUnloads: MemberUnloads;
   findModel: (name: string) => Promise<ModelInfo>;
   recordStats: (stats: () => RequestStats) => void;
+  /** Fetches a moved conversation's KV cache before this node's server reads it (`kv/kv-follow.ts`); none: never. */
+  kvFollow?: Pick<KvFollow, "follow" | "answered"> | undefined;
 }
 
 /** A client's Ollama keep_alive, in ms (undefined: it gave none), to apply where the request is answered; `member`: carried by one. */
@@ -76,10 +80,11 @@ export async function answerInference(parts: InferenceParts, call: InferenceCall
     dispatching: parts.dispatching,
     model: call.model,
     json: call.json,
+    bodyBytes: call.body.byteLength,
     header: (name) => call.headers.get(name) ?? undefined,
     forwarded: call.forwarded,
     signal: call.signal,
-    send: (route) => send(parts, call, route, keepAlive),
+    send: (route, movedFrom) => send(parts, call, route, keepAlive, movedFrom),
   });
 }
 
@@ -96,11 +101,11 @@ function keepAliveOf(call: InferenceCall, unloads: MemberUnloads): KeepAlive | u
 }
 
 /** Sends a request where its route says: to a peer, a 503 the route gives, or this node's pool (none: no mesh). */
-async function send(parts: InferenceParts, call: InferenceCall, route: Route | undefined, keepAlive: KeepAlive | undefined): Promise<Response> {
+async function send(parts: InferenceParts, call: InferenceCall, route: Route | undefined, keepAlive: KeepAlive | undefined, movedFrom: string | undefined): Promise<Response> {
   if (route?.to === "peer") {
     call.onForwarded?.(route.peerId);
-    // Its keep_alive goes along: the peer that answers applies it there.
-    const res = await forward(parts.routing!, route.peerId, call, keepAlive);
+    // Its keep_alive goes along: the peer that answers applies it there; so does where its cache is.
+    const res = await forward(parts.routing!, route.peerId, call, keepAlive, movedFrom);
     // The answer passes through here: this node's /api/v1/stats tells it too.
     const passed = recordPassingStats(res, call.model, upstreamPathOf(call.path), call.started, parts.recordStats);
     return guardedAnswer(passed, call.path, PEER_GONE);
@@ -115,17 +120,26 @@ async function send(parts: InferenceParts, call: InferenceCall, route: Route | u
     return call.refuse(400, noTools, "invalid_request_error", "tool_calls_unsupported");
   }
   const self = parts.routing?.nodeId();
+  // The node that held this conversation last: ours to know, or as the member that routed it says (a node id, asked only if a member).
+  const holder = call.forwarded ? call.headers.get(KV_FROM_HEADER) : movedFrom;
+  const slot = parts.kvFollow && isNodeId(holder) && holder !== self ? await parts.kvFollow.follow(lease.server, upstreamPath, call.json, holder) : undefined;
+  const long = parts.kvFollow !== undefined && call.body.byteLength >= KV_HINT_MIN_BODY;
   const res = await proxyToServer({
     lease,
     model: call.model,
     path: upstreamPath,
-    body: call.body,
+    body: slot === undefined ? call.body : pinnedTo(call.json, slot),
     clientSignal: call.signal,
     extraHeaders: self ? { [ANSWERED_BY_HEADER]: self } : undefined,
     keepAliveMs: call.keepAliveCommentMs,
     onStats: (s, stream) => {
       parts.recordStats(s);
       call.onAnswered?.(s, stream);
+      // A long prompt's reading tells the rate a cache fetch is weighed against.
+      if (long) {
+        const read = s();
+        parts.kvFollow!.answered(lease.server, read.prompt_read, read.time_to_first_token === null ? undefined : read.time_to_first_token * 1000);
+      }
     },
   });
   // Answered here: its keep_alive applies to this node's server once the answer has gone.
@@ -136,9 +150,12 @@ async function send(parts: InferenceParts, call: InferenceCall, route: Route | u
   });
 }
 
-async function forward(routing: MeshRouting, peer: string, call: InferenceCall, keepAlive: KeepAlive | undefined): Promise<Response> {
+/** The body pinned to the slot a fetched cache was restored into (llama-server's `id_slot`). */
+const pinnedTo = (json: unknown, slot: number): ArrayBuffer => new TextEncoder().encode(JSON.stringify({ ...(json as Record<string, unknown>), id_slot: slot })).buffer as ArrayBuffer;
+
+async function forward(routing: MeshRouting, peer: string, call: InferenceCall, keepAlive: KeepAlive | undefined, movedFrom: string | undefined): Promise<Response> {
   const carried = keepAliveHeaderValue(keepAlive?.ms);
-  const headers = { "content-type": "application/json", ...(carried === undefined ? {} : { [KEEP_ALIVE_HEADER]: carried }) };
+  const headers = { "content-type": "application/json", ...(carried === undefined ? {} : { [KEEP_ALIVE_HEADER]: carried }), ...(movedFrom === undefined ? {} : { [KV_FROM_HEADER]: movedFrom }) };
   try {
     return await routing.forward(peer, { method: "POST", path: call.path, headers, body: new Uint8Array(call.body) }, call.signal);
   } catch (err) {

@@ -19,6 +19,7 @@ import { answerInference, type InferenceCall, type InferenceParts } from "./infe
 import { applyKeepAlive, MemberUnloads } from "./keep-alive.ts";
 import { Outstanding } from "./outstanding.ts";
 import type { Dispatching } from "./dispatch.ts";
+import { LastServers } from "./kv-hint.ts";
 
 /** What the serving core is built from (main.ts, or a test's bare node). */
 export interface ServingParts {
@@ -34,6 +35,8 @@ export interface ServingParts {
   affinity?: boolean;
   /** Memory each node of the mesh offers for models (this node's first), as announced; for `/v1/models?catalog=true`. */
   memory?: () => number[];
+  /** Fetches a conversation's KV cache from the member that answered it last, when it moves here (`kv/`). */
+  kvFollow?: InferenceParts["kvFollow"];
 }
 
 export type ModelStatus = "loaded" | "loading" | "unloaded";
@@ -109,7 +112,14 @@ export class ServingCore implements Serving {
     this.store = parts.store;
     this.pool = parts.pool;
     this.routing = parts.routing;
-    this.dispatching = { routing: parts.routing, affinity: parts.affinity !== false, outstanding: new Outstanding(), turn: 0 };
+    this.dispatching = {
+      routing: parts.routing,
+      affinity: parts.affinity !== false,
+      outstanding: new Outstanding(),
+      turn: 0,
+      // Remembered only where a moved conversation's cache can be fetched.
+      ...(parts.routing && parts.kvFollow ? { lastServers: new LastServers() } : {}),
+    };
     this.inference = {
       pool: this.pool,
       routing: this.routing,
@@ -117,6 +127,7 @@ export class ServingCore implements Serving {
       memberUnloads: this.memberUnloads,
       findModel: (name) => this.findModel(name),
       recordStats: (stats) => void (this.stats = stats),
+      kvFollow: parts.kvFollow,
     };
   }
 

@@ -5,6 +5,7 @@ import { routeModel, type Route } from "../../placement/route.ts";
 import type { MeshRouting } from "../../placement/routing.ts";
 import { modelNotFound, serverGone } from "../../pool/errors.ts";
 import { dispatch, failedBeforeAnswer, outstandingOf, RETRIED_FROM_HEADER, retryAvoiding, type Dispatching, type Outcome } from "../../router/serving/dispatch.ts";
+import { KV_HINT_MIN_BODY, LastServers } from "../../router/serving/kv-hint.ts";
 import { Outstanding } from "../../router/serving/outstanding.ts";
 
 const peer = (peerId: string): Route => ({ to: "peer", peerId });
@@ -61,7 +62,7 @@ const entry = (servers: string[]): CatalogModel => ({
 });
 
 /** A node "me" (not serving m itself) in a mesh whose catalog lists `servers` for m; `answer` says how each server answers. */
-function mesh(servers: string[], answer: (server: string, call: number) => Response | Error, affinity = true) {
+function mesh(servers: string[], answer: (server: string, call: number) => Response | Error, affinity = true, lastServers?: LastServers) {
   let catalogNow = entry(servers);
   const sent: string[] = [];
   const bodies: { cancelled: boolean }[] = [];
@@ -72,10 +73,12 @@ function mesh(servers: string[], answer: (server: string, call: number) => Respo
     route: async (model, forwarded, choose) => (forwarded ? { to: "local" } : routeModel(catalogNow, { nodeId: "me", model, known: false, hasFiles: false, ready: false, needBytes: 1, vramBytes: 1 }, forwarded, choose)),
     forward: async () => new Response("unused"),
   };
-  const serving: Dispatching = { routing, affinity, outstanding: new Outstanding(), turn: 0 };
-  const send = async (route: Route | undefined) => {
+  const serving: Dispatching = { routing, affinity, outstanding: new Outstanding(), turn: 0, lastServers };
+  const movedFrom: (string | undefined)[] = [];
+  const send = async (route: Route | undefined, from?: string) => {
     const server = route?.to === "peer" ? route.peerId : route?.to === "local" ? "me" : "?";
     sent.push(server);
+    movedFrom.push(from);
     const a = answer(server, sent.length);
     if (a instanceof Error) throw a;
     const seen = { cancelled: false };
@@ -83,9 +86,9 @@ function mesh(servers: string[], answer: (server: string, call: number) => Respo
     const body = new ReadableStream<Uint8Array>({ start: (c) => c.enqueue(new TextEncoder().encode(`${a.status} from ${server}`)), pull: (c) => c.close(), cancel: () => void (seen.cancelled = true) });
     return new Response(a.status === 204 ? null : body, { status: a.status });
   };
-  const run = (opts: { forwarded?: boolean; json?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {}) =>
-    dispatch({ dispatching: serving, model: "m", json: opts.json ?? { messages: [] }, header: (n) => opts.headers?.[n], forwarded: opts.forwarded ?? false, signal: opts.signal ?? new AbortController().signal, send });
-  return { serving, sent, bodies, run, drop: (id: string) => void (catalogNow = entry(catalogNow.servers.filter((s) => s !== id))) };
+  const run = (opts: { forwarded?: boolean; json?: unknown; headers?: Record<string, string>; signal?: AbortSignal; bodyBytes?: number } = {}) =>
+    dispatch({ dispatching: serving, model: "m", json: opts.json ?? { messages: [] }, bodyBytes: opts.bodyBytes ?? 0, header: (n) => opts.headers?.[n], forwarded: opts.forwarded ?? false, signal: opts.signal ?? new AbortController().signal, send });
+  return { serving, sent, bodies, movedFrom, run, drop: (id: string) => void (catalogNow = entry(catalogNow.servers.filter((s) => s !== id))) };
 }
 
 const ok = () => new Response("ok");
@@ -175,5 +178,43 @@ describe("spreading", () => {
     const m = mesh(["a", "b"], () => ok(), false);
     for (let i = 0; i < 4; i++) await (await m.run({ json: USER })).text();
     expect(new Set(m.sent)).toEqual(new Set(["a", "b"]));
+  });
+});
+
+describe("a moved conversation names the server that answered it last (its KV cache is there)", () => {
+  const long = { json: USER, bodyBytes: KV_HINT_MIN_BODY };
+  test("the same server each turn: nothing moved", async () => {
+    const m = mesh(["a", "b"], () => ok(), true, new LastServers());
+    for (let i = 0; i < 3; i++) await (await m.run(long)).text();
+    expect(m.movedFrom).toEqual([undefined, undefined, undefined]);
+  });
+
+  test("its server leaves the model: the next turn goes to the other, naming the first", async () => {
+    const m = mesh(["a", "b"], () => ok(), true, new LastServers());
+    await (await m.run(long)).text();
+    m.drop(first);
+    await (await m.run(long)).text();
+    await (await m.run(long)).text();
+    expect(m.sent).toEqual([first, second, second]);
+    expect(m.movedFrom).toEqual([undefined, first, undefined]);
+  });
+
+  test.each<[string, Partial<Parameters<ReturnType<typeof mesh>["run"]>[0]>, LastServers | undefined]>([
+    ["a short prompt (read again faster than fetched)", { bodyBytes: KV_HINT_MIN_BODY - 1 }, new LastServers()],
+    ["no cache to follow on this node (none remembered)", {}, undefined],
+    ["a request without a key (an embedding's input)", { json: {} }, new LastServers()],
+  ])("%s: never named", async (_, over, lastServers) => {
+    const m = mesh(["a", "b"], () => ok(), true, lastServers);
+    await (await m.run({ ...long, ...over })).text();
+    m.drop(first);
+    await (await m.run({ ...long, ...over })).text();
+    expect(m.movedFrom).toEqual([undefined, undefined]);
+  });
+
+  test("another conversation of the same model is not moved by it", async () => {
+    const m = mesh(["a", "b"], () => ok(), true, new LastServers());
+    await (await m.run(long)).text();
+    await (await m.run({ json: { user: "bob" }, bodyBytes: KV_HINT_MIN_BODY })).text();
+    expect(m.movedFrom).toEqual([undefined, undefined]);
   });
 });

@@ -151,7 +151,31 @@ export function TrafficView({ traffic }: { traffic: readonly TrafficSample[] }) 
           </Table>
         )}
       </Card>
+      <KvCard kv={last?.kv} />
     </div>
+  );
+}
+
+/** Moved conversations whose KV cache this node fetched from the member that held it, and what that saved. */
+function KvCard({ kv }: { kv: TrafficSample["kv"] }) {
+  return (
+    <Card title="Moved conversations' KV caches">
+      {!kv || kv.hits + kv.misses + kv.declined + kv.failed + kv.sentBytes === 0 ? (
+        <Empty>No conversation moved to or from this node with a cache worth fetching yet.</Empty>
+      ) : (
+        <Table columns={["Fetched", "None to give", "Read again", "Failed", "Bytes fetched", "Bytes sent", "Reading saved"]}>
+          <tr>
+            <Cell label="Fetched">{kv.hits}</Cell>
+            <Cell label="None to give">{kv.misses}</Cell>
+            <Cell label="Read again">{kv.declined}</Cell>
+            <Cell label="Failed">{kv.failed}</Cell>
+            <Cell label="Bytes fetched">{formatBytes(kv.fetchedBytes)}</Cell>
+            <Cell label="Bytes sent">{formatBytes(kv.sentBytes)}</Cell>
+            <Cell label="Reading saved">{formatMs(kv.savedS * 1000)}</Cell>
+          </tr>
+        </Table>
+      )}
+    </Card>
   );
 }
 
