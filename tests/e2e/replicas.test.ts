@@ -12,7 +12,7 @@ import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from ".
 import { testModel } from "../../harness/models.ts";
 import { SMALL_LLAMA } from "../../harness/node.ts";
 import { waitFor } from "../../harness/wait.ts";
-import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
+import { burst } from "../../harness/burst.ts";
 
 const nodes: MeshTestNode[] = [];
 afterEach(async () => {
@@ -34,28 +34,6 @@ const listed = async (n: MeshTestNode) => ((await (await fetch(`${n.url}/v1/mode
 const peer = async (of: MeshTestNode, id: string) => (await meshStatus(of)).peers.find((p) => p.nodeId === id);
 const assigned = async (n: MeshTestNode) => ((await meshStatus(n)) as unknown as NodeModels).models.assigned;
 
-/**
- * Keeps `width` chats in flight at the host until `stop` aborts: each client finishes the chat it
- * has in flight and stops (a client cut mid-answer is not what this file tests). Resolves with
- * their statuses, and notes who answered.
- */
-function burst(via: MeshTestNode, width: number, stop: AbortSignal, answeredBy: Set<string>): Promise<number[]> {
-  const one = async (): Promise<number[]> => {
-    const statuses: number[] = [];
-    while (!stop.aborted) {
-      const body = JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "count to twenty" }], max_tokens: 48 });
-      const res = await fetch(`${via.url}/v1/chat/completions`, { method: "POST", body, signal: AbortSignal.timeout(60_000) }).catch(() => undefined);
-      if (!res) break;
-      await res.arrayBuffer().catch(() => undefined);
-      statuses.push(res.status);
-      const by = res.headers.get(ANSWERED_BY_HEADER);
-      if (res.ok && by) answeredBy.add(by);
-    }
-    return statuses;
-  };
-  return Promise.all(Array.from({ length: width }, one)).then((all) => all.flat());
-}
-
 test("a pressed host gets a replica on the standby node; the replica serves beside it, not as its host, and goes when idle", async () => {
   const file = await testModel("tiny", "q8_0");
   // More memory on the host: it stays the elected host whatever the replica does.
@@ -71,7 +49,7 @@ test("a pressed host gets a replica on the standby node; the replica serves besi
 
   const stop = new AbortController();
   const answeredBy = new Set<string>();
-  const answered = burst(a, 6, stop.signal, answeredBy);
+  const answered = burst(a, MODEL, 6, stop.signal, answeredBy);
   try {
     const replica = await waitFor(
       async () => {
@@ -131,7 +109,7 @@ test("a node hosting a model of its own, without the file, copies it from the ho
   await waitForFullMesh([a, b]);
   await waitFor(async () => (await loaded(b)).some((s) => s.model_name === own && s.state === "ready"), { what: "b to serve its own model", timeoutMs: 60_000 });
   const stop = new AbortController();
-  const answered = burst(a, 6, stop.signal, new Set());
+  const answered = burst(a, MODEL, 6, stop.signal, new Set());
   try {
     await waitFor(
       async () => {
