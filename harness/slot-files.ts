@@ -1,5 +1,5 @@
 /** What a test node keeps of its conversations' KV caches (`pool/slot-cache.ts`), as tests and benches read it. */
-import { readdirSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { SLOT_CACHE_DIR } from "../pool/slot-cache.ts";
 import { loaded, post } from "./api.ts";
@@ -35,4 +35,25 @@ export function savedSlots(node: Pick<TestNode, "stateDir">): string[] {
     .flatMap(list)
     .flatMap(list)
     .filter((path) => path.endsWith(".bin"));
+}
+
+/**
+ * `model`'s server on `node` loaded again once its content identity is known, so it saves and
+ * restores slots (the load at start may come before the identity; a server's slot folder is made
+ * as it loads). For a mesh host too, which its group loads again at once: a request loads it if not.
+ */
+export async function keepsSlots(node: TestNode, model: string, identity: string): Promise<void> {
+  const root = join(node.stateDir, SLOT_CACHE_DIR);
+  const hasFolder = () => existsSync(root) && readdirSync(root).some((build) => existsSync(join(root, build, identity)));
+  if (hasFolder()) return;
+  const res = await post(node, "/api/v1/unload", { model_name: model });
+  if (res.status !== 200) throw new Error(`unload: ${res.status} ${await res.text()}`);
+  const ready = async () => (await loaded(node)).some((s) => s.model_name === model && s.state === "ready");
+  await waitFor(
+    async () => {
+      if (!(await ready())) await (await post(node, "/v1/completions", { model, prompt: "hi", max_tokens: 1 })).arrayBuffer();
+      return hasFolder() && (await ready());
+    },
+    { what: `${model}'s server to load again with a slot folder`, timeoutMs: 60_000 },
+  );
 }

@@ -17,7 +17,7 @@ import type { SlotCache, SlotServer } from "../pool/slot-cache.ts";
 import { TimedRecv, TimedSend } from "../streams/read-deadline.ts";
 import type { Stream } from "../streams/stream.ts";
 import { readFrame, writeFrame } from "../streams/wire.ts";
-import { fetchOrPrefill } from "./fetch-decision.ts";
+import { fetchOrPrefill, MIN_DEADLINE_MS } from "./fetch-decision.ts";
 import { KV_ASK_MS, KV_IDLE_MS, KvAnswerSchema, MIN_SHARED_TOKENS, type KvOffer } from "./kv-wire.ts";
 import { BLOCK_TOKENS, chainOf } from "./prefix-chain.ts";
 import { Rates } from "./rates.ts";
@@ -126,7 +126,10 @@ export class KvFollow {
     let temp: string | undefined;
     try {
       await writeFrame(send, { identity, build: this.o.build, chain: chainOf(tokens) });
-      const answer = KvAnswerSchema.safeParse(await recv.within(KV_ASK_MS, "an answer to its KV ask", () => readFrame(recv)));
+      // A holder slow to answer costs at most what reading the whole prompt here would.
+      const ownTps = this.prefillTps(identity);
+      const askMs = ownTps === undefined ? KV_ASK_MS : Math.min(KV_ASK_MS, Math.max(MIN_DEADLINE_MS, (tokens.length / ownTps) * 1000));
+      const answer = KvAnswerSchema.safeParse(await recv.within(askMs, "an answer to its KV ask", () => readFrame(recv)));
       if (!answer.success) throw new FollowFailed("the member's answer is not one this node reads");
       if ("miss" in answer.data) {
         this.counters.misses++;
@@ -140,7 +143,7 @@ export class KvFollow {
       const verdict = fetchOrPrefill({
         tokens: offer.tokens,
         bytes: offer.bytes,
-        ownPrefillTps: this.prefillTps(identity),
+        ownPrefillTps: ownTps,
         holderPrefillTps: offer.prefillTps,
         linkBps: this.rates.get(`link:${holder}`),
         restoreBps: this.rates.get("restore"),
@@ -159,7 +162,7 @@ export class KvFollow {
       await recv.within(Math.min(MAX_FETCH_MS, verdict.deadlineMs), `the ${offer.bytes} bytes it offered`, () => receiveFile(recv, temp!, offer), { idle: true });
       this.rates.add(`link:${holder}`, offer.bytes, performance.now() - receiveStarted);
       checkTokens(temp, tokens, offer.tokens);
-      const kept = await this.o.slots.adopt(dir, temp);
+      const kept = await this.o.slots.adopt(dir, temp, offer.sha256);
       temp = undefined;
       this.o.slots.keepBudget();
       return { path: kept.path, bytes: kept.bytes, tokens: offer.tokens, prefillMs: verdict.prefillMs };

@@ -27,7 +27,7 @@ const FILES_PER_ASK = 32;
 const LAYOUTS_KEPT = 64;
 
 export interface KvHolding {
-  /** The llama.cpp build this node runs; none known: nothing is offered. */
+  /** The llama.cpp build this node runs; none (not known, or no caches kept): nothing is offered. */
   build: string | undefined;
   /** This node's saved slots of the model content `identity`, newest first (its server's idle slots saved first); none when no model here has it. */
   savedOf(identity: string): Promise<string[] | undefined>;
@@ -125,7 +125,8 @@ export class KvHolder {
 
   private async offerFor(member: string, ask: KvAsk): Promise<Offer> {
     const miss = (why: string): Offer => ({ answer: { miss: why } });
-    if (this.o.build === undefined || ask.build !== this.o.build) return miss("another llama.cpp build: its KV is not this node's");
+    if (this.o.build === undefined) return miss("this node keeps no KV caches (--kv-cache-disk 0, or its llama.cpp build is not known)");
+    if (ask.build !== this.o.build) return miss("another llama.cpp build: its KV is not this node's");
     if (!this.o.servesContent(member, ask.identity)) return miss("you do not announce a model of that content");
     const files = await this.o.savedOf(ask.identity);
     if (!files) return miss("no model of that content on this node");

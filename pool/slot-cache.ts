@@ -193,13 +193,14 @@ export class SlotCache {
   }
 
   /**
-   * Keeps the slot file llama-server (or a member, `kv/`) wrote at `temp` in `dir` as a saved slot:
+   * Keeps the slot file llama-server (or a member, `kv/`) wrote at `temp` in `dir` as a saved slot
+   * (`sha256`: its hash, when the writer worked it out as it wrote):
    * named by its tokens, with its bytes and their hash beside it (a file cut or changed since is
    * never handed to llama-server, which aborts on a state that ends early instead of refusing it).
    */
-  async adopt(dir: string, temp: string): Promise<{ path: string; bytes: number }> {
+  async adopt(dir: string, temp: string, sha256?: string): Promise<{ path: string; bytes: number }> {
     const path = join(dir, slotFileName(tokenHash(temp)));
-    const sum = { bytes: statSync(temp).size, sha256: await fileSha256(temp) };
+    const sum = { bytes: statSync(temp).size, sha256: sha256 ?? (await fileSha256(temp)) };
     renameSync(temp, path);
     writeFileSync(sumPath(path), JSON.stringify(sum));
     return { path, bytes: sum.bytes };

@@ -132,7 +132,10 @@ async function send(parts: InferenceParts, call: InferenceCall, route: Route | u
     clientSignal: call.signal,
     extraHeaders: self ? { [ANSWERED_BY_HEADER]: self } : undefined,
     keepAliveMs: call.keepAliveCommentMs,
-    onStats: (s, stream) => {
+    onStats: (figures, stream) => {
+      // Worked out once, by whichever asks first (the metrics, the last request's stats, the rate below).
+      let worked: RequestStats | undefined;
+      const s = () => (worked ??= figures());
       parts.recordStats(s);
       call.onAnswered?.(s, stream);
       // A long prompt's reading tells the rate a cache fetch is weighed against.

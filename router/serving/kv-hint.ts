@@ -8,8 +8,12 @@
 
 /** On a request a member forwards: the node that answered this conversation's turn before. */
 export const KV_FROM_HEADER = "x-mesh-kv-from";
-/** Bodies shorter than this never move a cache: the least that is fetched, two 64-token blocks, is about this much text. */
-export const KV_HINT_MIN_BODY = 512;
+/**
+ * Bodies shorter than this never move a cache: the least that is fetched is two 64-token blocks,
+ * and a token is a byte of text at the least, with the request's JSON around it. (The node that
+ * serves the turn counts the prompt's tokens before it asks anyone.)
+ */
+export const KV_HINT_MIN_BODY = 256;
 /** Conversations remembered; the least recently seen are forgotten first. */
 const KEPT = 4096;
 

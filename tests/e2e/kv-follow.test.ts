@@ -5,19 +5,16 @@
  * only what is new; its answer at temperature 0 is the one a full read gives.
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
-import { existsSync, readdirSync } from "node:fs";
-import { join } from "node:path";
-import { loaded, post } from "../../harness/api.ts";
+import { post } from "../../harness/api.ts";
 import { burst } from "../../harness/burst.ts";
 import { killAllChildren } from "../../harness/children.ts";
 import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
 import { testModel } from "../../harness/models.ts";
 import { SMALL_LLAMA } from "../../harness/node.ts";
 import { parseScrape, valueOf } from "../../harness/prometheus.ts";
-import { identityKnown, savedSlots } from "../../harness/slot-files.ts";
+import { identityKnown, keepsSlots, savedSlots } from "../../harness/slot-files.ts";
 import { waitFor } from "../../harness/wait.ts";
 import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
-import { SLOT_CACHE_DIR } from "../../pool/slot-cache.ts";
 
 const nodes: MeshTestNode[] = [];
 afterEach(async () => {
@@ -48,31 +45,12 @@ const listed = async (n: MeshTestNode) =>
 const peer = async (of: MeshTestNode, id: string) => (await meshStatus(of)).peers.find((p) => p.nodeId === id);
 const scrape = async (n: MeshTestNode) => parseScrape(await (await fetch(`${n.url}/metrics`)).text());
 
-/**
- * The model's server on `node` loaded again once its content identity is known, so it saves and
- * restores slots (the load at start may come before the identity; the folder is made at load).
- */
-async function reloadedWithSlots(node: MeshTestNode, identity: string): Promise<void> {
-  const root = join(node.stateDir, SLOT_CACHE_DIR);
-  const hasFolder = () => existsSync(root) && readdirSync(root).some((build) => existsSync(join(root, build, identity)));
-  if (hasFolder()) return;
-  const res = await post(node, "/api/v1/unload", { model_name: MODEL });
-  expect(res.status).toBe(200);
-  await waitFor(
-    async () => {
-      if (!(await loaded(node)).some((s) => s.model_name === MODEL && s.state === "ready")) await post(node, "/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 1 }).then((r) => r.arrayBuffer());
-      return hasFolder() && (await loaded(node)).some((s) => s.model_name === MODEL && s.state === "ready");
-    },
-    { what: "the host's server to load again with a slot folder", timeoutMs: 60_000 },
-  );
-}
-
 test("a chat moved off a released replica: the host fetches its KV from that node, reads only what is new, and answers as a full read does", async () => {
   const file = await testModel("wide", "q8_0");
   const a = await startMeshNode([...SMALL_LLAMA, "--vram", "512MiB", "--model", MODEL], { models: { [`${MODEL}.gguf`]: file }, name: "a" });
   nodes.push(a);
   const identity = await identityKnown(a, MODEL);
-  await reloadedWithSlots(a, identity);
+  await keepsSlots(a, MODEL, identity);
   const b = await startMeshNode([...SMALL_LLAMA, "--vram", "256MiB", "--replica-idle", "6s", "--join", a.token], { models: { [`${MODEL}.gguf`]: file }, name: "b" });
   nodes.push(b);
   await waitForFullMesh([a, b]);
