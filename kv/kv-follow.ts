@@ -37,6 +37,11 @@ export interface KvFollowParts {
   build: string | undefined;
   /** A KV stream to a member (its kind byte sent); none when it is not one now. */
   open(member: string): Promise<Stream | undefined>;
+  /**
+   * Whether a member's KV may be taken (`--hosts`: only the nodes the operator lets serve this
+   * node's clients; a restored cache stays in a slot this node's clients may share a prefix with).
+   */
+  mayHold(member: string): boolean;
   slots: Pick<SlotCache, "adopt" | "restoreInto" | "keepBudget" | "fetchPath">;
   /** The most bytes one fetched cache may have: the node's disk budget for saved slots. */
   maxBytes: number;
@@ -118,6 +123,10 @@ export class KvFollow {
    * or none (a miss, or declined). Throws when the fetch fails.
    */
   async fetchFrom(holder: string, dir: string, identity: string, tokens: Int32Array): Promise<{ path: string; bytes: number; tokens: number; prefillMs: number } | undefined> {
+    if (!this.o.mayHold(holder)) {
+      this.o.log.debug("not asking a member outside --hosts for a conversation's KV", { from: shortId(holder) });
+      return undefined;
+    }
     const stream = await this.o.open(holder).catch(() => undefined);
     if (!stream) throw new FollowFailed("the member that held it is not connected");
     const who = `member ${shortId(holder)}`;

@@ -29,6 +29,8 @@ export interface KvSources {
   announcementOf: (member: string) => Pick<Announcement, "serving" | "modelsOnDisk"> | undefined;
   /** A KV stream to a member. */
   open: (member: string) => Promise<Stream | undefined>;
+  /** `--hosts`: the only nodes that serve this node's clients, and so the only ones whose KV it takes (none: any member). */
+  hosts: readonly string[];
   log: Log;
 }
 
@@ -43,7 +45,7 @@ export function servesContent(a: Pick<Announcement, "serving" | "modelsOnDisk"> 
 }
 
 export function nodeKv(s: KvSources): NodeKv {
-  const follow = s.budgetBytes > 0 ? new KvFollow({ build: s.build, open: s.open, slots: s.slots, maxBytes: s.budgetBytes, log: s.log }) : undefined;
+  const follow = s.budgetBytes > 0 ? new KvFollow({ build: s.build, open: s.open, mayHold: (member) => s.hosts.length === 0 || s.hosts.includes(member), slots: s.slots, maxBytes: s.budgetBytes, log: s.log }) : undefined;
   const holder = new KvHolder({
     build: s.budgetBytes > 0 ? s.build : undefined,
     savedOf: async (identity) => {

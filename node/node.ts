@@ -172,6 +172,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     identityOf: (m) => events.identityOf(m),
     announcementOf: (member) => mesh?.membership.peers.get(member)?.announcement,
     open: async (member) => mesh?.membership.openStream(member, StreamKind.KV),
+    hosts: config.hosts,
     log,
   });
   const pool = new Pool({

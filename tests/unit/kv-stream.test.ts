@@ -58,9 +58,9 @@ async function holderWithFile(o: { serves?: boolean; build?: string } = {}) {
 }
 
 /** An asker whose one KV stream is `stream`. */
-function askerOver(stream: Stream, o: { build?: string; maxBytes?: number } = {}) {
+function askerOver(stream: Stream, o: { build?: string; maxBytes?: number; mayHold?: boolean } = {}) {
   const { slots, dir } = cacheOf();
-  const follow = new KvFollow({ build: o.build ?? BUILD, open: async () => stream, slots, maxBytes: o.maxBytes ?? 1 << 30, log });
+  const follow = new KvFollow({ build: o.build ?? BUILD, open: async () => stream, mayHold: () => o.mayHold ?? true, slots, maxBytes: o.maxBytes ?? 1 << 30, log });
   return { follow, dir, fetch: (tokens: Int32Array) => follow.fetchFrom(HOLDER, dir, ID, tokens) };
 }
 
@@ -94,7 +94,7 @@ describe("a member asks the holder", () => {
     const [a, h] = streamPair();
     const lines: string[] = [];
     const { slots, dir } = cacheOf();
-    const follow = new KvFollow({ build: askerOpts.build ?? BUILD, open: async () => a, slots, maxBytes: 1 << 30, log: createLog("text", (l) => lines.push(l)) });
+    const follow = new KvFollow({ build: askerOpts.build ?? BUILD, open: async () => a, mayHold: () => true, slots, maxBytes: 1 << 30, log: createLog("text", (l) => lines.push(l)) });
     const [got] = await Promise.all([follow.fetchFrom(HOLDER, dir, ID, tokens), holder.serve(ASKER, h)]);
     expect(got).toBeUndefined();
     expect(follow.counters.misses).toBe(1);
@@ -197,6 +197,15 @@ describe("an asker takes nothing on a member's word", () => {
     const asker = askerOver(a);
     const [got] = await Promise.all([asker.fetch(prompt(250, 250)), rogue(h, offer(), file)]);
     expect(got?.tokens).toBe(192);
+  });
+
+  test("a member outside --hosts is not asked at all", async () => {
+    const [a, h] = streamPair();
+    const asker = askerOver(a, { mayHold: false });
+    expect(await asker.fetch(prompt(250, 250))).toBeUndefined();
+    await a.send.finish();
+    // The holder's end got nothing: no ask was written.
+    expect(await readFrame(h.recv)).toBeNull();
   });
 
   test("an offer not worth fetching (reading is as fast) is declined: nothing is sent for it", async () => {
