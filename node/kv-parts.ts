@@ -52,6 +52,8 @@ export function nodeKv(s: KvSources): NodeKv {
       if (!s.models().some((m) => s.identityOf(m) === identity)) return undefined;
       const server = s.pool.loaded().find((w) => w.state === "ready" && w.slotDir !== undefined && basename(w.slotDir) === identity);
       if (server) await s.slots.saveLive(server, LIVE_SAVE_EVERY_MS);
+      // A server on its way out (a replica released, a model evicted) may be saving the very conversation asked for.
+      await s.slots.whenSaved(identity);
       return s.slots.savedOf(identity);
     },
     intact: (path) => s.slots.intact(path),

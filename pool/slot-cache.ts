@@ -109,6 +109,8 @@ const folderOf = (text: string) => (/^[\w.-]{1,100}$/.test(text) ? text : new Bu
 
 export class SlotCache {
   readonly counters: SlotCacheCounters = { saved: 0, restored: 0, savedBytes: 0, restoredBytes: 0, failed: 0 };
+  /** Saves under way, by folder. */
+  private readonly saving = new Map<string, Promise<void>>();
   /** When each running server's slots were last saved for a member (`saveLive`). */
   private readonly live = new WeakMap<SlotServer, { at: number; saving: boolean; done: Promise<void> }>();
 
@@ -133,6 +135,23 @@ export class SlotCache {
   async save(server: SlotServer): Promise<void> {
     const dir = server.slotDir;
     if (!dir) return;
+    // A member asking for a conversation while its server is being unloaded waits for this save (`whenSaved`).
+    const saving = this.saveInto(server, dir);
+    this.saving.set(dir, saving);
+    try {
+      await saving;
+    } finally {
+      if (this.saving.get(dir) === saving) this.saving.delete(dir);
+    }
+  }
+
+  /** Once the save of the model content `identity`'s slots now under way (an unload's, a member's) is done. */
+  async whenSaved(identity: string): Promise<void> {
+    if (this.o.build === undefined) return;
+    await this.saving.get(join(this.o.root, folderOf(this.o.build), identity));
+  }
+
+  private async saveInto(server: SlotServer, dir: string): Promise<void> {
     const slots = await this.slots(server).catch((err: unknown) => void this.o.log.warn("could not list the model's slots to save them", { model: server.model, error: (err as Error).message }));
     if (!slots) return;
     for (const slot of slots) {

@@ -77,15 +77,16 @@ test("a chat moved off a released replica: the host fetches its KV from that nod
   expect(one.by).toBe(b.nodeId);
   expect(one.timings.prompt_n).toBeGreaterThan(160);
 
-  // Requests stopped: the replica is released, and its server saves the chat's slot as it goes.
+  // Requests stopped: the replica is released, and its server saves the chat's slot as it goes (asked at once, below).
   await b.child.waitForOutput(/releasing a replica/, 60_000);
   await waitFor(async () => !(await peer(a, b.nodeId))?.serving.includes(MODEL), { what: "a to see b's replica gone", timeoutMs: 30_000 });
-  expect(savedSlots(b).length).toBeGreaterThan(0);
 
   const next = [...first, { role: "assistant", content: one.text }, { role: "user", content: "and the river" }];
   // The next turn, from the same client: b serves the model no more, so a answers, told where the chat was.
   const two = await chat(b, next, session);
   expect(two.by).toBe(a.nodeId);
+  // The replica left the routes before its slots were saved; b answered a's ask once the save was done.
+  expect(savedSlots(b).length).toBeGreaterThan(0);
   // Everything but the last few tokens came from b's cache: whole 64-token blocks of the shared prefix.
   expect(two.timings.cache_n).toBeGreaterThanOrEqual(128);
   expect(two.timings.cache_n % 64).toBe(0);
