@@ -15,7 +15,7 @@
  *
  * Moved turns are medians of `--runs` chats per length, each its own.
  *
- *   bun bench/kv-follow.ts [--lengths 128,256,512,1024,1900] [--runs 3] [--threads 2] [--lab] [--mbit 1000] [--skip-reload]
+ *   bun bench/kv-follow.ts [--lengths 128,256,512,1024,2048,4096] [--runs 3] [--threads 2] [--lab] [--mbit 1000] [--skip-reload]
  */
 import { rmSync, statSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -35,7 +35,7 @@ import { pct, printTable } from "./report.ts";
 
 const { values } = parseArgs({
   options: {
-    lengths: { type: "string", default: "128,256,512,1024,1900" },
+    lengths: { type: "string", default: "128,256,512,1024,2048,4096" },
     threads: { type: "string", default: "2" },
     lab: { type: "boolean", default: false },
     mbit: { type: "string", default: "1000" },
@@ -47,7 +47,7 @@ const LENGTHS = values.lengths.split(",").map(Number);
 const RUNS = Number(values.runs);
 const MODEL = "wide-q8_0";
 const WORDS = ["river", "stone", "cloud", "mesh", "node", "token", "cache", "prefix", "alpha", "delta", "gamma", "beta"];
-const LLAMA = ["--ctx-size", "2048", "--llamacpp-args", `--threads ${values.threads} --threads-batch ${values.threads} --parallel 1`, "--rpc-threads", "1"];
+const LLAMA = ["--ctx-size", "8192", "--llamacpp-args", `--threads ${values.threads} --threads-batch ${values.threads} --parallel 1`, "--rpc-threads", "1"];
 
 process.env.MESH_LLAMA_DIR = (await provideDevLlama()).dir;
 

@@ -44,7 +44,9 @@ export function presetShape(preset: PresetName, type: WeightType): ModelShape {
     case "rerank":
       return { nEmbd: 64, nLayer: 4, nHead: 4, nHeadKv: 4, nFf: 128, contextLength: 2048, pooling: 4 };
     case "wide":
-      // Three layers, so a split over three devices gives each at least one hashed layer.
-      return { nEmbd: 256, nLayer: 3, nHead: 4, nHeadKv: 4, nFf: wideFeedForward(256, type), contextLength: 2048 };
+      // Three layers, so a split over three devices gives each at least one hashed layer. Trained
+      // to 8192 tokens because llama-server caps a slot at the training context, and
+      // bench/kv-follow.ts reads 4k-token prompts.
+      return { nEmbd: 256, nLayer: 3, nHead: 4, nHeadKv: 4, nFf: wideFeedForward(256, type), contextLength: 8192 };
   }
 }
