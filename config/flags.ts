@@ -91,7 +91,7 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   flag("threads-policy", "<share|all>", "threadsPolicy", parseChoice(THREADS_POLICIES), "CPU threads of llama.cpp processes: share (default: the cores divided among the processes that may run at once, none polling when several may) or all (each every core, llama.cpp's default)"),
   flag("rpc-cache-size", "<size>", "rpcCacheBytes", parseSize, "bound on the rpc-server tensor cache in the state dir (default 32GiB)"),
   flag("kv-cache-disk", "<size>", "kvCacheBytes", parseSize, "disk in the state dir for conversations' KV caches, saved when their model unloads and restored when it loads again (default 4GiB; 0: none kept)"),
-  flag("rpc-direct", "<on|off>", "rpcDirect", parseChoice(["on", "off"] as const), "RPC and model copies between peers over direct TLS when they reach each other (default on; off: the QUIC connection only)"),
+  flag("rpc-direct", "<on|off>", "rpcDirect", parseChoice(["on", "off"] as const), "RPC, model copies and KV caches between peers over direct TLS when they reach each other (default on; off: the QUIC connection only)"),
   flag("evict-mesh-models", "<on|off>", "evictMeshModels", parseChoice(["on", "off"] as const), "let loads on demand unload the model this node hosts for the mesh (default off: they are refused with 409)"),
   flag("replicas", "<on|off>", "replicas", parseChoice(["on", "off"] as const), "load a replica of a model whose servers have requests waiting for a slot, when this node has the memory (default on)"),
   flag("replica-idle", "<duration>", "replicaIdleMs", parseDuration, "unload a replica unused this long (default 5m; 0 = only when its memory is wanted)"),

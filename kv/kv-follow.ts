@@ -98,15 +98,17 @@ export class KvFollow {
       if (!tokens || tokens.length < MIN_SHARED_TOKENS) return undefined;
       const slot = await idleSlot(server);
       if (slot === undefined) return undefined;
+      const asked = performance.now();
       const got = await this.fetchFrom(holder, server.slotDir, identity, tokens);
       if (!got) return undefined;
       const restoreStarted = performance.now();
       if (!(await this.o.slots.restoreInto(server, slot, got.path))) throw new FollowFailed("llama-server did not take the fetched cache");
       this.rates.add("restore", got.bytes, performance.now() - restoreStarted);
+      const phases = { tokenizeMs: Math.round(asked - started), fetchMs: Math.round(restoreStarted - asked), restoreMs: Math.round(performance.now() - restoreStarted), ...got.phases };
       this.counters.hits++;
       this.counters.bytes += got.bytes;
       this.counters.savedMs += Math.max(0, got.prefillMs - (performance.now() - started));
-      this.o.log.info("a moved conversation's KV cache came from the member that held it", { model: server.model, from: shortId(holder), tokens: got.tokens, bytes: got.bytes, ms: Math.round(performance.now() - started) });
+      this.o.log.info("a moved conversation's KV cache came from the member that held it", { model: server.model, from: shortId(holder), tokens: got.tokens, bytes: got.bytes, ms: Math.round(performance.now() - started), ...phases });
       return slot;
     } catch (err) {
       this.counters.failed++;
@@ -122,7 +124,7 @@ export class KvFollow {
    * and receives and checks the file into `dir` (that model's slot folder); the saved slot it became,
    * or none (a miss, or declined). Throws when the fetch fails.
    */
-  async fetchFrom(holder: string, dir: string, identity: string, tokens: Int32Array): Promise<{ path: string; bytes: number; tokens: number; prefillMs: number } | undefined> {
+  async fetchFrom(holder: string, dir: string, identity: string, tokens: Int32Array): Promise<{ path: string; bytes: number; tokens: number; prefillMs: number; phases: Record<string, number> } | undefined> {
     if (!this.o.mayHold(holder)) {
       this.o.log.debug("not asking a member outside --hosts for a conversation's KV", { from: shortId(holder) });
       return undefined;
@@ -134,6 +136,7 @@ export class KvFollow {
     const send = new TimedSend(stream.send, KV_IDLE_MS, who);
     let temp: string | undefined;
     try {
+      const asked = performance.now();
       await writeFrame(send, { identity, build: this.o.build, chain: chainOf(tokens) });
       // A holder slow to answer costs at most what reading the whole prompt here would.
       const ownTps = this.prefillTps(identity);
@@ -147,6 +150,7 @@ export class KvFollow {
         return undefined;
       }
       const offer = answer.data.offer;
+      const answerMs = performance.now() - asked;
       const refusal = offerRefusal(offer, tokens.length, this.o.maxBytes);
       if (refusal) throw new FollowFailed(refusal);
       const verdict = fetchOrPrefill({
@@ -169,12 +173,14 @@ export class KvFollow {
       temp = this.o.slots.fetchPath(dir);
       const receiveStarted = performance.now();
       await recv.within(Math.min(MAX_FETCH_MS, verdict.deadlineMs), `the ${offer.bytes} bytes it offered`, () => receiveFile(recv, temp!, offer), { idle: true });
-      this.rates.add(`link:${holder}`, offer.bytes, performance.now() - receiveStarted);
+      const received = performance.now();
+      this.rates.add(`link:${holder}`, offer.bytes, received - receiveStarted);
       checkTokens(temp, tokens, offer.tokens);
       const kept = await this.o.slots.adopt(dir, temp, offer.sha256);
       temp = undefined;
       this.o.slots.keepBudget();
-      return { path: kept.path, bytes: kept.bytes, tokens: offer.tokens, prefillMs: verdict.prefillMs };
+      const phases = { answerMs: Math.round(answerMs), receiveMs: Math.round(received - receiveStarted), checkMs: Math.round(performance.now() - received) };
+      return { path: kept.path, bytes: kept.bytes, tokens: offer.tokens, prefillMs: verdict.prefillMs, phases };
     } catch (err) {
       await send.reset(1).catch(() => undefined);
       await recv.stop(1).catch(() => undefined);

@@ -25,7 +25,7 @@ import { PULLS_DIR } from "../models/registry.ts";
 import { MeasuredRates, RateMeter, type RateWindow } from "../models/transfer-rate.ts";
 import { copySource, formatRate, type CopySource } from "./copy-source.ts";
 import { fetchedFrom, type DownloadPlan } from "./fetch-plan.ts";
-import type { ModelPath, ModelStream } from "./model-streams.ts";
+import type { PathStream, StreamPath } from "./peer-streams.ts";
 
 /** Progress of one source of a try: bytes of the model here, and its size (0 while not known). */
 export type Report = (bytes: number, total: number) => void;
@@ -35,7 +35,7 @@ export interface CopyOrDownloadOptions {
   /** This node's own Hugging Face endpoint: the host a Hub reference is downloaded from. */
   hub: HubConfig;
   /** A MODEL stream to a peer and the path it took, or undefined when the peer is not connected. */
-  openStream: (peerId: string) => Promise<ModelStream | undefined>;
+  openStream: (peerId: string) => Promise<PathStream | undefined>;
   hasher: FileHasher;
   log: Log;
   /** How a copy over the mesh connection, and the download tried instead, are measured. */
@@ -64,7 +64,7 @@ interface RunningCopy extends Running<string[]> {
   /** Resolves once its first stream is open (its path known). */
   opened: Promise<void>;
   /** The path its latest stream took; undefined before the first. */
-  path: () => ModelPath | undefined;
+  path: () => StreamPath | undefined;
   /** The files the peer listed, once it has. */
   files: () => readonly ManifestEntry[];
 }
@@ -100,7 +100,7 @@ export class CopyOrDownload {
   private startCopy(model: string, peer: string, m: CatalogModel | undefined, signal: AbortSignal, report: Report): RunningCopy {
     const meter = new RateMeter(this.o.rateWindow);
     const stopper = new AbortController();
-    let path: ModelPath | undefined;
+    let path: StreamPath | undefined;
     let files: readonly ManifestEntry[] = [];
     const opened = Promise.withResolvers<void>();
     const open = async () => {
@@ -213,7 +213,7 @@ export class CopyOrDownload {
    * before (this peer over the mesh connection, the hub's host) when they say the hub; else once
    * this copy's own window is full. Undefined when the copy ends first.
    */
-  private async weigh(copy: RunningCopy, host: string): Promise<{ next: CopySource; path: ModelPath; meshRate: number } | undefined> {
+  private async weigh(copy: RunningCopy, host: string): Promise<{ next: CopySource; path: StreamPath; meshRate: number } | undefined> {
     if (await endsFirst(copy, copy.opened)) return undefined;
     const earlier = this.meshRates.get(copy.peer);
     const opened = copy.path() ?? "direct";

@@ -7,14 +7,14 @@
  * for a moment when its speed is not known, and the faster of the two goes on; the hub wins only
  * by a margin, so two sources of about one speed do not take turns.
  */
-import type { ModelPath } from "./model-streams.ts";
+import type { StreamPath } from "./peer-streams.ts";
 
 /** How much faster than the mesh connection the hub must be to be taken instead. */
 export const HUB_MARGIN = 1.25;
 
 export interface CopySituation {
   /** The path the peer copy's streams take. */
-  path: ModelPath;
+  path: StreamPath;
   /** Whether this node could download the model itself (`downloadPlan` says from where). */
   hasHub: boolean;
   /** Bytes per second measured over the mesh connection from that peer; undefined while not measured. */

@@ -12,7 +12,7 @@ import type { Log } from "../log.ts";
 import type { ModelInfo } from "../models/model-store.ts";
 import type { Pool } from "../pool/pool.ts";
 import type { SlotCache } from "../pool/slot-cache.ts";
-import type { Stream } from "../streams/stream.ts";
+import type { PathStream } from "./peer-streams.ts";
 
 /** A member's ask saves the holder's running server's idle slots at most this often. */
 const LIVE_SAVE_EVERY_MS = 2_000;
@@ -27,8 +27,8 @@ export interface KvSources {
   identityOf: (m: ModelInfo) => string | undefined;
   /** A member's announcement, while it is one. */
   announcementOf: (member: string) => Pick<Announcement, "serving" | "modelsOnDisk"> | undefined;
-  /** A KV stream to a member. */
-  open: (member: string) => Promise<Stream | undefined>;
+  /** A KV stream to a member, over the direct path where it has one (`peer-streams.ts`). */
+  open: (member: string) => Promise<PathStream | undefined>;
   /** `--hosts`: the only nodes that serve this node's clients, and so the only ones whose KV it takes (none: any member). */
   hosts: readonly string[];
   log: Log;
@@ -45,7 +45,7 @@ export function servesContent(a: Pick<Announcement, "serving" | "modelsOnDisk"> 
 }
 
 export function nodeKv(s: KvSources): NodeKv {
-  const follow = s.budgetBytes > 0 ? new KvFollow({ build: s.build, open: s.open, mayHold: (member) => s.hosts.length === 0 || s.hosts.includes(member), slots: s.slots, maxBytes: s.budgetBytes, log: s.log }) : undefined;
+  const follow = s.budgetBytes > 0 ? new KvFollow({ build: s.build, open: async (member) => (await s.open(member))?.stream, mayHold: (member) => s.hosts.length === 0 || s.hosts.includes(member), slots: s.slots, maxBytes: s.budgetBytes, log: s.log }) : undefined;
   const holder = new KvHolder({
     build: s.budgetBytes > 0 ? s.build : undefined,
     savedOf: async (identity) => {

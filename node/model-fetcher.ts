@@ -35,7 +35,7 @@ import { downloadFromUrl } from "../models/url-download.ts";
 import { progressReporter } from "../progress.ts";
 import { CopyOrDownload, type Report } from "./copy-or-download.ts";
 import { downloadPlan, fetchedFrom, fetchPlan, type DownloadPlan, type FetchPlan, type OwnOrigin } from "./fetch-plan.ts";
-import type { ModelStream } from "./model-streams.ts";
+import type { PathStream } from "./peer-streams.ts";
 
 const MAX_PAUSE_MS = 30_000;
 /** Failures no retry can fix (a hash that never matches, a refusal) before the node gives up on the model. */
@@ -78,7 +78,7 @@ export interface ModelFetcherOptions {
   modelsDir: string;
   selfId: () => string | undefined;
   /** A MODEL stream to a peer and the path it took, or undefined when the peer is not connected. */
-  openStream: (peerId: string) => Promise<ModelStream | undefined>;
+  openStream: (peerId: string) => Promise<PathStream | undefined>;
   /** The source URL this node's own registry gives the model: the operator's word, trusted as such. */
   ownSource: (model: string) => string | undefined;
   /** The reference this node's operator named the model by (`--model REF`, its registry): trusted as such. */

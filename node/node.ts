@@ -38,7 +38,7 @@ import { Pool } from "../pool/pool.ts";
 import { RpcServerChild } from "../pool/rpc-server.ts";
 import { connectDirect, directTarget, startDirectServer } from "../tunnel/direct.ts";
 import type { DirectPurpose } from "../tunnel/direct-auth.ts";
-import { modelStreamOpener } from "./model-streams.ts";
+import { peerStreamOpener } from "./peer-streams.ts";
 import { makeDirectIdentity } from "../tunnel/direct-identity.ts";
 import { Tunnels } from "../tunnel/tunnels.ts";
 import { ZeroTransfer } from "../tunnel/zero-transfer.ts";
@@ -171,7 +171,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     models: () => store.list(),
     identityOf: (m) => events.identityOf(m),
     announcementOf: (member) => mesh?.membership.peers.get(member)?.announcement,
-    open: async (member) => mesh?.membership.openStream(member, StreamKind.KV),
+    open: peerStreamOpener({ what: "KV caches", direct: (peerId) => connectToPeer(peerId, "kv"), mesh: async (peerId) => mesh?.membership.openStream(peerId, StreamKind.KV), log }),
     hosts: config.hosts,
     log,
   });
@@ -203,7 +203,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     enabled: config.fetch === "on",
     modelsDir: config.modelsDir,
     selfId: () => mesh?.nodeId,
-    openStream: modelStreamOpener({ direct: (peerId) => connectToPeer(peerId, "model"), mesh: async (peerId) => mesh?.membership.openStream(peerId, StreamKind.MODEL), log }),
+    openStream: peerStreamOpener({ what: "model copies", direct: (peerId) => connectToPeer(peerId, "model"), mesh: async (peerId) => mesh?.membership.openStream(peerId, StreamKind.MODEL), log }),
     ownSource: (model) => store.list().find((m) => m.name === model)?.source,
     ownRef: (model) => refs.get(model) ?? store.list().find((m) => m.name === model)?.ref,
     hub,
@@ -362,7 +362,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           isPeer: (id) => m.membership.peers.has(id),
           rpcPort: () => rpc.port,
           forHost: (id) => tunnels.forHost(id),
-          serveModel: (_peerId, stream) => serveModel(stream),
+          serveStream: { model: (_peerId, stream) => serveModel(stream), kv: (peerId, stream) => kv.holder.serve(peerId, stream) },
           log,
         }).catch((err) => {
           log.warn("no direct rpc path (peers use the mesh connection)", { error: (err as Error).message });

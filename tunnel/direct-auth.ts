@@ -14,8 +14,8 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { SIGNATURE_BYTES } from "../mesh/transport.ts";
 
-export type DirectPurpose = "rpc" | "model";
-const PURPOSE_CODES: Record<DirectPurpose, number> = { rpc: 0, model: 1 };
+export type DirectPurpose = "rpc" | "model" | "kv";
+const PURPOSE_CODES: Record<DirectPurpose, number> = { rpc: 0, model: 1, kv: 2 };
 const SIGNED = 0xfffe;
 const MAC_BYTES = 32;
 const MAX_ID_BYTES = 256;

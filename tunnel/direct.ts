@@ -1,10 +1,11 @@
 /**
  * The direct path between peers that can reach each other: TLS 1.3 over TCP instead of a QUIC
  * stream, for the round trips of generation (a QUIC write through the binding costs ~0.1-0.2 ms;
- * a TLS socket in Bun ~20 us) and for model copies (bulk bytes, off the binding). A node listens
- * with a fresh self-signed certificate whose hash it announces; the peer pins that hash, then
- * proves it is a member of this mesh, and says what for, in its first bytes (`direct-auth.ts`).
- * Only then is it connected to the rpc-server, or answered as a MODEL stream is.
+ * a TLS socket in Bun ~20 us), and for model copies and conversations' KV caches (bulk bytes, off
+ * the binding). A node listens with a fresh self-signed certificate whose hash it announces; the
+ * peer pins that hash, then proves it is a member of this mesh, and says what for, in its first
+ * bytes (`direct-auth.ts`).
+ * Only then is it connected to the rpc-server, or answered as a MODEL or KV stream from it is.
  *
  * The port is open to whoever can reach the `--quic-bind` host, so until a connection has proved
  * itself it is bounded: a handshake deadline counted from the TCP accept (TLS and the proof within
@@ -35,10 +36,16 @@ export const HANDSHAKE_DEADLINE_MS = 5_000;
 export const MAX_UNPROVED_CONNECTIONS = 64;
 /** Unproved connections from one source (an IPv4 address or an IPv6 /64), so one host cannot fill the cap alone. */
 export const MAX_UNPROVED_PER_SOURCE = 8;
-/** Model copies one member may have served at once (a copy asks one file at a time; a few spare for retries). */
-export const MAX_MODEL_CONNECTIONS_PER_PEER = 4;
-/** The byte that tells a peer its model connection was taken (RPC connections have none: rpc-server speaks first). */
-const MODEL_ACCEPTED = Uint8Array.of(1);
+/** The purposes of a direct connection that carry one of the mesh's own streams (an RPC one carries rpc-server's bytes). */
+export type StreamPurpose = Exclude<DirectPurpose, "rpc">;
+/**
+ * Connections of each purpose one member may have served at once: a model copy asks one file at a
+ * time, a KV fetch is one stream per member at the holder (`kv-holder.ts`); a few spare for retries
+ * and for a connection still closing.
+ */
+export const MAX_STREAM_CONNECTIONS_PER_PEER: Record<StreamPurpose, number> = { model: 4, kv: 2 };
+/** The byte that tells a peer its stream connection was taken (RPC connections have none: rpc-server speaks first). */
+const STREAM_ACCEPTED = Uint8Array.of(1);
 
 /**
  * What the per-source cap counts by: an IPv4 address (also when mapped into IPv6), or the /64 of an
@@ -73,8 +80,8 @@ export interface DirectServerOptions {
     admit: (close: () => void) => RpcSession | undefined;
     onConnection: (sockets: Socket[]) => void;
   };
-  /** Answers a member's model request as a MODEL stream from it would be; absent, such connections are closed. */
-  serveModel?: (peerId: string, stream: Stream) => Promise<void>;
+  /** Answers a member's connection of each purpose as that kind of mesh stream from it would be; a purpose absent here is closed. */
+  serveStream: Partial<Record<StreamPurpose, (peerId: string, stream: Stream) => Promise<void>>>;
   log: Log;
 }
 
@@ -83,7 +90,8 @@ export async function startDirectServer(opts: DirectServerOptions): Promise<{ po
   /** Connections not yet proved, oldest first: their deadline and the source they count against. */
   const unproved = new Map<Socket, { deadline: Timer; source: string }>();
   const unprovedBySource = new KeyCounts();
-  const modelConnections = new KeyCounts();
+  /** Stream connections by purpose and member. */
+  const streamConnections = new KeyCounts();
   /** Takes a socket off the unproved ones (proved, closed or evicted); once only. */
   const settle = (socket: Socket) => {
     const entry = unproved.get(socket);
@@ -112,17 +120,18 @@ export async function startDirectServer(opts: DirectServerOptions): Promise<{ po
       socket.pause();
       if (hello.purpose === "rpc") return void connectRpc(opts, hello.hostId, socket, hello.rest);
       const peerId = hello.hostId;
-      if (!opts.serveModel || modelConnections.of(peerId) >= MAX_MODEL_CONNECTIONS_PER_PEER) return void socket.destroy();
+      const serve = opts.serveStream[hello.purpose];
+      const key = `${hello.purpose} ${peerId}`;
+      if (!serve || streamConnections.of(key) >= MAX_STREAM_CONNECTIONS_PER_PEER[hello.purpose]) return void socket.destroy();
       // Counted until the socket is gone, not until the answer is: a peer that keeps its side
       // open holds its place (for END_GRACE_MS at most) rather than a socket beyond the cap.
-      modelConnections.add(peerId);
-      socket.once("close", () => modelConnections.remove(peerId));
+      streamConnections.add(key);
+      socket.once("close", () => streamConnections.remove(key));
       // Taken: the peer waits for this byte, so a refusal (not a member yet, over the cap) reads as
       // a failed connection it can fall back from, not as a copy cut off mid-request.
-      socket.write(MODEL_ACCEPTED);
+      socket.write(STREAM_ACCEPTED);
       const stream = socketStream(socket, hello.rest);
-      void opts
-        .serveModel(peerId, stream)
+      void serve(peerId, stream)
         .catch(() => stream.send.reset(1))
         .finally(() => void stream.recv.stop(0));
     };
@@ -250,14 +259,14 @@ export function connectDirect(target: DirectTarget, hostId: string, workerId: st
       const statement = directStatement(hostId, workerId, target.certSha256, purpose);
       socket.write(encodeDirectHello(hostId, directMac(secret, hostId, workerId, target.certSha256, purpose), sign(statement), purpose));
       if (purpose === "rpc") return clearTimeout(timer), resolve(socket);
-      // A model connection is ours once the peer says it took it (within the same deadline).
+      // A stream connection is ours once the peer says it took it (within the same deadline).
       const refused = () => (clearTimeout(timer), reject(new Error("the peer closed the direct connection without taking it (not a member to it yet, or its places are full)")));
       socket.once("close", refused);
       socket.once("data", (first: Buffer) => {
         clearTimeout(timer);
         socket.off("close", refused);
         socket.pause();
-        if (first[0] !== MODEL_ACCEPTED[0]) return socket.destroy(), reject(new Error("the peer answered the direct connection with something else"));
+        if (first[0] !== STREAM_ACCEPTED[0]) return socket.destroy(), reject(new Error("the peer answered the direct connection with something else"));
         if (first.length > 1) socket.unshift(first.subarray(1));
         resolve(socket);
       });

@@ -2,7 +2,8 @@
  * The KV stream (issue 30) from a member built from our own modules, against a real node holding a
  * real conversation in its real llama-server: a member gets nothing for a model it does not announce
  * serving, nothing for a prompt whose tokens it cannot show (the claim alone opens no conversation),
- * one stream at a time, and junk on the stream costs that stream only.
+ * one stream at a time, and junk on the stream costs that stream only. Each over the mesh connection
+ * and over the node's direct path (TLS), which answers a KV connection as a KV stream.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { post } from "../../harness/api.ts";
@@ -13,20 +14,25 @@ import { SMALL_LLAMA } from "../../harness/node.ts";
 import { RoguePeer, type RogueMembership } from "../../harness/rogue-peer.ts";
 import { identityKnown, savedSlots, unloadAll } from "../../harness/slot-files.ts";
 import { waitFor, withDeadline } from "../../harness/wait.ts";
-import { decodeJoinToken } from "../../mesh/join-token.ts";
+import { decodeJoinToken, type JoinToken } from "../../mesh/join-token.ts";
+import type { Stream } from "../../streams/stream.ts";
 import { encodeFrame, readFrame, StreamKind } from "../../streams/wire.ts";
+import { connectDirect } from "../../tunnel/direct.ts";
+import { socketStream } from "../../tunnel/socket-stream.ts";
 
 const MODEL = "tiny-q8_0";
 let node: MeshTestNode;
 let rogue: RoguePeer;
 let member: RogueMembership;
 let identity: string;
+let token: JoinToken;
 beforeAll(async () => {
   [node, rogue] = await Promise.all([startMeshNode([...SMALL_LLAMA, "--model", await testModel("tiny", "q8_0")]), RoguePeer.start()]);
   identity = await identityKnown(node, MODEL);
   // Loaded again once its content is known: its server keeps slots.
   await unloadAll(node);
-  member = await rogue.member(decodeJoinToken(node.token));
+  token = decodeJoinToken(node.token);
+  member = await rogue.member(token);
   // A conversation the node's client had: in its server's slot, not on disk yet.
   const prompt = Array.from({ length: 60 }, (_, i) => ["river", "stone", "cloud", "harbor"][i % 4]).join(" ");
   const res = await post(node, "/v1/completions", { model: MODEL, prompt, max_tokens: 1 });
@@ -39,9 +45,19 @@ afterAll(async () => {
   await killAllChildren();
 });
 
+type Path = "mesh" | "direct";
+const PATHS: Path[] = ["mesh", "direct"];
+
+/** A KV stream to the node: over the mesh connection, or a KV connection on its direct path. */
+async function kvStream(path: Path): Promise<Stream> {
+  if (path === "mesh") return member.openStream(StreamKind.KV);
+  const offer = await waitFor(() => member.announcement?.signedDirect, { what: "the node to announce its direct path" });
+  return socketStream(await connectDirect({ host: "127.0.0.1", port: offer.port, certSha256: offer.certSha256 }, rogue.transport.nodeId, node.nodeId, token.secret, rogue.sign, "kv"));
+}
+
 /** One KV exchange: the ask as the member writes it, and the node's answer (or how the stream ended). */
-async function ask(body: Uint8Array | object): Promise<unknown> {
-  const stream = await member.openStream(StreamKind.KV);
+async function ask(body: Uint8Array | object, path: Path = "mesh"): Promise<unknown> {
+  const stream = await kvStream(path);
   await stream.send.writeAll(body instanceof Uint8Array ? body : encodeFrame(body));
   await stream.send.finish();
   return withDeadline(
@@ -54,25 +70,33 @@ async function ask(body: Uint8Array | object): Promise<unknown> {
 const build = () => member.announcement!.llamaBuild;
 const chain = (n: number) => Array.from({ length: n }, (_, i) => i.toString(16).padStart(32, "0"));
 
-test("a member that does not announce serving the model gets a miss, whatever it asks", async () => {
-  expect(await ask({ identity, build: build(), chain: chain(4) })).toEqual({ miss: "you do not announce a model of that content" });
+test.each(PATHS)("a member that does not announce serving the model gets a miss, whatever it asks (%s)", async (path) => {
+  expect(await ask({ identity, build: build(), chain: chain(4) }, path)).toEqual({ miss: "you do not announce a model of that content" });
 });
 
-test("a member of another llama.cpp build gets a miss", async () => {
-  expect(await ask({ identity, build: "b1", chain: chain(4) })).toEqual({ miss: "another llama.cpp build: its KV is not this node's" });
+test.each(PATHS)("a member of another llama.cpp build gets a miss (%s)", async (path) => {
+  expect(await ask({ identity, build: "b1", chain: chain(4) }, path)).toEqual({ miss: "another llama.cpp build: its KV is not this node's" });
 });
 
-test("junk on the KV stream ends that stream; the node answers the next and its clients", async () => {
-  const answer = await ask(Uint8Array.from([0, 0, 0, 5, 1, 2, 3, 4, 5]));
-  expect(answer).toMatchObject({ reset: expect.any(String) });
-  expect(await ask({ identity, build: build(), chain: ["not a hash"] })).toEqual({ miss: "the ask is not one this node reads" });
+test.each(PATHS)("junk on the KV stream ends that stream; the node answers the next and its clients (%s)", async (path) => {
+  // Ended without an answer: a reset on the mesh, a closed socket (no frame) on the direct path.
+  const answer = await ask(Uint8Array.from([0, 0, 0, 5, 1, 2, 3, 4, 5]), path);
+  expect(answer === null || typeof (answer as { reset?: unknown }).reset === "string").toBe(true);
+  expect(await ask({ identity, build: build(), chain: ["not a hash"] }, path)).toEqual({ miss: "the ask is not one this node reads" });
   expect((await fetch(`${node.url}/health`)).status).toBe(200);
 });
 
-test("one KV stream per member at a time: a second while the first is open is told the node is busy", async () => {
-  const open = await member.openStream(StreamKind.KV);
+test.each([
+  ["mesh", "mesh"],
+  ["mesh", "direct"],
+  ["direct", "mesh"],
+] as const)("one KV stream per member at a time, whatever the path: a second (%s, then %s) while the first is open is told the node is busy", async (first, second) => {
+  const open = await kvStream(first);
   try {
-    expect(await ask({ identity, build: build(), chain: chain(4) })).toEqual({ miss: expect.stringMatching(/^busy/) });
+    // The node counts the first once it has read its kind (mesh) or taken the connection (direct).
+    await waitFor(async () => ((await ask({ identity, build: build(), chain: chain(4) }, second)) as { miss?: string }).miss?.startsWith("busy"), {
+      what: "the second stream to be told the node is busy",
+    });
   } finally {
     await open.send.reset(0).catch(() => undefined);
   }
@@ -86,8 +110,7 @@ test("a member that claims to serve the model, without the prompt's tokens, gets
   await waitFor(async () => ((await (await fetch(`${node.url}/api/status`)).json()) as { peers: { serving: string[] }[] }).peers.some((p) => p.serving.includes(MODEL)), {
     what: "the node to hear the member's claim",
   });
-  const answer = await ask({ identity, build: build(), chain: chain(8) });
-  expect(answer).toEqual({ miss: "no saved conversation here shares 128 tokens with that prompt" });
+  for (const path of PATHS) expect(await ask({ identity, build: build(), chain: chain(8) }, path)).toEqual({ miss: "no saved conversation here shares 128 tokens with that prompt" });
   // The node did look: its server's conversation was saved to answer (and stays on its disk only).
   expect(savedSlots(node).length).toBe(1);
 });

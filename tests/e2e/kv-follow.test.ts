@@ -45,13 +45,19 @@ const listed = async (n: MeshTestNode) =>
 const peer = async (of: MeshTestNode, id: string) => (await meshStatus(of)).peers.find((p) => p.nodeId === id);
 const scrape = async (n: MeshTestNode) => parseScrape(await (await fetch(`${n.url}/metrics`)).text());
 
-test("a chat moved off a released replica: the host fetches its KV from that node, reads only what is new, and answers as a full read does", async () => {
+/** Over b's direct path (TLS, the default), and over the mesh connection where b offers none. */
+const PATHS = [
+  { path: "direct path (TLS)", args: [] },
+  { path: "mesh connection", args: ["--rpc-direct", "off"] },
+];
+
+test.each(PATHS)("a chat moved off a released replica: the host fetches its KV from that node over the $path, reads only what is new, and answers as a full read does", async ({ path, args }) => {
   const file = await testModel("wide", "q8_0");
   const a = await startMeshNode([...SMALL_LLAMA, "--vram", "512MiB", "--model", MODEL], { models: { [`${MODEL}.gguf`]: file }, name: "a" });
   nodes.push(a);
   const identity = await identityKnown(a, MODEL);
   await keepsSlots(a, MODEL, identity);
-  const b = await startMeshNode([...SMALL_LLAMA, "--vram", "256MiB", "--replica-idle", "6s", "--join", a.token], { models: { [`${MODEL}.gguf`]: file }, name: "b" });
+  const b = await startMeshNode([...SMALL_LLAMA, ...args, "--vram", "256MiB", "--replica-idle", "6s", "--join", a.token], { models: { [`${MODEL}.gguf`]: file }, name: "b" });
   nodes.push(b);
   await waitForFullMesh([a, b]);
   // b's replica keeps its slots only when b knows the model's content as it loads it (its saved slots are filed by it).
@@ -95,6 +101,8 @@ test("a chat moved off a released replica: the host fetches its KV from that nod
   expect(valueOf(m, "mesh_kv_follow_total", { event: "failed" })).toBe(0);
   expect(valueOf(m, "mesh_kv_follow_bytes_total", { direction: "fetched" })).toBeGreaterThan(0);
   expect(valueOf(await scrape(b), "mesh_kv_follow_bytes_total", { direction: "sent" })).toBe(valueOf(m, "mesh_kv_follow_bytes_total", { direction: "fetched" }));
+  expect(a.child.output().match(/KV caches from this peer go over the (direct path \(TLS\)|mesh connection)/)?.[1]).toBe(path);
+  expect(a.child.output()).not.toContain("KV caches over the direct path failed");
 
   // The same turn read whole (no cache at all) gives the same answer.
   const whole = await chat(a, next, "another-session", { cache_prompt: false });

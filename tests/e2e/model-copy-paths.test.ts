@@ -47,7 +47,7 @@ test("a member's model copy goes over the direct path when the node with the fil
   const { seeder, joiner } = await copyFromSeeder([]);
   expect(joiner.child.output()).toMatch(new RegExp(`fetching model model=${MODEL} from="?node ${seeder.nodeId.slice(0, 10)}`));
   expect(saidPath(joiner)).toBe("direct path (TLS)");
-  expect(joiner.child.output()).not.toContain("model copy over the direct path failed");
+  expect(joiner.child.output()).not.toContain("model copies over the direct path failed");
 }, 180_000);
 
 test("without the direct path on the node with the file, the copy goes over the mesh connection", async () => {

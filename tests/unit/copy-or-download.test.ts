@@ -22,7 +22,7 @@ import { PULLS_DIR, readRegistry, REGISTRY_FILE } from "../../models/registry.ts
 import type { RateWindow } from "../../models/transfer-rate.ts";
 import { ModelFetcher } from "../../node/model-fetcher.ts";
 import type { OwnOrigin } from "../../node/fetch-plan.ts";
-import type { ModelPath, ModelStream } from "../../node/model-streams.ts";
+import type { PathStream, StreamPath } from "../../node/peer-streams.ts";
 import { startFakeHub, type FakeHub } from "../../harness/fake-hub.ts";
 import { streamPair } from "../../harness/stream-pair.ts";
 import { partsIn, sha256, tempDirs } from "../../harness/transfer.ts";
@@ -75,10 +75,10 @@ function throttled(stream: Stream, bytesPerSecond: number): Stream {
 }
 
 /** A peer serving the model at a rate over `path`; records the offsets of the file requests it answers. */
-function servingPeer(bytesPerSecond: number, path: ModelPath) {
+function servingPeer(bytesPerSecond: number, path: StreamPath) {
   const hasher = new FileHasher();
   const offsets: number[] = [];
-  const openStream = async (peerId: string): Promise<ModelStream | undefined> => {
+  const openStream = async (peerId: string): Promise<PathStream | undefined> => {
     if (peerId !== PEER) return undefined;
     const [client, server] = streamPair();
     void serveModelStream(throttled(server, bytesPerSecond), lookup, hasher);

@@ -1,7 +1,7 @@
 /**
- * Model copies over the direct path: the model protocol over real TLS sockets on loopback
- * (`socketStream`), the direct server's purpose check and per-member cap, and which path a copy's
- * streams take (`modelStreamOpener`).
+ * Model copies and KV fetches over the direct path: the model protocol over real TLS sockets on
+ * loopback (`socketStream`), the direct server's purpose check and per-member caps, and which path a
+ * bulk stream takes (`peerStreamOpener`).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
@@ -15,11 +15,11 @@ import { contentIdentity } from "../../models/content-identity.ts";
 import { FileHasher } from "../../models/file-hasher.ts";
 import { fetchModelFromPeer } from "../../models/peer-fetch.ts";
 import { serveModelStream, type ModelLookup } from "../../models/peer-transfer.ts";
-import { DIRECT_MODEL_RETRY_MS, modelStreamOpener } from "../../node/model-streams.ts";
+import { DIRECT_RETRY_MS, peerStreamOpener } from "../../node/peer-streams.ts";
 import { nodeIdOf, nodeSigner, type Signer, type Stream } from "../../mesh/transport.ts";
 import { directMac, directStatement, encodeDirectHello, type DirectPurpose } from "../../tunnel/direct-auth.ts";
 import { makeDirectIdentity, normalizeFingerprint } from "../../tunnel/direct-identity.ts";
-import { connectDirect, MAX_MODEL_CONNECTIONS_PER_PEER, startDirectServer } from "../../tunnel/direct.ts";
+import { connectDirect, MAX_STREAM_CONNECTIONS_PER_PEER, startDirectServer, type StreamPurpose } from "../../tunnel/direct.ts";
 import { socketStream } from "../../tunnel/socket-stream.ts";
 import { sha256, tempDirs } from "../../harness/transfer.ts";
 import { waitFor, withDeadline } from "../../harness/wait.ts";
@@ -41,6 +41,8 @@ const lookup: ModelLookup = (model) => (model === "tiny" || model === "big" ? { 
 let server: Awaited<ReturnType<typeof startDirectServer>>;
 let cert: string;
 const served: string[] = [];
+/** The members whose KV connections reached the KV handler. */
+const kvServed: string[] = [];
 const sockets: Socket[] = [];
 
 beforeAll(async () => {
@@ -58,7 +60,16 @@ beforeAll(async () => {
     forHost: () => {
       throw new Error("no RPC in these tests");
     },
-    serveModel: (peerId, stream) => (served.push(peerId), serveModelStream(stream, lookup, hasher)),
+    serveStream: {
+      model: (peerId, stream) => (served.push(peerId), serveModelStream(stream, lookup, hasher)),
+      // As the KV holder does: one frame in, one frame out.
+      kv: async (peerId, stream) => {
+        kvServed.push(peerId);
+        const ask = await readFrame(stream.recv);
+        await writeFrame(stream.send, { miss: `asked ${JSON.stringify(ask)}` });
+        await stream.send.finish();
+      },
+    },
     log: quiet,
   });
 });
@@ -125,6 +136,11 @@ describe("the model protocol over the direct path", () => {
 
   test.each([
     ["a proof made for RPC, sent as a model copy's", () => helloFrom(MEMBER, signMember, "model", "rpc")],
+    ["a proof made for a model copy, sent as a KV fetch's", () => helloFrom(MEMBER, signMember, "kv", "model")],
+    ["a KV fetch's proof from a node that is not a member", () => {
+      const stranger = randomBytes(32);
+      return helloFrom(nodeIdOf(stranger), nodeSigner(stranger), "kv");
+    }],
     ["a model copy's proof from a node that is not a member", () => {
       const stranger = randomBytes(32);
       return helloFrom(nodeIdOf(stranger), nodeSigner(stranger), "model");
@@ -137,6 +153,7 @@ describe("the model protocol over the direct path", () => {
     }],
   ])("%s is closed without an answer", async (_label, hello) => {
     const before = served.length;
+    const kvBefore = kvServed.length;
     const socket = tls.connect({ host: "127.0.0.1", port: server.port, rejectUnauthorized: false });
     sockets.push(socket);
     socket.on("error", () => undefined);
@@ -148,31 +165,47 @@ describe("the model protocol over the direct path", () => {
     await withDeadline(closed(socket), 10_000, "the node to close the connection");
     expect(got).toBe(0);
     expect(served.length).toBe(before);
+    expect(kvServed.length).toBe(kvBefore);
   });
 
-  test(`one member has at most ${MAX_MODEL_CONNECTIONS_PER_PEER} copies served at once; its places come back`, async () => {
+  test("a KV connection goes to the KV handler, not the model one", async () => {
+    const before = { model: served.length, kv: kvServed.length };
+    const stream = socketStream(await connectDirect(target(), MEMBER, SERVER, secret, signMember, "kv"));
+    await writeFrame(stream.send, { chain: ["x"] });
+    expect(await withDeadline(readFrame(stream.recv), 10_000, "the KV answer")).toEqual({ miss: 'asked {"chain":["x"]}' });
+    await stream.recv.stop(0);
+    expect(kvServed.slice(before.kv)).toEqual([MEMBER]);
+    expect(served.length).toBe(before.model);
+  });
+
+  const servedOf = (purpose: StreamPurpose) => (purpose === "model" ? served : kvServed).length;
+  /** One request of `purpose` answered over a fresh connection. */
+  async function answered(purpose: StreamPurpose): Promise<boolean> {
+    const socket = await connectDirect(target(), MEMBER, SERVER, secret, signMember, purpose);
+    sockets.push(socket);
+    const stream = socketStream(socket);
+    await writeFrame(stream.send, purpose === "model" ? { op: "manifest", model: "tiny" } : { chain: [] });
+    await stream.send.finish();
+    const answer = (await withDeadline(readFrame(stream.recv), 5_000, "an answer").catch(() => null)) as { files?: unknown[]; miss?: string } | null;
+    await stream.recv.stop(0);
+    return purpose === "model" ? answer?.files?.length === 1 : answer?.miss !== undefined;
+  }
+
+  test.each(["model", "kv"] as const)("one member has at most its cap of %s connections served at once, apart from the other purpose's; its places come back", async (purpose) => {
+    const cap = MAX_STREAM_CONNECTIONS_PER_PEER[purpose];
+    const other: StreamPurpose = purpose === "model" ? "kv" : "model";
     // Requests never sent: each holds its place until the serving side's request deadline.
-    const before = served.length;
-    const held = await Promise.all(Array.from({ length: MAX_MODEL_CONNECTIONS_PER_PEER }, () => connectDirect(target(), MEMBER, SERVER, secret, signMember, "model")));
+    const before = servedOf(purpose);
+    const held = await Promise.all(Array.from({ length: cap }, () => connectDirect(target(), MEMBER, SERVER, secret, signMember, purpose)));
     sockets.push(...held);
-    await waitFor(() => served.length === before + MAX_MODEL_CONNECTIONS_PER_PEER, { what: "the held connections to be taken" });
+    await waitFor(() => servedOf(purpose) === before + cap, { what: "the held connections to be taken" });
     // Over the cap, the connection is refused before it is taken: the peer can fall back.
-    await expect(connectDirect(target(), MEMBER, SERVER, secret, signMember, "model")).rejects.toThrow("without taking it");
-    expect(served.length).toBe(before + MAX_MODEL_CONNECTIONS_PER_PEER);
+    await expect(connectDirect(target(), MEMBER, SERVER, secret, signMember, purpose)).rejects.toThrow("without taking it");
+    expect(servedOf(purpose)).toBe(before + cap);
+    // The other purpose's places are its own.
+    expect(await answered(other)).toBe(true);
     for (const s of held) s.destroy();
-    await waitFor(
-      async () => {
-        const socket = await connectDirect(target(), MEMBER, SERVER, secret, signMember, "model");
-        sockets.push(socket);
-        const stream = socketStream(socket);
-        await writeFrame(stream.send, { op: "manifest", model: "tiny" });
-        await stream.send.finish();
-        const answer = (await withDeadline(readFrame(stream.recv), 5_000, "a manifest").catch(() => null)) as { files?: unknown[] } | null;
-        await stream.recv.stop(0);
-        return answer?.files?.length === 1;
-      },
-      { what: "a copy to be served again once the held connections closed" },
-    );
+    await waitFor(() => answered(purpose), { what: `a ${purpose} connection to be served again once the held ones closed` });
   });
 });
 
@@ -224,12 +257,13 @@ describe("socketStream", () => {
   });
 });
 
-describe("modelStreamOpener: which path a copy's streams take", () => {
+describe("peerStreamOpener: which path a bulk stream takes", () => {
   const meshStream = { send: {}, recv: {} } as Stream;
   function opener(direct: () => Promise<Socket> | undefined) {
     let now = 0;
     const calls = { direct: 0, mesh: 0 };
-    const open = modelStreamOpener({
+    const open = peerStreamOpener({
+      what: "model copies",
       direct: () => (calls.direct++, direct()),
       mesh: async () => (calls.mesh++, meshStream),
       log: quiet,
@@ -257,7 +291,7 @@ describe("modelStreamOpener: which path a copy's streams take", () => {
   test("a failed direct connection: the mesh now, and for a while without trying again; then direct again", async () => {
     const o = opener(() => Promise.reject(new Error("refused")));
     expect(await o.open("p")).toEqual({ stream: meshStream, path: "mesh" });
-    o.advance(DIRECT_MODEL_RETRY_MS - 1);
+    o.advance(DIRECT_RETRY_MS - 1);
     expect(await o.open("p")).toEqual({ stream: meshStream, path: "mesh" });
     expect(o.calls).toEqual({ direct: 1, mesh: 2 });
     o.advance(1);
