@@ -38,10 +38,11 @@ export interface KvFollowParts {
   /** A KV stream to a member (its kind byte sent); none when it is not one now. */
   open(member: string): Promise<Stream | undefined>;
   /**
-   * Whether a member's KV may be taken (`--hosts`: only the nodes the operator lets serve this
-   * node's clients; a restored cache stays in a slot this node's clients may share a prefix with).
+   * Whether a member's KV of model content `identity` may be taken: a restored cache stays in a slot
+   * this node's clients may share a prefix with, so only from a member trusted to serve them the
+   * model (`recent-servers.ts`, and `--hosts`).
    */
-  mayHold(member: string): boolean;
+  mayHold(member: string, identity: string): boolean;
   slots: Pick<SlotCache, "adopt" | "restoreInto" | "keepBudget" | "fetchPath">;
   /** The most bytes one fetched cache may have: the node's disk budget for saved slots. */
   maxBytes: number;
@@ -125,8 +126,8 @@ export class KvFollow {
    * or none (a miss, or declined). Throws when the fetch fails.
    */
   async fetchFrom(holder: string, dir: string, identity: string, tokens: Int32Array): Promise<{ path: string; bytes: number; tokens: number; prefillMs: number; phases: Record<string, number> } | undefined> {
-    if (!this.o.mayHold(holder)) {
-      this.o.log.debug("not asking a member outside --hosts for a conversation's KV", { from: shortId(holder) });
+    if (!this.o.mayHold(holder, identity)) {
+      this.o.log.debug("not asking for a conversation's KV a member that has not served its model lately, or is outside --hosts", { from: shortId(holder) });
       return undefined;
     }
     const stream = await this.o.open(holder).catch(() => undefined);

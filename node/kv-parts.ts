@@ -3,11 +3,13 @@
  * conversation's cache before this node's server reads its prompt, `holder` answers members' KV
  * streams from this node's saved slots. What the holder believes of the asker is what its
  * announcement says it serves; what it gives is only ever a saved slot of a model this node has.
+ * The asker takes KV only from a member that serves the model, or did lately (`recent-servers.ts`).
  */
 import { basename } from "node:path";
 import type { Announcement } from "../mesh/messages.ts";
 import { KvFollow } from "../kv/kv-follow.ts";
 import { KvHolder } from "../kv/kv-holder.ts";
+import { RecentServers, servedIdentities } from "../kv/recent-servers.ts";
 import type { Log } from "../log.ts";
 import type { ModelInfo } from "../models/model-store.ts";
 import type { Pool } from "../pool/pool.ts";
@@ -37,15 +39,20 @@ export interface KvSources {
 export interface NodeKv {
   follow: KvFollow | undefined;
   holder: KvHolder;
+  /** The members as they are now, with their announcements: who served what lately. */
+  heard(members: ReadonlyMap<string, Pick<Announcement, "serving" | "modelsOnDisk">>): void;
 }
 
 /** Whether an announcement serves a model of content `identity` (pure). */
 export function servesContent(a: Pick<Announcement, "serving" | "modelsOnDisk"> | undefined, identity: string): boolean {
-  return a !== undefined && a.modelsOnDisk.some((m) => m.identity === identity && a.serving.includes(m.name));
+  return a !== undefined && servedIdentities(a).has(identity);
 }
 
 export function nodeKv(s: KvSources): NodeKv {
-  const follow = s.budgetBytes > 0 ? new KvFollow({ build: s.build, open: async (member) => (await s.open(member))?.stream, mayHold: (member) => s.hosts.length === 0 || s.hosts.includes(member), slots: s.slots, maxBytes: s.budgetBytes, log: s.log }) : undefined;
+  const recent = new RecentServers();
+  const mayHold = (member: string, identity: string) =>
+    (s.hosts.length === 0 || s.hosts.includes(member)) && (servesContent(s.announcementOf(member), identity) || recent.servedLately(member, identity));
+  const follow = s.budgetBytes > 0 ? new KvFollow({ build: s.build, open: async (member) => (await s.open(member))?.stream, mayHold, slots: s.slots, maxBytes: s.budgetBytes, log: s.log }) : undefined;
   const holder = new KvHolder({
     build: s.budgetBytes > 0 ? s.build : undefined,
     savedOf: async (identity) => {
@@ -61,5 +68,5 @@ export function nodeKv(s: KvSources): NodeKv {
     prefillTps: (identity) => follow?.prefillTps(identity),
     log: s.log,
   });
-  return { follow, holder };
+  return { follow, holder, heard: (members) => recent.heard(members) };
 }

@@ -277,6 +277,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
 
   const onPeersChange = () => {
     const present = new Set(mesh?.membership.peers.keys() ?? []);
+    kv.heard(new Map([...(mesh?.membership.peers ?? [])].map(([id, p]) => [id, p.announcement])));
     for (const id of tunnels.peers()) if (!present.has(id)) tunnels.closeFor(id);
     group.reconcile();
   };

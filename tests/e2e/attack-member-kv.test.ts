@@ -11,11 +11,13 @@ import { killAllChildren } from "../../harness/children.ts";
 import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
 import { testModel } from "../../harness/models.ts";
 import { SMALL_LLAMA } from "../../harness/node.ts";
+import { rogueHttp } from "../../harness/rogue-http.ts";
 import { RoguePeer, type RogueMembership } from "../../harness/rogue-peer.ts";
 import { identityKnown, savedSlots, unloadAll } from "../../harness/slot-files.ts";
 import { waitFor, withDeadline } from "../../harness/wait.ts";
 import { decodeJoinToken, type JoinToken } from "../../mesh/join-token.ts";
 import type { Stream } from "../../streams/stream.ts";
+import { KV_FROM_HEADER } from "../../router/serving/kv-hint.ts";
 import { encodeFrame, readFrame, StreamKind } from "../../streams/wire.ts";
 import { connectDirect } from "../../tunnel/direct.ts";
 import { socketStream } from "../../tunnel/socket-stream.ts";
@@ -33,6 +35,7 @@ beforeAll(async () => {
   await unloadAll(node);
   token = decodeJoinToken(node.token);
   member = await rogue.member(token);
+  member.recordStreams();
   // A conversation the node's client had: in its server's slot, not on disk yet.
   const prompt = Array.from({ length: 60 }, (_, i) => ["river", "stone", "cloud", "harbor"][i % 4]).join(" ");
   const res = await post(node, "/v1/completions", { model: MODEL, prompt, max_tokens: 1 });
@@ -91,15 +94,31 @@ test.each([
   ["mesh", "direct"],
   ["direct", "mesh"],
 ] as const)("one KV stream per member at a time, whatever the path: a second (%s, then %s) while the first is open is told the node is busy", async (first, second) => {
+  const busy = async (path: Path) => ((await ask({ identity, build: build(), chain: chain(4) }, path)) as { miss?: string }).miss?.startsWith("busy") === true;
+  // The test before reset its first stream: the node may not have seen the reset yet (then this first would be the one told busy).
+  await waitFor(async () => !(await busy(second)), { what: "the node to hold no KV stream of the member" });
   const open = await kvStream(first);
+  // The start of an ask, so the stream is surely at the node (it then waits up to KV_ASK_MS for the rest).
+  await open.send.writeAll(Uint8Array.of(0, 0, 1));
   try {
     // The node counts the first once it has read its kind (mesh) or taken the connection (direct).
-    await waitFor(async () => ((await ask({ identity, build: build(), chain: chain(4) }, second)) as { miss?: string }).miss?.startsWith("busy"), {
-      what: "the second stream to be told the node is busy",
-    });
+    await waitFor(() => busy(second), { what: "the second stream to be told the node is busy" });
   } finally {
     await open.send.reset(0).catch(() => undefined);
   }
+});
+
+/** A completion the member forwards, naming itself as the node that holds the conversation's KV. */
+async function namingItself(): Promise<number> {
+  const prompt = Array.from({ length: 40 }, (_, i) => ["harbor", "lantern", "delta", "gamma"][i % 4]).join(" ");
+  const answer = await rogueHttp(member, { method: "POST", path: "/v1/completions", headers: { [KV_FROM_HEADER]: rogue.transport.nodeId }, body: JSON.stringify({ model: MODEL, prompt, max_tokens: 1 }) });
+  return "status" in answer ? answer.status : 0;
+}
+const kvStreamsToMember = () => member.streamsFromNode.filter((k) => k === StreamKind.KV).length;
+
+test("a member's forwarded request that names itself as the KV holder is answered, and the node asks it nothing: it has not served the model", async () => {
+  expect(await namingItself()).toBe(200);
+  expect(kvStreamsToMember()).toBe(0);
 });
 
 test("a member that claims to serve the model, without the prompt's tokens, gets nothing of the node's conversation", async () => {
@@ -113,4 +132,11 @@ test("a member that claims to serve the model, without the prompt's tokens, gets
   for (const path of PATHS) expect(await ask({ identity, build: build(), chain: chain(8) }, path)).toEqual({ miss: "no saved conversation here shares 128 tokens with that prompt" });
   // The node did look: its server's conversation was saved to answer (and stays on its disk only).
   expect(savedSlots(node).length).toBe(1);
+});
+
+test("once the member announces serving the model, a request naming it is asked of it, as the node's routes would send it prompts (--hosts bounds both)", async () => {
+  // The claim made in the test before: the member serves the model's content.
+  expect(member.mine.serving).toEqual([MODEL]);
+  expect(await namingItself()).toBe(200);
+  await waitFor(() => kvStreamsToMember() === 1, { what: "the node to ask the member for the KV" });
 });
