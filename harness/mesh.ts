@@ -58,7 +58,7 @@ export async function waitForFullMesh(nodes: readonly MeshTestNode[], timeoutMs 
  * onto `nodes` as they start, so the caller's cleanup stops them even when a wait fails.
  * `hostOpts` start the host with more (other models in its models dir).
  */
-export async function hostAndEntry(model: string, hostArgs: string[], entryArgs: string[], nodes: MeshTestNode[], hostOpts: StartNodeOptions = {}): Promise<{ host: MeshTestNode; entry: MeshTestNode }> {
+export async function hostAndEntry(model: string, hostArgs: string[], entryArgs: string[], nodes: { push(node: MeshTestNode): unknown }, hostOpts: StartNodeOptions = {}): Promise<{ host: MeshTestNode; entry: MeshTestNode }> {
   const host = await startMeshNode(hostArgs, hostOpts);
   nodes.push(host);
   const entry = await startMeshNode([...entryArgs, "--join", host.token]);

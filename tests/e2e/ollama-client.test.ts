@@ -14,7 +14,7 @@ import { Ollama } from "ollama";
 import { loaded } from "../../harness/api.ts";
 import { killAllChildren, spawnChild } from "../../harness/children.ts";
 import { devLlamaDir } from "../../harness/llama.ts";
-import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
+import { hostAndEntry, startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
 import { testModel } from "../../harness/models.ts";
 import { meshCommand, SMALL_LLAMA, startNode, type TestNode } from "../../harness/node.ts";
 import { observationsOf, parseScrape, valueOf } from "../../harness/prometheus.ts";
@@ -135,11 +135,7 @@ test("one node: the Ollama client lists, shows, chats, generates and embeds", as
 });
 
 test("two nodes: the Ollama client on a node without the model is served by the one that has it", async () => {
-  const host = await startMeshNode([...SMALL_LLAMA, "--model", await testModel("tiny", "q8_0")]);
-  nodes.push(host);
-  const entry = await startMeshNode([...SMALL_LLAMA, "--join", host.token]);
-  nodes.push(entry);
-  await waitForFullMesh([host, entry]);
+  const { host, entry } = await hostAndEntry(TINY, [...SMALL_LLAMA, "--model", await testModel("tiny", "q8_0")], SMALL_LLAMA, nodes);
   const ollama = new Ollama({ host: entry.url });
   await waitFor(async () => (await ollama.list()).models.some((m) => m.name === `${TINY}:latest`), { what: "the entry node to list the host's model", timeoutMs: 60_000 });
 
@@ -180,11 +176,7 @@ test("two nodes: the Ollama client on a node without the model is served by the 
 // and the test above spent that (then the host leaves the model's group, and which node serves it
 // next is a race the stop must not depend on).
 test("ollama stop through a node without the model: an empty generate with keep_alive 0 unloads it on the host", async () => {
-  const host = await startMeshNode([...SMALL_LLAMA, "--model", await testModel("tiny", "q8_0")]);
-  nodes.push(host);
-  const entry = await startMeshNode([...SMALL_LLAMA, "--join", host.token]);
-  nodes.push(entry);
-  await waitForFullMesh([host, entry]);
+  const { host, entry } = await hostAndEntry(TINY, [...SMALL_LLAMA, "--model", await testModel("tiny", "q8_0")], SMALL_LLAMA, nodes);
   const ollama = new Ollama({ host: entry.url });
   await waitFor(async () => (await ollama.ps()).models.length === 1, { what: "this node's ps to list the host's model", timeoutMs: 60_000 });
   expect(await loaded(entry)).toEqual([]);
