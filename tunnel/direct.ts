@@ -4,8 +4,8 @@
  * a TLS socket in Bun ~20 us), and for model copies and conversations' KV caches (bulk bytes, off
  * the binding). A node listens with a fresh self-signed certificate whose hash it announces; the
  * peer pins that hash, then proves it is a member of this mesh, and says what for, in its first
- * bytes (`direct-auth.ts`).
- * Only then is it connected to the rpc-server, or answered as a MODEL or KV stream from it is.
+ * bytes (`direct-auth.ts`). Only then is it connected to the rpc-server, or answered as a MODEL or
+ * KV stream from it is.
  *
  * The port is open to whoever can reach the `--quic-bind` host, so until a connection has proved
  * itself it is bounded: a handshake deadline counted from the TCP accept (TLS and the proof within
