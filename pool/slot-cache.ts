@@ -120,10 +120,10 @@ export class SlotCache {
 
   /** The folder `model`'s server saves its slots in (made now); none when saving is off or its identity is not known yet. */
   folderFor(model: ModelInfo): string | undefined {
-    if (this.o.budgetBytes <= 0 || this.o.build === undefined || model.type !== "llm") return undefined;
+    if (this.o.budgetBytes <= 0 || model.type !== "llm") return undefined;
     const identity = this.o.identityOf(model);
-    if (identity === undefined || !/^[0-9a-f]{16,128}$/.test(identity)) return undefined;
-    const dir = join(this.o.root, folderOf(this.o.build), identity);
+    const dir = identity === undefined ? undefined : this.dirOf(identity);
+    if (dir === undefined) return undefined;
     // Conversations are in these files: the node's user alone reads them, as the rest of the state dir.
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     // What a save cut short (the node killed meanwhile) left.
@@ -147,8 +147,8 @@ export class SlotCache {
 
   /** Once the save of the model content `identity`'s slots now under way (an unload's, a member's) is done. */
   async whenSaved(identity: string): Promise<void> {
-    if (this.o.build === undefined) return;
-    await this.saving.get(join(this.o.root, folderOf(this.o.build), identity));
+    const dir = this.dirOf(identity);
+    if (dir !== undefined) await this.saving.get(dir);
   }
 
   private async saveInto(server: SlotServer, dir: string): Promise<void> {
@@ -232,9 +232,8 @@ export class SlotCache {
 
   /** The saved slots of the model content `identity`, newest first; none when this node keeps no folder of it. */
   savedOf(identity: string): string[] | undefined {
-    if (this.o.build === undefined || !/^[0-9a-f]{16,128}$/.test(identity)) return undefined;
-    const dir = join(this.o.root, folderOf(this.o.build), identity);
-    if (!existsSync(dir)) return undefined;
+    const dir = this.dirOf(identity);
+    if (dir === undefined || !existsSync(dir)) return undefined;
     return savedIn(dir)
       .sort((a, b) => b.usedAt - a.usedAt)
       .map((s) => s.path);
@@ -263,8 +262,14 @@ export class SlotCache {
 
   /** The saved slots of a model content no model of this node has any more. */
   drop(identity: string): void {
-    if (this.o.build === undefined || !/^[0-9a-f]{16,128}$/.test(identity)) return;
-    rmSync(join(this.o.root, folderOf(this.o.build), identity), { recursive: true, force: true });
+    const dir = this.dirOf(identity);
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  }
+
+  /** The folder of model content `identity`'s saved slots for this build; none when the build is not known or the identity is not one. */
+  private dirOf(identity: string): string | undefined {
+    if (this.o.build === undefined || !/^[0-9a-f]{16,128}$/.test(identity)) return undefined;
+    return join(this.o.root, folderOf(this.o.build), identity);
   }
 
   /** The saved slots of every model, least recently used deleted until they fit the budget. */
