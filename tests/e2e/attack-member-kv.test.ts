@@ -17,6 +17,7 @@ import { identityKnown, savedSlots, unloadAll } from "../../harness/slot-files.t
 import { waitFor, withDeadline } from "../../harness/wait.ts";
 import { decodeJoinToken, type JoinToken } from "../../mesh/join-token.ts";
 import type { Stream } from "../../streams/stream.ts";
+import { MAX_BLOCKS } from "../../kv/prefix-chain.ts";
 import { KV_FROM_HEADER } from "../../router/serving/kv-hint.ts";
 import { encodeFrame, readFrame, StreamKind } from "../../streams/wire.ts";
 import { connectDirect } from "../../tunnel/direct.ts";
@@ -87,6 +88,13 @@ test.each(PATHS)("junk on the KV stream ends that stream; the node answers the n
   expect(answer === null || typeof (answer as { reset?: unknown }).reset === "string").toBe(true);
   expect(await ask({ identity, build: build(), chain: ["not a hash"] }, path)).toEqual({ miss: "the ask is not one this node reads" });
   expect((await fetch(`${node.url}/health`)).status).toBe(200);
+});
+
+test.each(PATHS)("an ask claiming 4 GiB, or a chain past the most blocks, is refused without the node buffering it; the next is answered (%s)", async (path) => {
+  const oversized = await ask(Uint8Array.from([0xff, 0xff, 0xff, 0xff, 1, 2, 3]), path);
+  expect(oversized === null || typeof (oversized as { reset?: unknown }).reset === "string").toBe(true);
+  expect(await ask({ identity, build: build(), chain: chain(MAX_BLOCKS + 1) }, path)).toEqual({ miss: "the ask is not one this node reads" });
+  expect(await ask({ identity, build: build(), chain: chain(4) }, path)).toEqual({ miss: "you do not announce a model of that content" });
 });
 
 test.each([
