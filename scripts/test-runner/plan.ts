@@ -25,12 +25,13 @@ export interface TestFile {
 export const MATRIX_LINE = "iroh035";
 
 /**
- * The mesh suites: every lab file, and every e2e or browser file that forms a mesh (`--join`) or
- * dials a node as a peer (`RoguePeer`). Unit and fuzz tests never touch a transport.
+ * The mesh suites: every lab file, and every e2e or browser file that forms a mesh (`--join`, or
+ * through `harness/mesh.ts`'s `hostAndEntry`) or dials a node as a peer (`RoguePeer`). Unit and
+ * fuzz tests never touch a transport.
  */
 export function isMeshSuite(file: TestFile): boolean {
   if (file.path.startsWith("tests/lab/")) return true;
-  if (file.path.startsWith("tests/e2e/") || file.path.startsWith("tests/browser/")) return /--join|RoguePeer/.test(file.source);
+  if (file.path.startsWith("tests/e2e/") || file.path.startsWith("tests/browser/")) return /--join|RoguePeer|hostAndEntry/.test(file.source);
   return false;
 }
 

@@ -11,6 +11,7 @@ describe("isMeshSuite: the files the 0.35 matrix runs again", () => {
     ["tests/e2e/mesh.test.ts", `startNode(["--join", token])`, true],
     ["tests/e2e/attack-rpc.test.ts", "new RoguePeer()", true],
     ["tests/browser/console.test.ts", `"--join"`, true],
+    ["tests/e2e/ollama-client.test.ts", "await hostAndEntry(MODEL, hostArgs, entryArgs, nodes)", true],
     ["tests/e2e/cli.test.ts", "no mesh here", false],
     ["tests/browser/console-auth.test.ts", "", false],
     ["tests/unit/mesh.test.ts", "--join", false],
