@@ -12,6 +12,8 @@ import { showModels } from "./commands/models.ts";
 import { pullCommand } from "./commands/pull.ts";
 import { removeModel } from "./commands/rm.ts";
 import { showToken } from "./commands/token.ts";
+import { rosterCommand } from "./commands/roster.ts";
+import { guestsCommand } from "./commands/guests.ts";
 import type { Config } from "./config/config.ts";
 import { helpText } from "./config/help.ts";
 import { parseCli, UsageError, type Command } from "./config/parse-cli.ts";
@@ -178,7 +180,11 @@ async function run(cmd: Command): Promise<void> {
     case "status":
       return showStatus(cmd.config, cmd.json);
     case "token":
-      return showToken(cmd.config);
+      return showToken(cmd.config, cmd.guest);
+    case "roster":
+      return rosterCommand(cmd.config, cmd.action, cmd.token);
+    case "guests":
+      return guestsCommand(cmd.config, cmd.revoke, cmd.json);
     case "open":
       return openConsole(cmd.config, cmd.print);
     case "pull":

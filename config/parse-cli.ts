@@ -6,7 +6,8 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import { defaultConfig, type Config } from "./config.ts";
 import { NODE_FLAGS } from "./flags.ts";
 import { applyLayers, envName, SettingError } from "./layers.ts";
-import { parseChoice } from "./values.ts";
+import { parseChoice, parseLifetime } from "./values.ts";
+import { GUEST_NAME } from "../mesh/roster.ts";
 import { FLAVORS } from "../llama/flavor.ts";
 
 export class UsageError extends Error {}
@@ -16,7 +17,9 @@ export type Command =
   | { kind: "version" }
   | { kind: "node"; config: Config }
   | { kind: "status"; config: Config; json: boolean }
-  | { kind: "token"; config: Config }
+  | { kind: "token"; config: Config; guest?: { name: string | undefined; lifetimeMs: number | undefined } }
+  | { kind: "roster"; config: Config; action: "init" | "join" | "rotate" | "close"; token?: string }
+  | { kind: "guests"; config: Config; revoke?: string; json: boolean }
   | { kind: "open"; config: Config; print: boolean }
   | { kind: "pull"; config: Config; ref: string; name: string | undefined }
   | { kind: "models"; config: Config; json: boolean }
@@ -49,9 +52,25 @@ export const COMMANDS: readonly CommandSpec[] = [
   },
   {
     name: "token",
-    usage: "mesh token",
-    help: "print the join token of the node whose state dir this is (--state-dir), for `mesh --join`",
+    usage: "mesh token [--guest [--name NAME] [--expires DURATION]]",
+    help: "print the join token of the node whose state dir this is (--state-dir), for `mesh --join`: the owner's (for your machines), or with --guest a new guest pass (for someone else's)",
+    flags: [
+      { name: "guest", help: "a token for a guest's machine: a new pass the roster signs, which `mesh guests revoke` can take back" },
+      { name: "name", value: "<name>", help: "the guest's name, as `mesh status` and `mesh guests` show it (default: guest-XXXX)" },
+      { name: "expires", value: "<duration>", help: "the pass expires after this long, e.g. 12h, 7d, 90d (default: never)" },
+    ],
+  },
+  {
+    name: "roster",
+    usage: "mesh roster init|join TOKEN|rotate|close",
+    help: "the key that tells your machines from guests: make one for a mesh that has none (init), take the owner's token on one of your machines (join), replace it when a machine is lost (rotate), or refuse peers without a vouch or pass (close)",
     flags: [],
+  },
+  {
+    name: "guests",
+    usage: "mesh guests [--json] | mesh guests revoke NAME",
+    help: "list the guest passes of this mesh's roster and the nodes seen with each, or revoke a guest's pass (every node drops it within seconds)",
+    flags: [{ name: "json", help: "print the passes as JSON" }],
   },
   {
     name: "service",
@@ -146,7 +165,7 @@ export function parseCli(argv: readonly string[], home?: string, io: SettingsIo 
 
   let parsed: ReturnType<typeof parseArgs>;
   try {
-    parsed = parseArgs({ args, options, allowPositionals: ["service", "llama", "pull", "rm"].includes(sub?.name ?? ""), strict: true });
+    parsed = parseArgs({ args, options, allowPositionals: ["service", "llama", "pull", "rm", "roster", "guests"].includes(sub?.name ?? ""), strict: true });
   } catch (err) {
     throw new UsageError(describeParseError(err));
   }
@@ -182,8 +201,37 @@ export function parseCli(argv: readonly string[], home?: string, io: SettingsIo 
       return { kind: "node", config };
     case "status":
       return { kind: "status", config, json: values.json === true };
-    case "token":
-      return { kind: "token", config };
+    case "token": {
+      if (!values.guest) {
+        if (values.name !== undefined || values.expires !== undefined) throw new UsageError("--name and --expires go with `mesh token --guest`");
+        return { kind: "token", config };
+      }
+      const name = values.name === undefined ? undefined : String(values.name);
+      if (name !== undefined && !GUEST_NAME.test(name)) throw new UsageError(`--name: a guest's name is letters, digits, '.', '_' and '-' (at most 64, starting with a letter or digit), got "${name}"`);
+      let lifetimeMs: number | undefined;
+      try {
+        lifetimeMs = values.expires === undefined ? undefined : parseLifetime(String(values.expires));
+      } catch (err) {
+        throw new UsageError(`--expires: ${(err as Error).message}`);
+      }
+      return { kind: "token", config, guest: { name, lifetimeMs } };
+    }
+    case "roster": {
+      const [action, token, ...more] = positionals;
+      const usage = new UsageError("usage: mesh roster init|join TOKEN|rotate|close");
+      if (action === "join") {
+        if (!token || more.length) throw usage;
+        return { kind: "roster", config, action, token };
+      }
+      if ((action !== "init" && action !== "rotate" && action !== "close") || token !== undefined) throw usage;
+      return { kind: "roster", config, action };
+    }
+    case "guests": {
+      const [action, name, ...more] = positionals;
+      if (action === undefined) return { kind: "guests", config, json: values.json === true };
+      if (action !== "revoke" || !name || more.length) throw new UsageError("usage: mesh guests [--json] | mesh guests revoke NAME");
+      return { kind: "guests", config, revoke: name, json: values.json === true };
+    }
     case "open":
       return { kind: "open", config, print: values.print === true };
     case "pull": {

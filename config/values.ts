@@ -55,6 +55,13 @@ export function parseDuration(text: string): number {
   return ms;
 }
 
+/** A guest pass's lifetime, `7d`, `12h`, `90d`: no timer waits on it, so up to ten years. */
+export function parseLifetime(text: string): number {
+  const ms = durationMs(text);
+  if (!(ms > 0 && ms <= 3650 * 86_400_000)) throw new Error(`expected a lifetime like 12h, 7d or 90d (at most 3650d), got "${text}"`);
+  return ms;
+}
+
 function durationMs(text: string): number {
   const t = text.trim().toLowerCase();
   if (/^\d+(\.\d+)?$/.test(t)) return Math.round(Number(t) * 1000);

@@ -1,6 +1,8 @@
 /**
  * A peer that knows the mesh secret and misbehaves after its handshake, built from the same
- * transport, auth and wire code as a node, to show that one peer's junk drops only that peer.
+ * transport, auth and wire code as a node, to show that one peer's junk drops only that peer. It
+ * shows what its token lets it show under the mesh's roster: a vouch of its own id with an owner's
+ * token (a machine of the owner that lies), a pass bound to its id with a guest's.
  */
 import { TEST_LINE } from "./node.ts";
 import { randomBytes } from "node:crypto";
@@ -13,6 +15,7 @@ import type { PeerConnection, Stream } from "../streams/stream.ts";
 import { directMac, directStatement, encodeDirectHello, type DirectPurpose } from "../tunnel/direct-auth.ts";
 import { encodeFrame, readFrame, StreamKind } from "../streams/wire.ts";
 import { FileHasher } from "../models/file-hasher.ts";
+import { ownClaim, publicKeyOf, type TrustClaim } from "../mesh/roster.ts";
 import { serveModelStream, type ModelLookup } from "../models/peer-transfer.ts";
 
 export type Junk = "random-bytes" | "oversized-length" | "invalid-json" | "wrong-shape";
@@ -65,6 +68,13 @@ export function fakeAnnouncement(nodeId: string, line: TransportLine = TEST_LINE
   };
 }
 
+/** What a node joining with `token` shows of its standing: a vouch (owner's token), a bound pass (guest's), or nothing. */
+export function claimOf(token: JoinToken, nodeId: string): TrustClaim | undefined {
+  const r = token.roster;
+  if (!r) return undefined;
+  return r.kind === "owner" ? ownClaim({ roster: publicKeyOf(r.secret), secret: r.secret }, nodeId) : ownClaim({ roster: r.roster, pass: r.pass, passSecret: r.passSecret }, nodeId);
+}
+
 export class RoguePeer {
   private constructor(
     readonly transport: Transport,
@@ -95,10 +105,15 @@ export class RoguePeer {
   }
 
   /** The handshake and hello a node of its line makes: the node's hello, or null when it hung up first. */
-  async tryJoin(token: JoinToken): Promise<unknown> {
-    const attempt = await this.handshake(token, fakeAnnouncement(this.transport.nodeId, this.transport.line)).catch(() => undefined);
+  async tryJoin(token: JoinToken, claim: TrustClaim | undefined = claimOf(token, this.transport.nodeId)): Promise<unknown> {
+    const attempt = await this.handshake(token, this.announcement(claim)).catch(() => undefined);
     attempt?.conn.close(0, "done");
     return attempt?.hello ?? null;
+  }
+
+  /** What it announces at first: nothing of its own but `claim`. */
+  private announcement(claim: TrustClaim | undefined): Announcement {
+    return { ...fakeAnnouncement(this.transport.nodeId, this.transport.line), ...(claim ? { trust: claim } : {}) };
   }
 
   /** The dialer's side of the handshake and hello, as a node does it; resolves with the node's hello. */
@@ -138,7 +153,7 @@ export class RoguePeer {
 
   /** Joins as a proper member (handshake and hello), then sends `junk`; resolves when the node hangs up. */
   async misbehave(token: JoinToken, junk: Junk): Promise<string> {
-    const { conn, control } = await this.handshake(token, fakeAnnouncement(this.transport.nodeId, this.transport.line));
+    const { conn, control } = await this.handshake(token, this.announcement(claimOf(token, this.transport.nodeId)));
     await control.send.writeAll(junkBytes(junk));
     return conn.closed;
   }
@@ -155,8 +170,8 @@ export class RoguePeer {
    * Joins as a proper member and stays one (heartbeats), keeping up with the node's announcement,
    * so a test can then misuse what members may use: RPC streams, the direct path.
    */
-  async member(token: JoinToken): Promise<RogueMembership> {
-    const mine = fakeAnnouncement(this.transport.nodeId, this.transport.line);
+  async member(token: JoinToken, claim: TrustClaim | undefined = claimOf(token, this.transport.nodeId)): Promise<RogueMembership> {
+    const mine = this.announcement(claim);
     const { conn, control, hello } = await this.handshake(token, mine);
     return new RogueMembership(conn, control, mine, hello);
   }

@@ -35,6 +35,8 @@ export interface KvHolding {
   intact(path: string): Promise<boolean>;
   /** Whether `member` announces it serves a model of content `identity`. */
   servesContent(member: string, identity: string): boolean;
+  /** Why `member` gets nothing at all here (a guest of the mesh); undefined when it may ask. */
+  refuses?(member: string): string | undefined;
   /** This node's prompt reading for that content, tokens per second, when measured. */
   prefillTps(identity: string): number | undefined;
   log: Log;
@@ -125,6 +127,8 @@ export class KvHolder {
 
   private async offerFor(member: string, ask: KvAsk): Promise<Offer> {
     const miss = (why: string): Offer => ({ answer: { miss: why } });
+    const refused = this.o.refuses?.(member);
+    if (refused !== undefined) return miss(refused);
     if (this.o.build === undefined) return miss("this node keeps no KV caches (--kv-cache-disk 0, or its llama.cpp build is not known)");
     if (ask.build !== this.o.build) return miss("another llama.cpp build: its KV is not this node's");
     if (!this.o.servesContent(member, ask.identity)) return miss("you do not announce a model of that content");

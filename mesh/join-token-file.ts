@@ -32,9 +32,18 @@ export function readJoinToken(stateDir: string): string | undefined {
   }
 }
 
-/** Shows the token to a person at a terminal (stdout, else stderr); a log file or journal gets nothing. */
-export function showJoinToken(token: string, streams: readonly { isTTY?: boolean; write(text: string): unknown }[] = [process.stdout, process.stderr]): boolean {
-  const tty = streams.find((s) => s.isTTY);
-  tty?.write(`Join token: ${token}\n(kept in the state dir; \`mesh token\` prints it again)\n`);
+type Out = { isTTY?: boolean; write(text: string): unknown };
+const STD_STREAMS: readonly Out[] = [process.stdout, process.stderr];
+
+/** The terminal a person reads, if any (stdout, else stderr): a log file or journal is none. */
+export const terminalOf = (streams: readonly Out[] = STD_STREAMS): Out | undefined => streams.find((s) => s.isTTY);
+
+/**
+ * Shows tokens to a person at a terminal, each under its label (a new mesh's owner and guest
+ * tokens, or one join token); a log file or journal gets nothing.
+ */
+export function showJoinTokens(tokens: readonly { label: string; token: string }[], streams: readonly Out[] = STD_STREAMS): boolean {
+  const tty = terminalOf(streams);
+  tty?.write(`${tokens.map((t) => `${t.label}: ${t.token}\n`).join("")}(kept in the state dir; \`mesh token\` prints the first again${tokens.length > 1 ? ", `mesh token --guest` makes more guest tokens" : ""})\n`);
   return tty !== undefined;
 }

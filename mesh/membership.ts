@@ -1,15 +1,20 @@
 /**
- * Authenticated membership over iroh: dial a member, prove the mesh secret both ways, exchange
- * member lists, dial whoever we did not know, and keep every peer's announcement fresh with a
- * heartbeat. A peer that fails authentication, sends junk, goes quiet or says it is leaving is
- * dropped; nothing it said is passed on.
+ * Authenticated membership over iroh: dial a member, prove the mesh secret both ways, judge how it
+ * stands under the roster (`peer-standing.ts`: an owner's machine, a guest, or refused), exchange
+ * member lists, dial whoever an owner's machine knows that we did not, and keep every peer's
+ * announcement fresh with a heartbeat. A peer that fails authentication, is refused, sends junk,
+ * goes quiet or says it is leaving is dropped; nothing it said is passed on. What the roster signed
+ * (revocations, passes issued, closing) goes from peer to peer of the same roster.
  */
 import type { Log, LogFields } from "../log.ts";
 import { throttledWarning } from "../throttled-log.ts";
 import { authMac, MAC_BYTES, NONCE_BYTES, newNonce, verifyMac, type AuthContext } from "./auth.ts";
 import type { MemberAddr } from "./join-token.ts";
 import { dueRedials, joinBackoffMs, keepWhich, membersToDial, silentPeers } from "./membership-rules.ts";
-import { ControlMessageSchema, PROTOCOL_VERSION, type Announcement, type ControlMessage } from "./messages.ts";
+import { ControlMessageSchema, PROTOCOL_VERSION, ROSTER_STATEMENTS_PER_MESSAGE, type Announcement, type ControlMessage } from "./messages.ts";
+import type { Verdict } from "./peer-standing.ts";
+import type { Statement, TrustClaim } from "./roster.ts";
+import { counts } from "../placement/trust.ts";
 import { shortId } from "./short-id.ts";
 import { memberAddr, RememberedMembers } from "./remembered-members.ts";
 import { LEGACY_LINE, type PeerConnection, type Stream, type Transport } from "./transport.ts";
@@ -40,7 +45,26 @@ export interface Peer {
   lastSeen: number;
   /** The connection has closed (it may still be the peer's while its replacement is in its handshake). */
   ended?: boolean;
+  /** How it stands with this node, checked at admission and whenever its claim or the roster changes. */
+  standing: Exclude<Verdict, { standing: "refused" }>;
 }
+
+/** What membership asks of the roster this node holds (`roster-state.ts`); none: every peer is a member. */
+export interface PeerJudge {
+  judge(peerId: string, claim: TrustClaim | undefined): Verdict;
+  recheck(v: Verdict): Verdict;
+  learn(statements: readonly Statement[]): { added: Statement[] } | { bad: string };
+  statementsFor(v: Verdict): Statement[];
+}
+
+/** A peer refused for its standing, as the status shows it. */
+export interface Refusal {
+  nodeId: string;
+  why: string;
+  at: number;
+}
+/** Refusals kept for the status: the most recent. */
+const REFUSALS_KEPT = 32;
 
 export interface MembershipOptions {
   transport: Transport;
@@ -54,9 +78,13 @@ export interface MembershipOptions {
   onChange?: () => void;
   /** A peer opened a stream of a kind other than control (its first byte read already). */
   onStream?: (peerId: string, kind: number, stream: Stream) => void;
+  /** The roster this node checks its peers against (none: it holds none, and every peer is a member). */
+  judge?: PeerJudge;
 }
 
 class AuthError extends Error {}
+/** The peer proved the secret but is refused for its standing (`peer-standing.ts`). */
+class RefusedError extends AuthError {}
 class TimeoutError extends Error {}
 
 function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -80,14 +108,18 @@ export class Membership {
   private stopped = false;
   private readonly warnRefused: (fields: LogFields) => void;
   private readonly warnDropped: (fields: LogFields) => void;
+  private readonly warnStanding: (fields: LogFields) => void;
   /** Whoever waits for a peer's connection to be replaced (`replacedConnection`): told at each admission. */
   private readonly admissionWaiters = new Set<() => void>();
+  /** Peers refused for their standing lately, the newest last. */
+  readonly refusals: Refusal[] = [];
   readonly selfId: string;
 
   constructor(private readonly opts: MembershipOptions) {
     this.selfId = opts.transport.nodeId;
     this.warnRefused = throttledWarning(opts.log, "refused a peer that failed authentication");
     this.warnDropped = throttledWarning(opts.log, "dropped a peer during its handshake");
+    this.warnStanding = throttledWarning(opts.log, "refused a peer the roster does not admit");
     this.heartbeat = setInterval(() => this.tick(), opts.heartbeatMs);
   }
 
@@ -161,7 +193,8 @@ export class Membership {
         await this.sendHello(control);
         const hello = await withDeadline(readFrame(control.recv), AUTH_DEADLINE_MS, "the member's hello");
         this.sameLine(hello);
-        this.admit(conn, control, this.selfId, hello);
+        const parsed = helloOf(hello);
+        this.admit(conn, control, this.selfId, parsed, this.standingOf(conn.remoteId, parsed));
       } catch (err) {
         conn.close(err instanceof AuthError ? CloseCode.AUTH_FAILED : err instanceof TimeoutError ? CloseCode.TIMEOUT : CloseCode.PROTOCOL, (err as Error).message.slice(0, 100));
         throw err;
@@ -188,14 +221,18 @@ export class Membership {
       await withDeadline(control.recv.readExact(mac), AUTH_DEADLINE_MS, "the peer's proof");
       if (!verifyMac("dialer", ctx, mac)) throw new AuthError("the peer could not prove the mesh secret");
       const hello = await withDeadline(readFrame(control.recv), AUTH_DEADLINE_MS, "the peer's hello");
-      // Before our hello: a node of the other line must not take us for a member even for a moment.
+      // Before our hello: a node of the other line, or one the roster refuses, must not take us for a member even for a moment.
       this.sameLine(hello);
+      const parsed = helloOf(hello);
+      const standing = this.standingOf(conn.remoteId, parsed);
       await this.sendHello(control);
-      this.admit(conn, control, conn.remoteId, hello);
+      this.admit(conn, control, conn.remoteId, parsed, standing);
     } catch (err) {
       const refused = err instanceof AuthError;
-      (refused ? this.warnRefused : this.warnDropped)({ peer: shortId(conn.remoteId), error: (err as Error).message });
-      conn.close(refused ? CloseCode.AUTH_FAILED : err instanceof TimeoutError ? CloseCode.TIMEOUT : CloseCode.PROTOCOL, refused ? "authentication failed" : "handshake failed");
+      (err instanceof RefusedError ? this.warnStanding : refused ? this.warnRefused : this.warnDropped)({ peer: shortId(conn.remoteId), error: (err as Error).message });
+      // A peer refused for its standing is told why (it proved the secret); one that did not prove it learns nothing.
+      const reason = err instanceof RefusedError ? err.message.slice(0, 100) : refused ? "authentication failed" : "handshake failed";
+      conn.close(refused ? CloseCode.AUTH_FAILED : err instanceof TimeoutError ? CloseCode.TIMEOUT : CloseCode.PROTOCOL, reason);
     }
   }
 
@@ -214,10 +251,24 @@ export class Membership {
     if (theirs !== ours) throw new AuthError(`the peer runs ${String(theirs).slice(0, 16)} and this node runs ${ours}: a mesh runs one iroh line (--transport)`);
   }
 
-  private admit(conn: PeerConnection, control: Stream, dialer: string, raw: unknown): void {
+  /** How the peer of a hello stands with this node; a refusal is an AuthError saying why (and is kept for the status). */
+  private standingOf(peerId: string, hello: Hello): Peer["standing"] {
+    const verdict = this.opts.judge?.judge(peerId, hello.announcement.trust) ?? { standing: "member" };
+    if (verdict.standing !== "refused") return verdict;
+    this.refused(peerId, verdict.why);
+    throw new RefusedError(`refused: ${verdict.why}`.slice(0, 200));
+  }
+
+  /** Notes a refusal, and forgets the peer: it is not dialed again until someone whose word counts names it. */
+  private refused(peerId: string, why: string): void {
+    this.refusals.push({ nodeId: peerId, why, at: Date.now() });
+    if (this.refusals.length > REFUSALS_KEPT) this.refusals.shift();
+    this.remembered.forget(peerId);
+    this.redials.delete(peerId);
+  }
+
+  private admit(conn: PeerConnection, control: Stream, dialer: string, hello: Hello, standing: Peer["standing"]): void {
     if (this.stopped) return void conn.close(CloseCode.SHUTDOWN, "leaving");
-    const hello = parseMessage(raw);
-    if (hello.type !== "hello") throw new WireError(`expected hello, got ${hello.type}`);
     if (hello.announcement.nodeId !== conn.remoteId) throw new WireError("hello names another node than the connection's");
     const existing = this.peers.get(conn.remoteId);
     if (existing) {
@@ -230,12 +281,12 @@ export class Membership {
       this.peers.delete(conn.remoteId);
       existing.conn.close(CloseCode.DUPLICATE, DUPLICATE_REASON);
     }
-    const peer: Peer = { id: conn.remoteId, conn, control, dialer, announcement: hello.announcement, lastSeen: Date.now() };
+    const peer: Peer = { id: conn.remoteId, conn, control, dialer, announcement: hello.announcement, lastSeen: Date.now(), standing };
     this.peers.set(peer.id, peer);
     for (const told of [...this.admissionWaiters]) told();
     this.remembered.seen(memberAddr(hello.announcement));
     this.redials.delete(peer.id);
-    if (!existing) this.opts.log.info("peer joined", { peer: shortId(peer.id), addresses: hello.announcement.addresses.join(",") });
+    if (!existing) this.opts.log.info("peer joined", { peer: shortId(peer.id), addresses: hello.announcement.addresses.join(","), standing: describeStanding(standing) });
     void conn.closed.then((reason) => {
       peer.ended = true;
       return this.ended(peer, `connection closed: ${reason}`);
@@ -245,8 +296,21 @@ export class Membership {
     // Tell everyone else about the newcomer, and dial whoever the newcomer knows that we do not.
     const update: ControlMessage = { v: PROTOCOL_VERSION, type: "members", members: [memberAddr(hello.announcement)] };
     for (const other of this.peers.values()) if (other !== peer) void this.send(other, update);
-    this.dialUnknown(hello.members);
+    this.introducedBy(peer, hello.members);
+    this.tell(peer, this.opts.judge?.statementsFor(standing) ?? []);
     this.changed();
+  }
+
+  /** Members a peer names are dialed only when its word counts: a guest introduces nobody (it could name any address). */
+  private introducedBy(peer: Peer, members: readonly MemberAddr[]): void {
+    if (counts(peer.standing.standing)) this.dialUnknown(members);
+  }
+
+  /** Sends a peer what the roster signed, in messages of a bounded size. */
+  private tell(peer: Peer, statements: readonly Statement[]): void {
+    for (let i = 0; i < statements.length; i += ROSTER_STATEMENTS_PER_MESSAGE) {
+      void this.send(peer, { v: PROTOCOL_VERSION, type: "roster", statements: statements.slice(i, i + ROSTER_STATEMENTS_PER_MESSAGE) });
+    }
   }
 
   private dialUnknown(members: readonly MemberAddr[]): void {
@@ -366,14 +430,65 @@ export class Membership {
         if (msg.announcement.nodeId !== peer.id) throw new WireError("announcement for another node");
         if (msg.announcement.seq >= peer.announcement.seq || msg.announcement.instance !== peer.announcement.instance) {
           const changed = JSON.stringify({ ...msg.announcement, seq: 0 }) !== JSON.stringify({ ...peer.announcement, seq: 0 });
+          const claimChanged = JSON.stringify(msg.announcement.trust) !== JSON.stringify(peer.announcement.trust);
           peer.announcement = msg.announcement;
+          // A new claim is checked as at admission: a guest may become an owner's machine (or be refused) without reconnecting.
+          if (claimChanged && !this.judgeAgain(peer, this.opts.judge?.judge(peer.id, msg.announcement.trust) ?? { standing: "member" })) return;
           if (changed) this.changed();
         }
         return;
       case "members":
-        return this.dialUnknown(msg.members);
+        return this.introducedBy(peer, msg.members);
       case "leave":
         return this.drop(peer, "left", false);
+      case "roster":
+        return this.heardStatements(peer, msg.statements);
+    }
+  }
+
+  /**
+   * Gives a peer its new verdict: a refused one is dropped (false), any other kept, and what the
+   * roster signed is told to a peer that newly shows the roster. Tells of the change when its standing moved.
+   */
+  private judgeAgain(peer: Peer, verdict: Verdict): boolean {
+    if (verdict.standing === "refused") {
+      this.refused(peer.id, verdict.why);
+      this.drop(peer, `refused: ${verdict.why}`, false);
+      return false;
+    }
+    const before = peer.standing;
+    peer.standing = verdict;
+    if (JSON.stringify(before) !== JSON.stringify(verdict)) {
+      this.opts.log.info("a peer's standing changed", { peer: shortId(peer.id), was: describeStanding(before), now: describeStanding(verdict) });
+      if (this.opts.judge && this.opts.judge.statementsFor(before).length === 0) this.tell(peer, this.opts.judge.statementsFor(verdict));
+      this.changed();
+    }
+    return true;
+  }
+
+  /** Statements a peer sent: the roster's are kept and passed on; one it did not sign makes the message junk. */
+  private heardStatements(peer: Peer, statements: readonly Statement[]): void {
+    const judge = this.opts.judge;
+    if (!judge) return;
+    const learnt = judge.learn(statements);
+    if ("bad" in learnt) throw new WireError(learnt.bad);
+    if (learnt.added.length === 0) return;
+    this.opts.log.info("learnt what the roster signed", { from: shortId(peer.id), statements: learnt.added.map((s) => s.kind).join(",") });
+    this.rosterChanged(peer.id, learnt.added);
+  }
+
+  /**
+   * The roster changed (statements learnt from `from`, or this node's own files changed): every
+   * peer is checked again (fully when `full`: the keys changed), and told what is new to it.
+   */
+  rosterChanged(from: string | undefined, added: readonly Statement[], full = false): void {
+    const judge = this.opts.judge;
+    if (!judge) return;
+    for (const peer of [...this.peers.values()]) {
+      if (!this.judgeAgain(peer, full ? judge.judge(peer.id, peer.announcement.trust) : judge.recheck(peer.standing))) continue;
+      if (peer.id === from) continue;
+      const theirs = new Set(judge.statementsFor(peer.standing));
+      this.tell(peer, added.filter((s) => theirs.has(s)));
     }
   }
 
@@ -412,6 +527,8 @@ export class Membership {
       const peer = this.peers.get(id);
       if (peer) this.drop(peer, `silent for over ${this.opts.peerTimeoutMs} ms`, false);
     }
+    // A pass that expired since: no signature checked again.
+    if (this.opts.judge) for (const peer of [...this.peers.values()]) this.judgeAgain(peer, this.opts.judge.recheck(peer.standing));
     this.announce();
     this.redialLost(Date.now());
   }
@@ -454,6 +571,20 @@ export class Membership {
       }),
     );
   }
+}
+
+/** A standing in a log line or the status: `vouched`, `guest NAME`, `guest (no pass)`, `member`. */
+export function describeStanding(v: Verdict): string {
+  if (v.standing === "guest") return v.name ? `guest ${v.name}` : "guest (no pass)";
+  return v.standing === "refused" ? `refused: ${v.why}` : v.standing;
+}
+
+type Hello = Extract<ControlMessage, { type: "hello" }>;
+
+function helloOf(raw: unknown): Hello {
+  const hello = parseMessage(raw);
+  if (hello.type !== "hello") throw new WireError(`expected hello, got ${hello.type}`);
+  return hello;
 }
 
 function parseMessage(raw: unknown): ControlMessage {

@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { modelRefOf } from "../models/model-ref.ts";
+import { StatementSchema, TrustClaimSchema } from "./roster.ts";
 import { TRANSPORT_LINES } from "./transport.ts";
 
 export const PROTOCOL_VERSION = 1;
@@ -151,11 +152,19 @@ export const AnnouncementSchema = z.object({
    * the other's offer, and they keep to the mesh connection.
    */
   signedDirect: z.object({ port: z.number().int().min(1).max(65535), certSha256: z.string().regex(/^[0-9a-f]{64}$/) }).optional(),
+  /**
+   * Its standing under the mesh's roster (`roster.ts`): a vouch, or a pass bound to its id. A
+   * claim each node checks against its own copy of the roster's key (`peer-standing.ts`); one of
+   * the wrong shape reads as none. Nodes before rosters, and unanchored ones, show none.
+   */
+  trust: TrustClaimSchema.optional().catch(undefined),
 });
 
 export type Announcement = z.infer<typeof AnnouncementSchema>;
 
 const v = z.literal(PROTOCOL_VERSION);
+/** Statements in one `roster` message: a few hundred bytes each, well under the control message cap. */
+export const ROSTER_STATEMENTS_PER_MESSAGE = 256;
 
 export const ControlMessageSchema = z.discriminatedUnion("type", [
   /** First message on a control stream after authentication: who I am and whom I know. */
@@ -166,6 +175,11 @@ export const ControlMessageSchema = z.discriminatedUnion("type", [
   z.object({ v, type: z.literal("members"), members: z.array(MemberAddrSchema).max(1024) }),
   /** I am shutting down: forget me now rather than at the timeout. */
   z.object({ v, type: z.literal("leave") }),
+  /**
+   * What the roster signed that I know (passes issued, revocations, closing): sent only to a peer
+   * that shows the same roster (nodes before rosters would read an unknown message as junk).
+   */
+  z.object({ v, type: z.literal("roster"), statements: z.array(StatementSchema).max(ROSTER_STATEMENTS_PER_MESSAGE) }),
 ]);
 
 export type ControlMessage = z.infer<typeof ControlMessageSchema>;

@@ -3,7 +3,8 @@
  * token: it carries the mesh secret, and `mesh token` reads it from the state dir instead.
  */
 import { shortId } from "./short-id.ts";
-import type { Membership } from "./membership.ts";
+import type { Membership, Refusal } from "./membership.ts";
+import type { OwnTrust } from "./roster-state.ts";
 import type { Role } from "./messages.ts";
 import { LEGACY_LINE, type RelaySetting, type TransportLine } from "./transport.ts";
 
@@ -28,6 +29,10 @@ export interface PeerStatus {
   line: TransportLine;
   /** Its home relay, when it has one (absent: it is reached by direct addresses only). */
   relayUrl: string | undefined;
+  /** How it stands with this node (checked here, never its word): an owner's machine, a guest, or a member of an unanchored mesh. */
+  standing: "vouched" | "guest" | "member";
+  /** A guest's pass: its name and expiry (ms since the epoch); none for a guest without a pass. */
+  guest?: { name?: string; expiresAt?: number };
 }
 
 export interface MeshStatus {
@@ -38,6 +43,10 @@ export interface MeshStatus {
   line?: TransportLine;
   relay?: string;
   peers: PeerStatus[];
+  /** How this node stands under its roster (`unanchored`: it holds none, and every member may be elected host). */
+  trust?: OwnTrust;
+  /** Peers refused lately for their standing, and why. */
+  refused?: Refusal[];
 }
 
 /**
@@ -70,7 +79,9 @@ export function meshStatus(membership: Membership, now = Date.now()): MeshStatus
       directPort: p.announcement.signedDirect?.port,
       line: p.announcement.transport ?? LEGACY_LINE,
       relayUrl: p.announcement.relayUrl,
+      standing: p.standing.standing,
+      ...(p.standing.standing === "guest" ? { guest: { ...(p.standing.name ? { name: p.standing.name } : {}), ...(p.standing.expiresAt ? { expiresAt: p.standing.expiresAt } : {}) } } : {}),
     }))
     .sort((a, b) => a.nodeId.localeCompare(b.nodeId));
-  return { state: "running", nodeId: membership.selfId, peers };
+  return { state: "running", nodeId: membership.selfId, peers, refused: [...membership.refusals] };
 }

@@ -40,6 +40,11 @@ export interface GroupReconcilerOptions {
   peerServes: (model: string) => boolean;
   /** Our state moved: announce it if that changed the announcement. */
   announce: () => void;
+  /**
+   * This node is a guest of its mesh: the owner's machines never count it in a group, so it takes
+   * none and serves what its own clients ask of its own disk, on demand, like a single box.
+   */
+  guest: () => boolean;
   log: Log;
 }
 
@@ -152,6 +157,13 @@ export class GroupReconciler {
     const { views, catalog: models } = this.o.view.snapshot();
 
     const mine = this.assigned;
+    if (this.o.guest()) {
+      if (mine) {
+        this.o.log.info("this node is a guest of its mesh: it leaves its group (the owner's machines do not count it)", { model: mine });
+        this.setAssigned(undefined);
+      }
+      return;
+    }
     if (mine && models.find((m) => m.name === mine)?.idle) {
       this.o.log.info("the group's host let the model go for lack of requests; leaving the group", { model: mine });
       return this.setAssigned(undefined);

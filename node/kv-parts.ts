@@ -4,6 +4,8 @@
  * streams from this node's saved slots. What the holder believes of the asker is what its
  * announcement says it serves; what it gives is only ever a saved slot of a model this node has.
  * The asker takes KV only from a member that serves the model, or did lately (`recent-servers.ts`).
+ * Under a roster, KV moves only between nodes whose word counts: a guest's asks get a miss, and a
+ * guest is never asked.
  */
 import { basename } from "node:path";
 import type { Announcement } from "../mesh/messages.ts";
@@ -29,6 +31,8 @@ export interface KvSources {
   identityOf: (m: ModelInfo) => string | undefined;
   /** A member's announcement, while it is one. */
   announcementOf: (member: string) => Pick<Announcement, "serving" | "modelsOnDisk"> | undefined;
+  /** Whether a member's word counts here (`placement/trust.ts`): KV goes neither to nor from a guest. */
+  counts: (member: string) => boolean;
   /** A KV stream to a member, over the direct path where it has one (`peer-streams.ts`). */
   open: (member: string) => Promise<PathStream | undefined>;
   /** `--hosts`: the only nodes that serve this node's clients, and so the only ones whose KV it takes (none: any member). */
@@ -51,7 +55,7 @@ export function servesContent(a: Pick<Announcement, "serving" | "modelsOnDisk"> 
 export function nodeKv(s: KvSources): NodeKv {
   const recent = new RecentServers();
   const mayHold = (member: string, identity: string) =>
-    (s.hosts.length === 0 || s.hosts.includes(member)) && (servesContent(s.announcementOf(member), identity) || recent.servedLately(member, identity));
+    s.counts(member) && (s.hosts.length === 0 || s.hosts.includes(member)) && (servesContent(s.announcementOf(member), identity) || recent.servedLately(member, identity));
   const follow = s.budgetBytes > 0 ? new KvFollow({ build: s.build, open: async (member) => (await s.open(member))?.stream, mayHold, slots: s.slots, maxBytes: s.budgetBytes, log: s.log }) : undefined;
   const holder = new KvHolder({
     build: s.budgetBytes > 0 ? s.build : undefined,
@@ -65,6 +69,7 @@ export function nodeKv(s: KvSources): NodeKv {
     },
     intact: (path) => s.slots.intact(path),
     servesContent: (member, identity) => servesContent(s.announcementOf(member), identity),
+    refuses: (member) => (s.counts(member) ? undefined : "a guest of this mesh gets no KV from the owner's machines"),
     prefillTps: (identity) => follow?.prefillTps(identity),
     log: s.log,
   });

@@ -8,9 +8,12 @@ import type { Config } from "../config/config.ts";
 import type { Log } from "../log.ts";
 import { AnnouncementSource, type AnnouncementContent } from "../mesh/announcement.ts";
 import { hasMeshSecret, loadOrCreateNodeKey, resolveMeshSecret } from "../mesh/identity.ts";
-import { decodeJoinToken, encodeJoinToken, type MemberAddr } from "../mesh/join-token.ts";
+import { decodeJoinToken, encodeJoinToken, type MemberAddr, type TokenRoster } from "../mesh/join-token.ts";
 import { readJoinToken, writeJoinToken } from "../mesh/join-token-file.ts";
 import { Membership } from "../mesh/membership.ts";
+import { foundRoster, joinRoster } from "../mesh/roster-setup.ts";
+import { RosterState, type OwnTrust } from "../mesh/roster-state.ts";
+import type { RosterKeys } from "../mesh/roster.ts";
 import { decideLine, MEMBERS_KEPT, readRememberedMesh, rememberMesh, toRemember } from "../mesh/mesh-line.ts";
 import { meshStatus, relayShown, type MeshStatus } from "../mesh/status.ts";
 import { LEGACY_LINE, nodeSigner, Transport, type QuicPathKind, type Signer, type TransportLine } from "../mesh/transport.ts";
@@ -75,6 +78,13 @@ function lineOfTokenFile(stateDir: string): TransportLine | undefined {
   }
 }
 
+/** What a token made by this node carries of its roster: the owner's key, or this guest's own pass. */
+function tokenRoster(keys: RosterKeys | undefined): TokenRoster | undefined {
+  if (keys?.secret) return { kind: "owner", secret: keys.secret };
+  if (keys?.pass && keys.passSecret) return { kind: "guest", roster: keys.roster, pass: keys.pass, passSecret: keys.passSecret };
+  return undefined;
+}
+
 export interface MeshNode {
   nodeId: string;
   /** The mesh secret (proofs on the direct RPC path are made with it). */
@@ -92,6 +102,10 @@ export interface MeshNode {
   line: TransportLine;
   moved: boolean;
   membership: Membership;
+  /** The roster this node holds (none on an unanchored node), read again when its files change. */
+  roster: RosterState;
+  /** How this node stands under its roster. */
+  trust(): OwnTrust;
   status(): MeshStatus;
   /** How the QUIC connection to a peer goes now (direct UDP, relay, both, none). */
   quicPath(peerId: string): Promise<QuicPathKind>;
@@ -134,6 +148,10 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
   if (line === "iroh035") log.warn(`this mesh runs on iroh 0.35, whose public relays are being retired (kept for six months from iroh 1.0, 2026-06-15): move it to iroh1 (${MOVE_DOCS})`);
   const { secret, founded } = resolveMeshSecret(config.stateDir, config.join?.secret);
   rememberMesh(config.stateDir, toRemember(lineChoice));
+  // A token's roster is kept (the owner's key, or a guest's pass); a new mesh makes its own, closed from its start.
+  if (config.join?.roster) joinRoster(config.stateDir, config.join.roster);
+  else if (founded) await foundRoster(config.stateDir, false);
+  const roster = new RosterState(config.stateDir, log);
   let membership: Membership | undefined;
   const early: Parameters<Membership["accept"]>[0][] = [];
   const portFile = join(config.stateDir, QUIC_PORT_FILE);
@@ -153,13 +171,15 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
   let token = "";
   const keep = (addr: MemberAddr) => {
     writeFileSync(portFile, `${JSON.stringify(boundPorts(addr.addresses))}\n`);
-    token = encodeJoinToken({ addr, secret, line, ...(Array.isArray(relay) ? { relays: relay } : {}) });
+    const held = tokenRoster(roster.held);
+    token = encodeJoinToken({ addr, secret, line, ...(Array.isArray(relay) ? { relays: relay } : {}), ...(held ? { roster: held } : {}) });
     return writeJoinToken(config.stateDir, token);
   };
   const tokenFile = keep(transport.addr());
   const source = new AnnouncementSource(() => {
     const addr = transport.addr();
-    return { ...hooks.content(addr.nodeId, addr.addresses, addr.relayUrl), transport: line };
+    const trust = roster.claim(addr.nodeId);
+    return { ...hooks.content(addr.nodeId, addr.addresses, addr.relayUrl), transport: line, ...(trust ? { trust } : {}) };
   });
   membership = new Membership({
     transport,
@@ -170,8 +190,19 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
     peerTimeoutMs: PEER_TIMEOUT_MS,
     onStream: hooks.onStream,
     onChange: hooks.onPeersChange,
+    judge: roster,
   });
   const m = membership;
+  // The CLI changes the roster's files (a pass issued, a revocation, `mesh roster join`): read within a heartbeat.
+  const rosterWatch = setInterval(() => {
+    const moved = roster.refresh();
+    if (!moved) return;
+    log.info(moved.keys ? "this node's roster changed" : "the roster signed something new", { trust: roster.own(transport.nodeId).state, statements: moved.added.map((s) => s.kind).join(",") || "none" });
+    if (moved.keys) keep(transport.addr());
+    m.rosterChanged(undefined, moved.added, moved.keys);
+    if (source.current().changed) m.announce();
+    hooks.onPeersChange();
+  }, HEARTBEAT_MS);
   for (const conn of early.splice(0)) void m.accept(conn);
   const ready = transport.ready.then(() => void (up = true));
   ready.catch(() => undefined);
@@ -191,12 +222,15 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
     line,
     moved: lineChoice.movedFrom !== undefined,
     membership: m,
-    status: () => ({ ...meshStatus(m), state: up ? "running" : "starting", line, relay: relayShown(relay, transport.addr().relayUrl) }),
+    roster,
+    trust: () => roster.own(transport.nodeId),
+    status: () => ({ ...meshStatus(m), state: up ? "running" : "starting", line, relay: relayShown(relay, transport.addr().relayUrl), trust: roster.own(transport.nodeId) }),
     quicPath: (peerId) => transport.pathTo(peerId),
     announceIfChanged: () => {
       if (source.current().changed) m.announce();
     },
     stop: async () => {
+      clearInterval(rosterWatch);
       // A founder has no token to find its mesh with after a restart, and the members it leaves forget it while they have each other.
       try {
         rememberMesh(config.stateDir, toRemember(lineChoice, m.knownMembers(MEMBERS_KEPT)));

@@ -7,6 +7,7 @@
 import type { CatalogModel } from "../placement/catalog.ts";
 import type { AnnouncedLoad } from "../placement/pick-server.ts";
 import { routeInMesh, type Chooser, type Route } from "../placement/route.ts";
+import { counts, withNamedGuests } from "../placement/trust.ts";
 import type { MeshRouting } from "../placement/routing.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import type { ForwardedRequest, MeshForwarder } from "./mesh-forwarder.ts";
@@ -35,10 +36,10 @@ export class MeshRouter implements MeshRouting {
     return this.o.view.catalog();
   }
 
-  async route(model: string, forwarded: boolean, choose?: Chooser): Promise<Route> {
+  async route(model: string, forwarded: boolean, choose?: Chooser, member?: string): Promise<Route> {
     const { view, store } = this.o;
     // A model a peer serves is not looked for on disk again (a rescan per request); an unknown one is.
-    const entry = view.catalog().find((m) => m.name === model);
+    const entry = withNamedGuests(view.catalog().find((m) => m.name === model), model, this.o.hosts, view.guestServing());
     const info = store.list().find((m) => m.name === model) ?? (entry ? undefined : await store.find(model));
     const self = {
       nodeId: view.selfId() ?? "",
@@ -52,7 +53,12 @@ export class MeshRouter implements MeshRouting {
       needBytes: info ? this.o.needOf(info) : (entry?.needBytes ?? 0),
       vramBytes: this.o.vramBytes,
     };
-    return routeInMesh({ entry, self, forwarded, choose, hosts: this.o.hosts, silentMs: (id) => view.verified.silentMs(id), silentLimitMs: SILENT_MS });
+    const fromGuest = member !== undefined && view.verified.standing(member) === "guest";
+    return routeInMesh({ entry, self, forwarded, choose, hosts: this.o.hosts, silentMs: (id) => view.verified.silentMs(id), silentLimitMs: SILENT_MS, fromGuest });
+  }
+
+  counts(nodeId: string): boolean {
+    return counts(this.o.view.verified.standing(nodeId));
   }
 
   announcedLoad(nodeId: string, model: string): AnnouncedLoad | undefined {

@@ -3,11 +3,15 @@
  * node's view as it was announced (a claim: what a member says of itself, ours included, as we
  * announce it), the catalog worked out from those claims, and apart from them the facts this node
  * saw itself (when it last heard from each peer, which of its own servers answer, the content
- * identities it hashed). The catalog is worked out again only when something changed (a change the
- * group reconciler heard of, or this node's own fields), never per request.
+ * identities it hashed, how each peer stands under the roster). Only peers whose word counts
+ * (`placement/trust.ts`: the owner's machines, or every member of an unanchored mesh) go into the
+ * views and the catalog: a guest's claims decide nothing here. The catalog is worked out again
+ * only when something changed (a change the group reconciler heard of, or this node's own
+ * fields), never per request.
  */
 import { announcedLoad, type AnnouncedLoad } from "../placement/pick-server.ts";
 import { catalog, type CatalogModel, type NodeView } from "../placement/catalog.ts";
+import { counts, type Standing } from "../placement/trust.ts";
 import type { Announcement } from "../mesh/messages.ts";
 import type { ModelInfo } from "../models/model-store.ts";
 import type { Pool } from "../pool/pool.ts";
@@ -27,16 +31,20 @@ export interface VerifiedFacts {
   ownLoad(model: string): AnnouncedLoad | undefined;
   /** The content identity this node worked out from `m`'s files itself (none while it is hashing them). */
   contentIdentity(m: ModelInfo): string | undefined;
+  /** How a peer stands with this node, from signatures it checked itself (none: not a peer now). */
+  standing(id: string): Standing | undefined;
 }
 
 /** The mesh as this node sees it: claims (views, catalog, announcements) and, apart, verified facts. */
 export interface MeshView {
   /** This node's id, once its mesh endpoint is up. */
   selfId(): string | undefined;
-  /** How many members this node has now (besides itself). */
+  /** How many members whose word counts this node has now (besides itself): the owner's machines, or every member unanchored. */
   peerCount(): number;
-  /** Every node's view as announced, ours first. */
+  /** The view as announced of this node (first) and of every peer whose word counts. */
   views(): NodeView[];
+  /** What the guests among the peers announce they serve (their word, which serves none of this node's clients unless `--hosts` names them). */
+  guestServing(): { nodeId: string; serving: string[] }[];
   /** The mesh's catalog, as worked out at the last change. */
   catalog(): CatalogModel[];
   /** Views and catalog together, as worked out at the last change (one read, one state). */
@@ -70,7 +78,7 @@ export function announcedDemandOf(
 export interface ViewMembers {
   nodeId: string;
   membership: {
-    peers: ReadonlyMap<string, { id: string; announcement: Announcement; lastSeen: number }>;
+    peers: ReadonlyMap<string, { id: string; announcement: Announcement; lastSeen: number; standing: { standing: Standing } }>;
     lastAnnounced: { demand?: unknown } | undefined;
   };
 }
@@ -111,7 +119,17 @@ export class MeshViewCache implements MeshView {
         return s?.state === "ready" && !s.draining ? s.queue.figures() : undefined;
       },
       contentIdentity: (m) => o.identities.of(m),
+      standing: (id) => o.members()?.membership.peers.get(id)?.standing.standing,
     };
+  }
+
+  /** The peers whose word counts here. */
+  private counted() {
+    return [...(this.o.members()?.membership.peers.values() ?? [])].filter((p) => counts(p.standing.standing));
+  }
+
+  guestServing(): { nodeId: string; serving: string[] }[] {
+    return [...(this.o.members()?.membership.peers.values() ?? [])].filter((p) => !counts(p.standing.standing) && p.announcement.serving.length > 0).map((p) => ({ nodeId: p.id, serving: p.announcement.serving }));
   }
 
   /** A change was heard of: the next read works the catalog out again. */
@@ -124,7 +142,7 @@ export class MeshViewCache implements MeshView {
   }
 
   peerCount(): number {
-    return this.o.members()?.membership.peers.size ?? 0;
+    return this.counted().length;
   }
 
   views(): NodeView[] {
@@ -152,7 +170,7 @@ export class MeshViewCache implements MeshView {
   private current(): { views: NodeView[]; catalog: CatalogModel[] } {
     const members = this.o.members();
     const own = this.o.own.announced();
-    const peers = [...(members?.membership.peers.values() ?? [])];
+    const peers = this.counted();
     const key = JSON.stringify([
       this.changes,
       this.o.own.version,
@@ -167,7 +185,7 @@ export class MeshViewCache implements MeshView {
       own.layout,
       own.replicating,
       own.loadFailed,
-      // Not their seq: a peer may bump it without a change, as often as it likes.
+      // Not their seq: a peer may bump it without a change, as often as it likes. A guest made an owner's machine (or one refused) moves it.
       peers.map((p) => p.id),
     ]);
     if (this.worked?.key !== key) {

@@ -21,7 +21,9 @@ import type { Log } from "../log.ts";
 import { serveHttp } from "../mesh/http-stream.ts";
 import { MemberStreamCap } from "../mesh/member-stream-cap.ts";
 import { memberMayRequest } from "../mesh/member-routes.ts";
-import { showJoinToken } from "../mesh/join-token-file.ts";
+import { showJoinTokens, terminalOf } from "../mesh/join-token-file.ts";
+import { decodeJoinToken } from "../mesh/join-token.ts";
+import { guestToken } from "../mesh/roster-setup.ts";
 import { announcedDemand } from "../mesh/announcement.ts";
 import { startMesh, type MeshNode } from "./mesh-node.ts";
 import type { MeshStatus } from "../mesh/status.ts";
@@ -57,6 +59,7 @@ import { MeshForwarder } from "./mesh-forwarder.ts";
 import { MeshRouter } from "./mesh-router.ts";
 import { NodeEvents } from "./node-events.ts";
 import { nodeKv, type NodeKv } from "./kv-parts.ts";
+import { counts } from "../placement/trust.ts";
 
 /** The other tools' stores a node with these settings serves from, in naming order (none with --scan-model-stores off). */
 export function storeRoots(config: Pick<Config, "scanModelStores" | "modelStores">): StoreRoot[] {
@@ -137,6 +140,9 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   // Memory offered to the mesh: the GPUs', or RAM on a CPU node.
   const vramBytes = config.vramBytes ?? (devices.length ? devices.reduce((sum, d) => sum + d.totalBytes, 0) : totalmem());
   const needOf = needAt(config.ctxSize);
+  const meshPeers = () => [...(mesh?.membership.peers.values() ?? [])];
+  /** How a peer stands with this node (the roster's verdict it checked itself), while it is a peer. */
+  const standingOf = (peerId: string) => mesh?.membership.peers.get(peerId)?.standing.standing;
   /** Tells the peers what changed in our announcement, once the mesh is up. */
   const announce = () => void mesh?.announceIfChanged();
   // Where the pool, the fetcher, the models dir and the replicas report; `events.connect` joins it to
@@ -160,6 +166,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     rpcPort: () => rpc.port,
     rewrites: { forkRegisterPeer: false, onSetTensorHash: zeroTransfer.onSetTensorHash, rpcProtocol: () => rpc.protocol, offeredBytes: vramBytes },
     connectDirect: (peerId) => connectToPeer(peerId, "rpc"),
+    // rpc-server serves one client at a time: a guest's session would hold the owner's splits off.
+    mayUseRpc: (peerId) => counts(standingOf(peerId)),
   });
 
   const slotCache = new SlotCache({ root: join(config.stateDir, SLOT_CACHE_DIR), build: llama.build, budgetBytes: config.kvCacheBytes, identityOf: (m) => events.identityOf(m), log });
@@ -171,6 +179,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     models: () => store.list(),
     identityOf: (m) => events.identityOf(m),
     announcementOf: (member) => mesh?.membership.peers.get(member)?.announcement,
+    counts: (member) => counts(standingOf(member)),
     open: peerStreamOpener({ what: "KV caches", direct: (peerId) => connectToPeer(peerId, "kv"), mesh: async (peerId) => mesh?.membership.openStream(peerId, StreamKind.KV), log }),
     hosts: config.hosts,
     log,
@@ -209,7 +218,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     hub,
     hashCache: join(config.stateDir, "file-hashes.json"),
     // Until it hears from its mesh a joining node would pull what a member may have; not forever, should the mesh be gone.
-    joining: () => config.join !== undefined && (mesh?.membership.peers.size ?? 0) === 0 && performance.now() - startedAt < JOIN_GRACE_MS,
+    // A guest's word counts for nothing here: a node that joined through one still waits to hear the owner's machines.
+    joining: () => config.join !== undefined && !meshPeers().some((p) => counts(p.standing.standing)) && performance.now() - startedAt < JOIN_GRACE_MS,
     log,
     onProgress: announce,
     onDone: async () => {
@@ -265,8 +275,9 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     hosts: config.hosts,
     evictMeshModels: config.evictMeshModels === "on",
     replicas,
-    peerServes: (model) => [...(mesh?.membership.peers.values() ?? [])].some((p) => p.announcement.serving.includes(model)),
+    peerServes: (model) => meshPeers().some((p) => counts(p.standing.standing) && p.announcement.serving.includes(model)),
     announce,
+    guest: () => mesh?.trust().state === "guest",
     log,
   });
   const forwarder = new MeshForwarder({ members: () => mesh, headMs: config.loadTimeoutMs + FORWARD_ANSWER_MS });
@@ -277,7 +288,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
 
   const onPeersChange = () => {
     const present = new Set(mesh?.membership.peers.keys() ?? []);
-    kv.heard(new Map([...(mesh?.membership.peers ?? [])].map(([id, p]) => [id, p.announcement])));
+    kv.heard(new Map([...(mesh?.membership.peers ?? [])].filter(([, p]) => counts(p.standing.standing)).map(([id, p]) => [id, p.announcement])));
     for (const id of tunnels.peers()) if (!present.has(id)) tunnels.closeFor(id);
     group.reconcile();
   };
@@ -351,9 +362,9 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
         adopt();
         // The token carries the mesh secret: logs say where it is; only a terminal sees it, once.
         log.info("mesh endpoint up", { node: m.nodeId, mesh: m.founded ? "founded" : "joined", line: m.line });
-        log.info(`join token in ${m.tokenFile.path}; \`mesh token\` prints it`);
+        log.info(`join token in ${m.tokenFile.path}; \`mesh token\` ${m.trust().state === "guest" ? "prints none on a guest's node (only the owner invites)" : "prints it"}`);
         // A mesh moved to the other line has a new token, which its members join with.
-        if (m.tokenFile.first || m.moved) showJoinToken(m.token);
+        if (m.tokenFile.first || m.moved) await showTokens(m);
         if (!identity) return;
         direct = await startDirectServer({
           identity,
@@ -379,6 +390,24 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
         process.exit(1);
       });
   };
+
+  /**
+   * The tokens a person at the terminal gets on a mesh's first start: a new mesh's owner's and a
+   * guest's (a pass named "guest", made only when someone is there to see it), else the one token.
+   */
+  async function showTokens(m: MeshNode): Promise<void> {
+    if (!m.founded || !m.roster.held?.secret || !terminalOf()) return void showJoinTokens([{ label: "Join token", token: m.token }]);
+    let guest: string | undefined;
+    try {
+      guest = await guestToken(config.stateDir, decodeJoinToken(m.token), "guest", undefined);
+    } catch (err) {
+      log.warn("could not make a first guest pass", { error: (err as Error).message });
+    }
+    showJoinTokens([
+      { label: "Owner token (your own machines join with it: `mesh --join TOKEN`)", token: m.token },
+      ...(guest ? [{ label: "Guest token (a pass for someone else's machine; `mesh guests revoke guest` takes it back)", token: guest }] : []),
+    ]);
+  }
 
   // A signal came: nothing loads, reloads or restarts a child from here (`stop` begins with it too).
   function beginShutdown(): void {

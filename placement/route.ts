@@ -152,6 +152,8 @@ export interface MeshRouteInput {
   silentMs: (id: string) => number;
   /** Silent longer than this, a server is likely gone. */
   silentLimitMs: number;
+  /** A guest of the mesh forwarded the request: it gets a server that runs, or this node as the model's host, never a load on demand. */
+  fromGuest?: boolean;
 }
 
 /**
@@ -166,6 +168,9 @@ export function routeInMesh(i: MeshRouteInput): Route {
   const live = (id: string) => silentMs(id) <= i.silentLimitMs;
   const chosen = routeModel(entry, self, forwarded, choose && ((servers) => choose(servers.filter((id) => live(id) && allowed(id)))));
   const route = forwarded ? chosen : withinHosts(chosen, entry, self, allowed);
+  if (i.fromGuest && route.to === "local" && !self.ready && entry?.host !== self.nodeId) {
+    return { to: "unavailable", message: `model "${self.model}" is not running on this node, which loads models on demand only for its owner's machines and its own clients`, retryAfterS: 30 };
+  }
   if (route.to === "peer" && !live(route.peerId)) {
     const message = `the node hosting model "${self.model}" (${short(route.peerId)}) has not been heard from for ${Math.round(silentMs(route.peerId) / 1000)} s; retry shortly`;
     return { to: "unavailable", message, retryAfterS: 5 };

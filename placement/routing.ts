@@ -12,9 +12,12 @@ export interface MeshRouting {
   catalog(): CatalogModel[];
   /**
    * `forwarded`: the request already crossed the mesh, so it is answered here. `choose` picks among
-   * the model's servers when it has several (its host and replicas).
+   * the model's servers when it has several (its host and replicas). `member`: the member that
+   * forwarded it, whose standing decides whether it may load a model here on demand.
    */
-  route(model: string, forwarded: boolean, choose?: Chooser): Promise<Route>;
+  route(model: string, forwarded: boolean, choose?: Chooser, member?: string): Promise<Route>;
+  /** Whether a member's word counts here (`trust.ts`): a guest's keep_alive and KV hints are not acted on. */
+  counts?(nodeId: string): boolean;
   /** What a peer last announced about its server for `model` (slots, running, waiting), if it did. */
   announcedLoad?(nodeId: string, model: string): AnnouncedLoad | undefined;
   /** This node's own server for `model` now (slots, running, waiting), when one answers. */

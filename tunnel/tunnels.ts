@@ -5,7 +5,8 @@
  * RPC transform (size limits per session, rewrites, zero-transfer). Counted per peer and direction.
  */
 import { createConnection, createServer, type Server, type Socket } from "node:net";
-import type { Log } from "../log.ts";
+import type { Log, LogFields } from "../log.ts";
+import { throttledWarning } from "../throttled-log.ts";
 import type { Stream } from "../streams/stream.ts";
 import { StreamKind } from "../streams/wire.ts";
 import { noticingFirst, quicToSocket, socketToQuic, socketToSocket, type DirectionCounter } from "./pump.ts";
@@ -39,6 +40,8 @@ export interface TunnelsOptions {
   rewrites: RewriteOptions;
   /** A direct (TLS) connection to a peer's rpc-server, when it offers one; undefined to use QUIC. */
   connectDirect?: (peerId: string) => Promise<Socket> | undefined;
+  /** Whether a peer may hold sessions into our rpc-server (a guest may not: it would hold the owner's splits off); none: every peer. */
+  mayUseRpc?: (peerId: string) => boolean;
 }
 
 /** After a failed direct connection, a peer is reached over QUIC for this long before trying again. */
@@ -63,8 +66,11 @@ export class Tunnels {
   private readonly directFailedAt = new Map<string, number>();
   readonly counters = new Map<string, PeerTunnelCounters>();
   private readonly sessions = new RpcSessions();
+  private readonly warnRefused: (fields: LogFields) => void;
 
-  constructor(private readonly opts: TunnelsOptions) {}
+  constructor(private readonly opts: TunnelsOptions) {
+    this.warnRefused = throttledWarning(opts.log, "refused an rpc session of a guest of the mesh");
+  }
 
   private countersOf(peerId: string): PeerTunnelCounters {
     let c = this.counters.get(peerId);
@@ -160,6 +166,10 @@ export class Tunnels {
   }
 
   private admit(peerId: string, rewriter: RpcRequestRewriter, close: () => void): RpcSession | undefined {
+    if (this.opts.mayUseRpc && !this.opts.mayUseRpc(peerId)) {
+      this.warnRefused({ peer: peerId.slice(0, 10) });
+      return undefined;
+    }
     const session = this.sessions.take(peerId, () => rewriter.allocated, () => {
       this.opts.log.warn("closed an rpc session that allocated nothing in its setup time", { peer: peerId.slice(0, 10), setup_s: RPC_SETUP_MS / 1000 });
       close();

@@ -6,6 +6,7 @@
  * goes once more to another server of the model, so the client sees one answer. Never after a
  * byte went to the client, and never for a request another node sent us: that node retries.
  */
+import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { pickServer } from "../../placement/pick-server.ts";
 import type { Chooser, Route } from "../../placement/route.ts";
 import { PoolError } from "../../pool/errors.ts";
@@ -114,7 +115,8 @@ export async function dispatch(input: DispatchInput): Promise<Response> {
           ...(self !== undefined ? { own: self } : {}),
         });
 
-  const routeNow = async () => (routing ? await routing.route(model, forwarded, forwarded ? undefined : choose) : undefined);
+  const member = forwarded ? input.header(FORWARDED_HEADER) : undefined;
+  const routeNow = async () => (routing ? await routing.route(model, forwarded, forwarded ? undefined : choose, member) : undefined);
   const attempt = async (route: Route | undefined, movedFrom?: string): Promise<{ route: Route | undefined; res?: Response; thrown?: unknown }> => {
     const server = serverOf(route, self);
     // Counted only where there is a server to count: a node without a mesh has nothing to choose.

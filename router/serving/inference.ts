@@ -11,6 +11,7 @@ import type { RequestStats } from "../../metrics/request-stats.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import type { Route } from "../../placement/route.ts";
 import { ANSWERED_BY_HEADER, type MeshRouting } from "../../placement/routing.ts";
+import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { serverGone } from "../../pool/errors.ts";
 import type { Pool } from "../../pool/pool.ts";
 import { INFERENCE_ROUTES, LLAMA_ROUTES } from "../http/route-table.ts";
@@ -75,7 +76,7 @@ const PEER_GONE = { message: "the node serving this model went away mid-stream; 
 const upstreamPathOf = (path: string): string => (path.startsWith("/v1/") ? INFERENCE_ROUTES[path.slice(3)]! : LLAMA_ROUTES[path]!);
 
 export async function answerInference(parts: InferenceParts, call: InferenceCall): Promise<Response> {
-  const keepAlive = keepAliveOf(call, parts.memberUnloads);
+  const keepAlive = keepAliveOf(call, parts.memberUnloads, parts.routing);
   return dispatch({
     dispatching: parts.dispatching,
     model: call.model,
@@ -90,11 +91,13 @@ export async function answerInference(parts: InferenceParts, call: InferenceCall
 
 /**
  * The keep_alive a request carries: a local client's (the Ollama adapter's, in its bindings, which
- * no client sets), or the header of a request a member forwarded, as far as a member's counts;
- * nothing anyone else sends counts (`keep-alive.ts`).
+ * no client sets), or the header of a request a member whose word counts forwarded, as far as a
+ * member's counts; nothing anyone else sends counts (`keep-alive.ts`), a guest's included: it
+ * moves nothing the owner's machines run.
  */
-function keepAliveOf(call: InferenceCall, unloads: MemberUnloads): KeepAlive | undefined {
+function keepAliveOf(call: InferenceCall, unloads: MemberUnloads, routing: MeshRouting | undefined): KeepAlive | undefined {
   if (!call.forwarded) return call.keepAlive;
+  if (!memberCounts(call, routing)) return undefined;
   const carried = parseKeepAliveHeader(call.headers.get(KEEP_ALIVE_HEADER));
   const ms = carried === undefined ? undefined : unloads.allows(call.model, carried);
   return ms === undefined ? undefined : { ms, member: true };
@@ -120,8 +123,9 @@ async function send(parts: InferenceParts, call: InferenceCall, route: Route | u
     return call.refuse(400, noTools, "invalid_request_error", "tool_calls_unsupported");
   }
   const self = parts.routing?.nodeId();
-  // The node that held this conversation last: ours to know, or as the member that routed it says (a node id, asked only if a member).
-  const holder = call.forwarded ? call.headers.get(KV_FROM_HEADER) : movedFrom;
+  // The node that held this conversation last: ours to know, or as the member that routed it says
+  // (a node id, asked only if a member; a guest's word moves no KV between the owner's machines).
+  const holder = call.forwarded ? (memberCounts(call, parts.routing) ? call.headers.get(KV_FROM_HEADER) : undefined) : movedFrom;
   const slot = parts.kvFollow && isNodeId(holder) && holder !== self ? await parts.kvFollow.follow(lease.server, upstreamPath, call.json, holder) : undefined;
   const long = parts.kvFollow !== undefined && call.body.byteLength >= KV_HINT_MIN_BODY;
   const res = await proxyToServer({
@@ -151,6 +155,12 @@ async function send(parts: InferenceParts, call: InferenceCall, route: Route | u
     const effect = applyKeepAlive(parts.pool, call.model, keepAlive.ms);
     if (keepAlive.member && effect.action === "unload") parts.memberUnloads.unloaded(call.model);
   });
+}
+
+/** Whether the member that forwarded a request is one whose word counts here (a guest's does not; no mesh: any). */
+function memberCounts(call: InferenceCall, routing: MeshRouting | undefined): boolean {
+  const member = call.headers.get(FORWARDED_HEADER);
+  return member === null || routing?.counts === undefined || routing.counts(member);
 }
 
 /** The body pinned to the slot a fetched cache was restored into (llama-server's `id_slot`). */

@@ -128,7 +128,7 @@ describe("the announcer and the mesh view: trims with one log line per change, a
     const announcer = new ModelAnnouncer({ store, refs: new Map(), explicit: [], needOf, pool, fetcher, rpcProtocol: () => "3.0.0", log });
     const view = new MeshViewCache({ members: () => undefined, vramBytes: 8e9, own: announcer, pool, identities: { of: () => undefined } });
     const splits = new SplitPlanner({ view, vramBytes: 8e9, needOf, ownRpcEndpoint: () => undefined, tunnelEndpoint: async () => "" });
-    const group = new GroupReconciler({ view, splits, store, pool, fetcher, explicit: [], hosts: [], evictMeshModels: false, peerServes: () => false, announce: () => undefined, log });
+    const group = new GroupReconciler({ view, splits, store, pool, fetcher, explicit: [], hosts: [], evictMeshModels: false, peerServes: () => false, announce: () => undefined, guest: () => false, log });
     announcer.connect({ group });
     const models = { announced: () => announcer.announced(), catalog: () => view.catalog(), reconcile: () => group.reconcile() };
     return {

@@ -7,7 +7,7 @@ import { afterEach, expect, test } from "bun:test";
 import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { joinTokenPath, readJoinToken, showJoinToken, writeJoinToken } from "../../mesh/join-token-file.ts";
+import { joinTokenPath, readJoinToken, showJoinTokens, writeJoinToken } from "../../mesh/join-token-file.ts";
 import { writePrivateFile } from "../../private-file.ts";
 
 const dirs: string[] = [];
@@ -38,11 +38,16 @@ test("shown to a terminal only: a log file or journal gets nothing", () => {
   const written: string[] = [];
   const pipe = { isTTY: false, write: (t: string) => written.push(`pipe:${t}`) };
   const tty = { isTTY: true, write: (t: string) => written.push(`tty:${t}`) };
-  expect(showJoinToken("mesh1abc", [pipe, pipe])).toBe(false);
+  expect(showJoinTokens([{ label: "Join token", token: "mesh1abc" }], [pipe, pipe])).toBe(false);
   expect(written).toEqual([]);
-  expect(showJoinToken("mesh1abc", [pipe, tty])).toBe(true);
+  expect(showJoinTokens([{ label: "Join token", token: "mesh1abc" }], [pipe, tty])).toBe(true);
   expect(written).toHaveLength(1);
   expect(written[0]).toStartWith("tty:Join token: mesh1abc\n");
+  // A new mesh's two, labelled.
+  written.length = 0;
+  showJoinTokens([{ label: "Owner token", token: "mesh1own" }, { label: "Guest token", token: "mesh1guest" }], [tty]);
+  expect(written[0]).toStartWith("tty:Owner token: mesh1own\nGuest token: mesh1guest\n");
+  expect(written[0]).toContain("`mesh token --guest` makes more");
 });
 
 test("a private file is 0600 whatever the umask, and a link at its name is replaced, never followed", () => {

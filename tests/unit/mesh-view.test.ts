@@ -11,12 +11,15 @@ import { MeshViewCache, type ViewMembers } from "../../node/mesh-view.ts";
 import type { ModelFields } from "../../node/model-fields.ts";
 import { NodeEvents } from "../../node/node-events.ts";
 import type { Pool } from "../../pool/pool.ts";
+import type { Standing } from "../../placement/trust.ts";
+
+const MEMBER = { standing: "member" as Standing };
 
 const own = (over: Partial<ModelFields> = {}): ModelFields => ({ modelsOnDisk: [], seeds: [], serving: [], hosting: false, idle: [], fetches: true, rpcProtocol: "3.0.0", keepsLayouts: true, hostsOnlyGetters: true, replicating: [], takesReplicas: false, ...over });
 
 function setup() {
   let fields = own({ modelsOnDisk: [{ name: "m", size: 100, need: 120 }] });
-  const peers = new Map<string, { id: string; announcement: Announcement; lastSeen: number }>();
+  const peers = new Map<string, { id: string; announcement: Announcement; lastSeen: number; standing: { standing: Standing } }>();
   const members: ViewMembers = { nodeId: "me", membership: { peers, lastAnnounced: { demand: [{ model: "m", queued: 1 }] } } };
   let mesh: ViewMembers | undefined;
   const servers = new Map<string, { state: string; draining: boolean; queue: { figures: () => { slots: number; inFlight: number; queued: number } } }>();
@@ -38,7 +41,7 @@ describe("MeshViewCache", () => {
   test("ours first, then each peer as it announced itself; the catalog is the same object until a change", () => {
     const { view, peers, up, setOwn } = setup();
     up();
-    peers.set("a", { id: "a", announcement: fakeAnnouncement("a"), lastSeen: Date.now() });
+    peers.set("a", { id: "a", announcement: fakeAnnouncement("a"), lastSeen: Date.now(), standing: MEMBER });
     expect(view.views().map((v) => v.nodeId)).toEqual(["me", "a"]);
     const first = view.catalog();
     expect(view.catalog()).toBe(first);
@@ -55,7 +58,7 @@ describe("MeshViewCache", () => {
   test("announced load and demand are claims, read from announcements (ours: the last one sent)", () => {
     const { view, peers, up } = setup();
     up();
-    peers.set("a", { id: "a", announcement: { ...fakeAnnouncement("a"), demand: [{ model: "m", slots: 2, inFlight: 1, queued: 0, waitMs: 0 }] } as Announcement, lastSeen: Date.now() });
+    peers.set("a", { id: "a", announcement: { ...fakeAnnouncement("a"), demand: [{ model: "m", slots: 2, inFlight: 1, queued: 0, waitMs: 0 }] } as Announcement, lastSeen: Date.now(), standing: MEMBER });
     expect(view.announcedLoad("a", "m")).toEqual({ slots: 2, inFlight: 1, queued: 0 });
     expect(view.announcedLoad("b", "m")).toBeUndefined();
     expect(view.announcedDemand("me")).toEqual([{ model: "m", queued: 1 }]);
@@ -64,7 +67,7 @@ describe("MeshViewCache", () => {
   test("verified facts are this node's own: silence by its clock, its own servers answering, identities it hashed", () => {
     const { view, peers, servers, up } = setup();
     up();
-    peers.set("a", { id: "a", announcement: fakeAnnouncement("a"), lastSeen: Date.now() - 5_000 });
+    peers.set("a", { id: "a", announcement: fakeAnnouncement("a"), lastSeen: Date.now() - 5_000, standing: MEMBER });
     expect(view.verified.silentMs("a")).toBeGreaterThanOrEqual(5_000);
     expect(view.verified.silentMs("unknown")).toBe(0);
     const figures = { slots: 1, inFlight: 0, queued: 0 };

@@ -157,7 +157,7 @@ describe("QUIC bind addresses", () => {
 });
 
 test("mesh status prints this node's line and relay, and one line per peer with its own", () => {
-  const peer = { shortId: "p1", addresses: ["127.0.0.1:1"], rttMs: 2, role: "host" as const, serving: ["qwen"], vramBytes: 2 ** 33, ramBytes: 0, apiPort: 1, meshVersion: "0.1.0", llamaBuild: "x", lastSeenMsAgo: 5, directPort: undefined };
+  const peer = { shortId: "p1", addresses: ["127.0.0.1:1"], rttMs: 2, role: "host" as const, serving: ["qwen"], vramBytes: 2 ** 33, ramBytes: 0, apiPort: 1, meshVersion: "0.1.0", llamaBuild: "x", lastSeenMsAgo: 5, directPort: undefined, standing: "member" as const };
   const text = formatStatus("http://127.0.0.1:9337", {
     version: "0.1.0",
     state: "running",
@@ -203,7 +203,7 @@ test("mesh status prints the catalog, the assignment and a fetch under way", () 
   }, undefined);
   expect(text).toContain("token    - (`mesh token`");
   expect(text).toContain("models   1  assigned big  fetching big 50%");
-  expect(text).toContain("  big  needs-capacity  host abcdef0123  group 1  need 2.0 GiB of 1.0 GiB");
+  expect(text).toContain("  big  needs-capacity  host abcdef0123 (this node)  group 1  need 2.0 GiB of 1.0 GiB");
 });
 
 describe("direct RPC path", () => {

@@ -96,7 +96,7 @@ describe("parseCli: bad command lines name the problem", () => {
     [["--join", "hello"], '--join: not a mesh join token (it should start with "mesh1")'],
     [["--join", "mesh1!!!"], "--join: not a mesh join token"],
     [["--ctx-size", "-5"], "--ctx-size: expected a whole number >= 0"],
-    [["frobnicate"], 'unknown command "frobnicate"; commands: status, open, token, service, llama'],
+    [["frobnicate"], 'unknown command "frobnicate"; commands: status, open, token, roster, guests, service, llama'],
     [["token", "extra"], "Unexpected argument 'extra'"],
     [["token", "--json"], "Unknown option '--json'"],
     [["--cors-origin", "*"], "--cors-origin: expected an origin like https://app.example"],
