@@ -53,6 +53,15 @@ export interface ConsoleNode {
   apiPort: number;
   /** Bytes of RPC tunnels with it, from this node's counters; zero for this node itself. */
   tunnelBytes: { in: number; out: number };
+  /**
+   * How it stands under the mesh's roster, as this node checked it (never its word): one of the
+   * owner's machines, a guest (its pass's name and expiry, ms since the epoch), or a member of an
+   * unanchored mesh. This node's own row says how it stands itself.
+   */
+  standing: "vouched" | "guest" | "member";
+  guest: { name: string | null; expiresAt: number | null } | null;
+  /** Models a guest claims to serve: not used for this node's clients. */
+  claimsServing: string[];
 }
 
 export type ConsoleModelStatus = "ready" | "loading" | "fetching" | "needs-capacity" | "failed" | "unloaded";
@@ -94,6 +103,11 @@ export interface ConsoleState {
   at: number;
   nodes: ConsoleNode[];
   models: ConsoleModel[];
+  /**
+   * This node's roster: `unanchored` (it holds none: every member may be elected host), one of the
+   * owner's machines, or a guest (refused: why its own pass no longer stands).
+   */
+  trust: { state: "unanchored" | "vouched" | "guest"; roster: string | null; closed: boolean; refused: string | null };
 }
 
 /** Cumulative counters of this node at `at`; the page draws rates from consecutive samples. */

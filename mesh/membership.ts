@@ -296,14 +296,19 @@ export class Membership {
     // Tell everyone else about the newcomer, and dial whoever the newcomer knows that we do not.
     const update: ControlMessage = { v: PROTOCOL_VERSION, type: "members", members: [memberAddr(hello.announcement)] };
     for (const other of this.peers.values()) if (other !== peer) void this.send(other, update);
-    this.introducedBy(peer, hello.members);
+    this.introducedBy(peer, hello.members, true);
     this.tell(peer, this.opts.judge?.statementsFor(standing) ?? []);
     this.changed();
   }
 
-  /** Members a peer names are dialed only when its word counts: a guest introduces nobody (it could name any address). */
-  private introducedBy(peer: Peer, members: readonly MemberAddr[]): void {
-    if (counts(peer.standing.standing)) this.dialUnknown(members);
+  /**
+   * Members a peer names are dialed only when its word counts: a guest introduces nobody (it could
+   * name any address), but for the members its hello names while this node knows none of the
+   * owner's machines yet: joined through a guest's address, that is the only way to find them.
+   */
+  private introducedBy(peer: Peer, members: readonly MemberAddr[], hello = false): void {
+    const finding = hello && ![...this.peers.values()].some((p) => counts(p.standing.standing));
+    if (counts(peer.standing.standing) || finding) this.dialUnknown(members);
   }
 
   /** Sends a peer what the roster signed, in messages of a bounded size. */

@@ -105,11 +105,11 @@ export function bindingHolds(roster: string, pass: Pass, nodeId: string, bind: s
   return signedBy(pass.key, message("bind", roster, pass.id, nodeId), bytesOf(bind));
 }
 
-export function revokePass(rosterSecret: Uint8Array, passId: string, at: number): Statement {
+export function revokePass(rosterSecret: Uint8Array, passId: string, at: number): Extract<Statement, { kind: "revoke" }> {
   return { kind: "revoke", passId, at, sig: hex(nodeSigner(rosterSecret)(message("revoke", publicKeyOf(rosterSecret), passId, String(at)))) };
 }
 
-export function closeRoster(rosterSecret: Uint8Array, at: number): Statement {
+export function closeRoster(rosterSecret: Uint8Array, at: number): Extract<Statement, { kind: "closed" }> {
   return { kind: "closed", at, sig: hex(nodeSigner(rosterSecret)(message("closed", publicKeyOf(rosterSecret), String(at)))) };
 }
 

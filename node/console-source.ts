@@ -93,6 +93,7 @@ export function consoleSource(parts: ConsoleSourceParts): ConsoleSources {
           rttMs: rttOf(p.conn),
           quicPath: paths.get(p.id) ?? "none",
           tunnel: { ...bytes, direct: counters?.direct ?? false },
+          standing: p.standing,
         };
       }),
       views: parts.view.views(),
@@ -101,6 +102,7 @@ export function consoleSource(parts: ConsoleSourceParts): ConsoleSources {
       loadingHere,
       loadingSince,
       gone,
+      trust: mesh?.trust() ?? { state: "unanchored" },
     });
     shown = { nodes: s.nodes, at: now };
     return s;

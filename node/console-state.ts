@@ -8,6 +8,8 @@ import type { ConsoleModel, ConsoleNode, ConsoleModelStatus, ConsoleState, Group
 import { CONSOLE_LIMITS } from "../console/protocol.ts";
 import type { CatalogModel, NodeView } from "../placement/catalog.ts";
 import type { Announcement } from "../mesh/messages.ts";
+import type { Verdict } from "../mesh/peer-standing.ts";
+import type { OwnTrust } from "../mesh/roster-state.ts";
 import { shortId } from "../mesh/status.ts";
 import { LEGACY_LINE } from "../mesh/transport.ts";
 
@@ -18,6 +20,8 @@ export interface ConsolePeer {
   quicPath: QuicPath;
   /** Its RPC tunnel bytes and whether they went over the direct TLS path, from this node's counters. */
   tunnel: { in: number; out: number; direct: boolean };
+  /** How it stands with this node (the roster's verdict this node checked). */
+  standing: Verdict;
 }
 
 /** A server of this node's pool. */
@@ -43,6 +47,8 @@ export interface ConsoleInput {
   loadingSince: ReadonlyMap<string, number>;
   /** Nodes that left, as last shown (see `rememberGone`). */
   gone: readonly ConsoleNode[];
+  /** This node's own standing under its roster. */
+  trust: OwnTrust;
 }
 
 /** A member of a model's group, its role and the share of the layers it runs. */
@@ -150,7 +156,18 @@ function nodeOf(a: Announcement, self: boolean, peer: ConsolePeer | undefined, i
     uptimeS: a.startedAt !== undefined ? Math.max(0, Math.round((input.now - a.startedAt) / 1000)) : null,
     apiPort: a.apiPort,
     tunnelBytes: { in: peer?.tunnel.in ?? 0, out: peer?.tunnel.out ?? 0 },
+    ...standingOf(self ? input.trust : peer?.standing, a),
   };
+}
+
+/** A node's standing as the console shows it: this node's own, or a peer's verdict. */
+function standingOf(s: OwnTrust | Verdict | undefined, a: Announcement): Pick<ConsoleNode, "standing" | "guest" | "claimsServing"> {
+  const kind = s === undefined ? "member" : "state" in s ? (s.state === "unanchored" ? "member" : s.state) : s.standing === "refused" ? "guest" : s.standing;
+  if (kind !== "guest") return { standing: kind, guest: null, claimsServing: [] };
+  const pass = s as { name?: string; expiresAt?: number };
+  // This node's own models are its own to serve; a guest peer's claim serves nobody here.
+  const claims = s !== undefined && "state" in s ? [] : a.serving;
+  return { standing: "guest", guest: { name: pass.name ?? null, expiresAt: pass.expiresAt ?? null }, claimsServing: claims };
 }
 
 export function consoleState(input: ConsoleInput): ConsoleState {
@@ -165,6 +182,7 @@ export function consoleState(input: ConsoleInput): ConsoleState {
     at: input.now,
     nodes: [...up, ...input.gone.filter((n) => !present.has(n.id))],
     models,
+    trust: { state: input.trust.state, roster: "roster" in input.trust ? input.trust.roster : null, closed: "closed" in input.trust && input.trust.closed, refused: "refused" in input.trust ? (input.trust.refused ?? null) : null },
   };
 }
 

@@ -95,7 +95,7 @@ export async function answerInference(parts: InferenceParts, call: InferenceCall
  * member's counts; nothing anyone else sends counts (`keep-alive.ts`), a guest's included: it
  * moves nothing the owner's machines run.
  */
-function keepAliveOf(call: InferenceCall, unloads: MemberUnloads, routing: MeshRouting | undefined): KeepAlive | undefined {
+export function keepAliveOf(call: Pick<InferenceCall, "forwarded" | "headers" | "keepAlive" | "model">, unloads: MemberUnloads, routing: MeshRouting | undefined): KeepAlive | undefined {
   if (!call.forwarded) return call.keepAlive;
   if (!memberCounts(call, routing)) return undefined;
   const carried = parseKeepAliveHeader(call.headers.get(KEEP_ALIVE_HEADER));
@@ -158,7 +158,7 @@ async function send(parts: InferenceParts, call: InferenceCall, route: Route | u
 }
 
 /** Whether the member that forwarded a request is one whose word counts here (a guest's does not; no mesh: any). */
-function memberCounts(call: InferenceCall, routing: MeshRouting | undefined): boolean {
+function memberCounts(call: Pick<InferenceCall, "headers">, routing: MeshRouting | undefined): boolean {
   const member = call.headers.get(FORWARDED_HEADER);
   return member === null || routing?.counts === undefined || routing.counts(member);
 }

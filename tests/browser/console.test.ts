@@ -95,6 +95,9 @@ browserTest("the page lists the three nodes and the models with the hosts every 
     // Each node's iroh line and relay: the suite's line, relays off.
     const lines = await byTestId(page, "node-line").evaluateAll((els) => els.map((e) => e.textContent?.trim()));
     expect(lines).toEqual(ids.map(() => `${TEST_LINE} · no relay`));
+    // All three joined with the owner's token: the page says a is one of the owner's machines, and so is each node.
+    expect(await attr(byTestId(page, "trust"), "data-trust")).toBe("vouched");
+    expect(await byTestId(page, "node-standing").evaluateAll((els) => els.map((e) => e.getAttribute("data-standing")))).toEqual(ids.map(() => "vouched"));
     await screenshot(page, "mesh-desktop");
 
     await goTab(page, "models");

@@ -11,10 +11,14 @@ import { ControlMessageSchema, PROTOCOL_VERSION, type ControlMessage } from "../
 import type { RecvSide } from "../../mesh/transport.ts";
 import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, readFrame, WireError } from "../../streams/wire.ts";
 import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
+import { closeRoster, issuePass, newSecretKey, ownClaim, publicKeyOf, revokePass } from "../../mesh/roster.ts";
 import { concat, cutAt, cuts, mutate, mutation } from "./arbitraries.ts";
 import { holds, holdsAsync } from "./settings.ts";
 
 const RUNS = 200;
+const ROSTER_KEY = newSecretKey();
+const ROSTER = publicKeyOf(ROSTER_KEY);
+const PASS = issuePass(ROSTER_KEY, "fuzz", undefined);
 const HANG_MS = 5_000;
 
 /**
@@ -93,13 +97,18 @@ const stream = fc.array(piece, { maxLength: 8 }).map(concat);
 function message(kind: number, id: string): ControlMessage {
   const announcement = fakeAnnouncement(id);
   const member = { nodeId: id, addresses: ["127.0.0.1:4433"] };
-  switch (kind % 4) {
+  switch (kind % 6) {
     case 0:
       return { v: PROTOCOL_VERSION, type: "hello", announcement, members: [member] };
     case 1:
       return { v: PROTOCOL_VERSION, type: "announce", announcement };
     case 2:
       return { v: PROTOCOL_VERSION, type: "members", members: [member] };
+    case 3:
+      // A guest's claim, as a node shows it: a pass the roster signed, bound to its id.
+      return { v: PROTOCOL_VERSION, type: "announce", announcement: { ...announcement, trust: ownClaim({ roster: ROSTER, pass: PASS.pass, passSecret: PASS.passSecret }, id) } };
+    case 4:
+      return { v: PROTOCOL_VERSION, type: "roster", statements: [{ kind: "pass", pass: PASS.pass }, revokePass(ROSTER_KEY, PASS.pass.id, 1), closeRoster(ROSTER_KEY, 2)] };
     default:
       return { v: PROTOCOL_VERSION, type: "leave" };
   }

@@ -35,11 +35,11 @@ function announcement(nodeId: string, over: Partial<Announcement> = {}): Announc
 /** Views as the node makes them from announcements. */
 const view = (a: Announcement): NodeView => nodeView(a.nodeId, a.vramBytes, a);
 
-const peer = (a: Announcement, over: Partial<ConsolePeer> = {}): ConsolePeer => ({ announcement: a, lastSeenMsAgo: 100, rttMs: 1, quicPath: "direct", tunnel: { in: 0, out: 0, direct: false }, ...over });
+const peer = (a: Announcement, over: Partial<ConsolePeer> = {}): ConsolePeer => ({ announcement: a, lastSeenMsAgo: 100, rttMs: 1, quicPath: "direct", tunnel: { in: 0, out: 0, direct: false }, standing: { standing: "member" }, ...over });
 
 function input(self: Announcement, peers: ConsolePeer[], over: Partial<ConsoleInput> = {}): ConsoleInput {
   const views = [self, ...peers.map((p) => p.announcement)].map(view);
-  return { now: 1_000_000, version: "0.1.0", heartbeatMs: 2_000, self, peers, views, catalog: catalog(views), local: [], loadingHere: new Set(), loadingSince: new Map(), gone: [], ...over };
+  return { now: 1_000_000, version: "0.1.0", heartbeatMs: 2_000, self, peers, views, catalog: catalog(views), local: [], loadingHere: new Set(), loadingSince: new Map(), gone: [], trust: { state: "unanchored" }, ...over };
 }
 
 const model = (name: string, need: number, more: object = {}) => ({ name, size: need / 2, need, type: "llm", quant: "Q8_0", ...more });
@@ -233,3 +233,28 @@ test.each([
   ["linux", {}, undefined],
   ["darwin", {}, "open"],
 ])("opener on %s %o: %s", (platform, env, want) => expect(opener(platform, env)).toBe(want));
+
+describe("standing under the roster", () => {
+  test("this node's own standing, each peer's as this node checked it, and what a guest claims to serve", () => {
+    const me = announcement(id("a"), { modelsOnDisk: [model("m", GIB)], assigned: "m", hosting: true, serving: ["m"] });
+    const owner = announcement(id("b"));
+    const guest = announcement(id("g"), { serving: ["m"], vramBytes: 1024 * GIB });
+    const s = consoleState(
+      input(me, [peer(owner, { standing: { standing: "vouched" } }), peer(guest, { standing: { standing: "guest", name: "mallory", passId: "0".repeat(32), expiresAt: 5 } })], {
+        trust: { state: "vouched", roster: "r".repeat(64), closed: true },
+      }),
+    );
+    expect(s.trust).toEqual({ state: "vouched", roster: "r".repeat(64), closed: true, refused: null });
+    const byId = (x: string) => s.nodes.find((n) => n.id === x)!;
+    expect([byId(id("a")).standing, byId(id("b")).standing, byId(id("g")).standing]).toEqual(["vouched", "vouched", "guest"]);
+    expect(byId(id("g")).guest).toEqual({ name: "mallory", expiresAt: 5 });
+    expect(byId(id("g")).claimsServing).toEqual(["m"]);
+    expect(byId(id("a")).claimsServing).toEqual([]);
+  });
+
+  test("an unanchored node and its members", () => {
+    const s = consoleState(input(announcement(id("a")), [peer(announcement(id("b")))]));
+    expect(s.trust.state).toBe("unanchored");
+    expect(s.nodes.map((n) => n.standing)).toEqual(["member", "member"]);
+  });
+});

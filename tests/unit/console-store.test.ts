@@ -3,7 +3,7 @@ import { CONSOLE_LIMITS, type ConsoleState, type LogLine, type TrafficSample } f
 import { appendMessage, CHAT_MAX_MESSAGES, type ChatMessage } from "../../console/src/chat-stream.ts";
 import { emptyView, keepLast, reduce, toAction, type ConsoleAction, type ConsoleView } from "../../console/src/store.ts";
 
-const state = (at: number, self = "n1"): ConsoleState => ({ version: "0.1.0", self, at, nodes: [], models: [] });
+const state = (at: number, self = "n1"): ConsoleState => ({ version: "0.1.0", self, at, nodes: [], models: [], trust: { state: "unanchored", roster: null, closed: false, refused: null } });
 const sample = (at: number): TrafficSample => ({ at, models: {}, peers: {} });
 const line = (seq: number): LogLine => ({ seq, at: seq, level: "info", msg: `line ${seq}`, fields: {} });
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);

@@ -1,6 +1,7 @@
 /**
- * The Mesh tab: the map of nodes and groups, its legend, and one row per node with what this node
- * knows of it (state, path, round trip, memory, roles, llama.cpp build, uptime, tunnel bytes).
+ * The Mesh tab: the map of nodes and groups, its legend, this node's standing under the mesh's
+ * roster, and one row per node with what this node knows of it (standing, state, path, round
+ * trip, memory, roles, llama.cpp build, uptime, tunnel bytes).
  */
 import type { ConsoleNode, ConsoleState, GroupRole, NodeState } from "../../protocol.ts";
 import { DASH, formatAgo, formatBytes, formatDuration, formatRtt } from "../format.ts";
@@ -26,6 +27,20 @@ function relayText(url: string | null): string {
   }
 }
 
+const STANDING_TONE: Record<ConsoleNode["standing"], Tone> = { vouched: "ok", guest: "warn", member: "muted" };
+
+function standingText(n: ConsoleNode): string {
+  if (n.standing !== "guest") return n.standing === "vouched" ? "owner's machine" : "member";
+  return `guest ${n.guest?.name ?? "(no pass)"}`;
+}
+
+/** This node's standing under its roster, as one line the page shows above the map. */
+export function trustText(t: ConsoleState["trust"]): { tone: Tone; text: string } {
+  if (t.state === "unanchored") return { tone: "warn", text: "unanchored: every member may be elected host (`mesh roster init` makes a roster)" };
+  if (t.state === "vouched") return { tone: "ok", text: `one of the owner's machines · roster ${t.roster?.slice(0, 10) ?? ""}${t.closed ? " · closed to peers without a pass" : ""}` };
+  return { tone: t.refused ? "err" : "info", text: `a guest of this mesh · roster ${t.roster?.slice(0, 10) ?? ""}${t.refused ? ` · refused: ${t.refused}` : ""}` };
+}
+
 function NodeRow({ n }: { n: ConsoleNode }) {
   return (
     <tr data-testid="node-row" data-node-id={n.id} data-state={n.state} class={`state-${n.state}`}>
@@ -35,6 +50,17 @@ function NodeRow({ n }: { n: ConsoleNode }) {
         </span>{" "}
         {n.self && <Pill tone="accent">this node</Pill>}
         <div class="sub">mesh {n.meshVersion || DASH}</div>
+      </Cell>
+      <Cell label="Standing">
+        <span data-testid="node-standing" data-standing={n.standing}>
+          <Pill tone={STANDING_TONE[n.standing]}>{standingText(n)}</Pill>
+        </span>
+        {n.guest?.expiresAt != null && <div class="sub">expires {new Date(n.guest.expiresAt).toISOString().slice(0, 16).replace("T", " ")} UTC</div>}
+        {n.claimsServing.length > 0 && (
+          <div class="sub warn" data-testid="guest-claims">
+            claims to serve {n.claimsServing.join(", ")}: not used for this node's clients
+          </div>
+        )}
       </Cell>
       <Cell label="State">
         <Pill tone={STATE_TONE[n.state]}>{n.state}</Pill>
@@ -102,8 +128,12 @@ export function MeshView({ state }: { state: ConsoleState | null }) {
   if (!state) return <Empty>Waiting for the node…</Empty>;
   const groups = mapGroups(state.models);
   const up = state.nodes.filter((n) => n.state === "up").length;
+  const trust = trustText(state.trust);
   return (
     <div class="stack">
+      <p class="trust" data-testid="trust" data-trust={state.trust.state}>
+        <Pill tone={trust.tone}>{state.trust.state === "vouched" ? "owner's machine" : state.trust.state}</Pill> {trust.text}
+      </p>
       <Card title="Mesh" actions={<span class="muted">{`${up} of ${state.nodes.length} node${state.nodes.length === 1 ? "" : "s"} up`}</span>}>
         <div class="map-wrap">
           <MeshMap nodes={state.nodes} groups={groups} />
@@ -140,7 +170,7 @@ export function MeshView({ state }: { state: ConsoleState | null }) {
         </div>
       </Card>
       <Card title="Nodes">
-        <Table columns={["Node", "State", "Path", "Memory", "Roles", "llama.cpp", "Uptime", "Tunnel", "Addresses"]}>
+        <Table columns={["Node", "Standing", "State", "Path", "Memory", "Roles", "llama.cpp", "Uptime", "Tunnel", "Addresses"]}>
           {state.nodes.map((n) => (
             <NodeRow key={n.id} n={n} />
           ))}
