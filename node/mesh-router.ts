@@ -23,6 +23,8 @@ export interface MeshRouterOptions {
   /** `--hosts`: the nodes that may serve this node's clients (none: any member). */
   hosts: readonly string[];
   forwarder: Pick<MeshForwarder, "forward">;
+  /** This node is a guest of its mesh (it serves its own clients from its own disk when the owner's machines cannot). */
+  guest: () => boolean;
 }
 
 export class MeshRouter implements MeshRouting {
@@ -54,7 +56,7 @@ export class MeshRouter implements MeshRouting {
       vramBytes: this.o.vramBytes,
     };
     const fromGuest = member !== undefined && view.verified.standing(member) === "guest";
-    return routeInMesh({ entry, self, forwarded, choose, hosts: this.o.hosts, silentMs: (id) => view.verified.silentMs(id), silentLimitMs: SILENT_MS, fromGuest });
+    return routeInMesh({ entry, self, forwarded, choose, hosts: this.o.hosts, silentMs: (id) => view.verified.silentMs(id), silentLimitMs: SILENT_MS, fromGuest, selfGuest: this.o.guest() });
   }
 
   counts(nodeId: string): boolean {

@@ -281,7 +281,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     log,
   });
   const forwarder = new MeshForwarder({ members: () => mesh, headMs: config.loadTimeoutMs + FORWARD_ANSWER_MS });
-  const router = new MeshRouter({ view, store, needOf, vramBytes, hosts: config.hosts, forwarder });
+  const router = new MeshRouter({ view, store, needOf, vramBytes, hosts: config.hosts, forwarder, guest: () => mesh?.trust().state === "guest" });
   // Every part exists: the announcement tells the group's and the replicas' state, and the parts' reports reach them.
   announcer.connect({ group, replicas });
   events.connect({ announce, group, replicas, identities, slots: slotCache });

@@ -154,6 +154,11 @@ export interface MeshRouteInput {
   silentLimitMs: number;
   /** A guest of the mesh forwarded the request: it gets a server that runs, or this node as the model's host, never a load on demand. */
   fromGuest?: boolean;
+  /**
+   * This node is a guest: it takes part in no group, so a model the owner's machines cannot serve
+   * now is served here when this node has its files and the memory (its own local serving).
+   */
+  selfGuest?: boolean;
 }
 
 /**
@@ -168,6 +173,7 @@ export function routeInMesh(i: MeshRouteInput): Route {
   const live = (id: string) => silentMs(id) <= i.silentLimitMs;
   const chosen = routeModel(entry, self, forwarded, choose && ((servers) => choose(servers.filter((id) => live(id) && allowed(id)))));
   const route = forwarded ? chosen : withinHosts(chosen, entry, self, allowed);
+  if (i.selfGuest && !forwarded && route.to === "unavailable" && self.hasFiles && self.needBytes <= self.vramBytes) return { to: "local" };
   if (i.fromGuest && route.to === "local" && !self.ready && entry?.host !== self.nodeId) {
     return { to: "unavailable", message: `model "${self.model}" is not running on this node, which loads models on demand only for its owner's machines and its own clients`, retryAfterS: 30 };
   }

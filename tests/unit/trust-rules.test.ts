@@ -139,6 +139,20 @@ describe("routes", () => {
   });
 });
 
+describe("a guest's own node", () => {
+  const noHost = { ...entryOf(catalog([node("c", 1, { assigned: M, fetches: false })])), name: M };
+  const guestSelf: LocalView = { nodeId: "g", model: M, known: true, hasFiles: true, ready: false, needBytes: 2 * GB, vramBytes: 256 * GB };
+  test.each<[string, boolean, Partial<LocalView>, ReturnType<typeof routeInMesh>["to"]]>([
+    ["the owner's machines cannot serve it, the guest has its files and memory: its own local serving", true, {}, "local"],
+    ["...without the files: the owner's 503", true, { hasFiles: false }, "unavailable"],
+    ["...without the memory: the owner's 503", true, { vramBytes: GB }, "unavailable"],
+    ["an owner's machine in the same place: the 503 (it would be in the group if it could run it)", false, {}, "unavailable"],
+  ])("%s", (_, selfGuest, over, expected) => {
+    expect(noHost.status).toBe("needs-capacity");
+    expect(routeInMesh({ entry: noHost, self: { ...guestSelf, ...over }, forwarded: false, hosts: [], silentMs: () => 0, silentLimitMs: 3_000, selfGuest }).to).toBe(expected);
+  });
+});
+
 describe("keep_alive a member carries", () => {
   const call = (from: string | undefined, value = "0") => ({ forwarded: from !== undefined, model: M, keepAlive: undefined, headers: new Headers({ [KEEP_ALIVE_HEADER]: value, ...(from ? { [FORWARDED_HEADER]: from } : {}) }) });
   const routing = (standing: Standing) => ({ counts: () => counts(standing) }) as unknown as Parameters<typeof keepAliveOf>[2];
