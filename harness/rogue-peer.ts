@@ -15,7 +15,7 @@ import type { PeerConnection, Stream } from "../streams/stream.ts";
 import { directMac, directStatement, encodeDirectHello, type DirectPurpose } from "../tunnel/direct-auth.ts";
 import { encodeFrame, readFrame, StreamKind } from "../streams/wire.ts";
 import { FileHasher } from "../models/file-hasher.ts";
-import { ownClaim, publicKeyOf, type TrustClaim } from "../mesh/roster.ts";
+import { ownClaim, publicKeyOf, type Statement, type TrustClaim } from "../mesh/roster.ts";
 import { serveModelStream, type ModelLookup } from "../models/peer-transfer.ts";
 
 export type Junk = "random-bytes" | "oversized-length" | "invalid-json" | "wrong-shape";
@@ -253,6 +253,11 @@ export class RogueMembership {
   /** Tells the node of members, as a node passes on the members it knows. */
   async sendMembers(members: MemberAddr[]): Promise<void> {
     await this.control.send.writeAll(encodeFrame({ v: PROTOCOL_VERSION, type: "members", members }));
+  }
+
+  /** Passes on what it says the roster signed, as a node gossips it. */
+  async sendStatements(statements: Statement[]): Promise<void> {
+    await this.control.send.writeAll(encodeFrame({ v: PROTOCOL_VERSION, type: "roster", statements }));
   }
 
   /** A stream of `kind` to the node, its kind byte written. */

@@ -21,11 +21,12 @@ import { RoguePeer, type RogueMembership } from "../../harness/rogue-peer.ts";
 import { identityKnown } from "../../harness/slot-files.ts";
 import { waitFor, withDeadline } from "../../harness/wait.ts";
 import { decodeJoinToken, type JoinToken } from "../../mesh/join-token.ts";
-import { issuePass, newSecretKey, ownClaim, publicKeyOf } from "../../mesh/roster.ts";
+import { issuePass, newSecretKey, ownClaim, publicKeyOf, revokePass } from "../../mesh/roster.ts";
 import { Transport } from "../../mesh/transport.ts";
 import { KEEP_ALIVE_HEADER } from "../../router/serving/keep-alive.ts";
 import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
 import { encodeFrame, readFrame, StreamKind } from "../../streams/wire.ts";
+import { connectDirect } from "../../tunnel/direct.ts";
 import { TEST_LINE } from "../../harness/node.ts";
 
 const TINY = "tiny-q8_0";
@@ -175,6 +176,13 @@ test("the guest's KV ask is a miss, and its RPC stream is refused before rpc-ser
   );
   expect(ended).toBe("reset");
   await waitFor(() => a.child.output().includes("refused an rpc session of a guest of the mesh"), { what: "A to say so" });
+  // Over A's direct TLS path, with the guest's own proof for RPC: the connection is closed before rpc-server.
+  const offer = onA.announcement!.signedDirect!;
+  const direct = await connectDirect({ host: "127.0.0.1", port: offer.port, certSha256: offer.certSha256 }, rogue.transport.nodeId, a.nodeId, guest.secret, rogue.sign, "rpc");
+  const closed = new Promise<string>((resolve) => direct.once("close", () => resolve("closed")));
+  direct.on("error", () => undefined);
+  direct.write(Uint8Array.of(0, 1, 0, 0, 0, 0, 0, 0, 0));
+  expect(await withDeadline(closed, 10_000, "A to close the guest's direct RPC connection (a member's stays open: rpc-server waits for the rest)")).toBe("closed");
 });
 
 test("a member the guest names is not dialed", async () => {
@@ -212,6 +220,24 @@ test("a copy of A's vouch, and a pass another roster signed, are refused at admi
     expect(whys.some((w) => w.includes("another roster"))).toBe(true);
   } finally {
     await copier.close();
+  }
+});
+
+test("a guest that swaps its pass for a copy of A's vouch mid-session is dropped; one that gossips a revocation the roster did not sign is dropped as junk", async () => {
+  const [swapper, gossiper] = await Promise.all([RoguePeer.start(), RoguePeer.start()]);
+  try {
+    const s = await swapper.member(guest);
+    s.mine.trust = onA.announcement!.trust!;
+    await waitFor(async () => !(await meshStatus(a)).peers.some((p) => p.nodeId === swapper.transport.nodeId), { what: "A to drop the swapper" });
+    expect(((await meshStatus(a)).refused ?? []).some((r) => r.nodeId === swapper.transport.nodeId && r.why.includes("copied vouch proves nothing"))).toBe(true);
+    const g = await gossiper.member(guest);
+    const forged = revokePass(newSecretKey(), guest.roster!.kind === "guest" ? guest.roster!.pass.id : "", Date.now());
+    await g.sendStatements([forged]);
+    expect(await withDeadline(g.conn.closed, 30_000, "A to hang up on the gossiper")).toContain("the roster did not sign");
+    // Nothing it sent was taken: the guest's own pass still stands.
+    expect((await meshStatus(a)).peers.find((p) => p.nodeId === rogue.transport.nodeId)?.guest?.name).toBe("mallory");
+  } finally {
+    await Promise.all([swapper.close(), gossiper.close()]);
   }
 });
 
