@@ -11,10 +11,9 @@ import { throttledWarning } from "../throttled-log.ts";
 import { authMac, MAC_BYTES, NONCE_BYTES, newNonce, verifyMac, type AuthContext } from "./auth.ts";
 import type { MemberAddr } from "./join-token.ts";
 import { dueRedials, joinBackoffMs, keepWhich, membersToDial, silentPeers } from "./membership-rules.ts";
-import { ControlMessageSchema, PROTOCOL_VERSION, ROSTER_STATEMENTS_PER_MESSAGE, type Announcement, type ControlMessage } from "./messages.ts";
-import type { Verdict } from "./peer-standing.ts";
-import type { Statement, TrustClaim } from "./roster.ts";
-import { counts } from "../placement/trust.ts";
+import { ControlMessageSchema, PROTOCOL_VERSION, type Announcement, type ControlMessage } from "./messages.ts";
+import type { Statement } from "./roster.ts";
+import { describeStanding, PeerStandings, RefusedError, type PeerJudge, type Standing } from "./peer-standings.ts";
 import { shortId } from "./short-id.ts";
 import { memberAddr, RememberedMembers } from "./remembered-members.ts";
 import { LEGACY_LINE, type PeerConnection, type Stream, type Transport } from "./transport.ts";
@@ -45,26 +44,9 @@ export interface Peer {
   lastSeen: number;
   /** The connection has closed (it may still be the peer's while its replacement is in its handshake). */
   ended?: boolean;
-  /** How it stands with this node, checked at admission and whenever its claim or the roster changes. */
-  standing: Exclude<Verdict, { standing: "refused" }>;
+  /** How it stands with this node, checked at admission and whenever its claim or the roster changes (`peer-standings.ts`). */
+  standing: Standing;
 }
-
-/** What membership asks of the roster this node holds (`roster-state.ts`); none: every peer is a member. */
-export interface PeerJudge {
-  judge(peerId: string, claim: TrustClaim | undefined): Verdict;
-  recheck(v: Verdict): Verdict;
-  learn(statements: readonly Statement[]): { added: Statement[] } | { bad: string };
-  statementsFor(v: Verdict): Statement[];
-}
-
-/** A peer refused for its standing, as the status shows it. */
-export interface Refusal {
-  nodeId: string;
-  why: string;
-  at: number;
-}
-/** Refusals kept for the status: the most recent. */
-const REFUSALS_KEPT = 32;
 
 export interface MembershipOptions {
   transport: Transport;
@@ -83,8 +65,6 @@ export interface MembershipOptions {
 }
 
 class AuthError extends Error {}
-/** The peer proved the secret but is refused for its standing (`peer-standing.ts`). */
-class RefusedError extends AuthError {}
 class TimeoutError extends Error {}
 
 function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -111,8 +91,8 @@ export class Membership {
   private readonly warnStanding: (fields: LogFields) => void;
   /** Whoever waits for a peer's connection to be replaced (`replacedConnection`): told at each admission. */
   private readonly admissionWaiters = new Set<() => void>();
-  /** Peers refused for their standing lately, the newest last. */
-  readonly refusals: Refusal[] = [];
+  /** Each peer's standing under the roster, and the roster's statements passed on. */
+  readonly standings: PeerStandings<Peer>;
   readonly selfId: string;
 
   constructor(private readonly opts: MembershipOptions) {
@@ -120,6 +100,16 @@ export class Membership {
     this.warnRefused = throttledWarning(opts.log, "refused a peer that failed authentication");
     this.warnDropped = throttledWarning(opts.log, "dropped a peer during its handshake");
     this.warnStanding = throttledWarning(opts.log, "refused a peer the roster does not admit");
+    this.standings = new PeerStandings<Peer>(opts.judge, {
+      send: (peer, msg) => void this.send(peer, msg),
+      drop: (peer, reason) => this.drop(peer, reason, false),
+      forget: (id) => {
+        this.remembered.forget(id);
+        this.redials.delete(id);
+      },
+      changed: () => this.changed(),
+      log: opts.log,
+    });
     this.heartbeat = setInterval(() => this.tick(), opts.heartbeatMs);
   }
 
@@ -194,9 +184,9 @@ export class Membership {
         const hello = await withDeadline(readFrame(control.recv), AUTH_DEADLINE_MS, "the member's hello");
         this.sameLine(hello);
         const parsed = helloOf(hello);
-        this.admit(conn, control, this.selfId, parsed, this.standingOf(conn.remoteId, parsed));
+        this.admit(conn, control, this.selfId, parsed, this.standings.admit(conn.remoteId, parsed.announcement.trust));
       } catch (err) {
-        conn.close(err instanceof AuthError ? CloseCode.AUTH_FAILED : err instanceof TimeoutError ? CloseCode.TIMEOUT : CloseCode.PROTOCOL, (err as Error).message.slice(0, 100));
+        conn.close(err instanceof AuthError || err instanceof RefusedError ? CloseCode.AUTH_FAILED : err instanceof TimeoutError ? CloseCode.TIMEOUT : CloseCode.PROTOCOL, (err as Error).message.slice(0, 100));
         throw err;
       }
     } finally {
@@ -224,11 +214,11 @@ export class Membership {
       // Before our hello: a node of the other line, or one the roster refuses, must not take us for a member even for a moment.
       this.sameLine(hello);
       const parsed = helloOf(hello);
-      const standing = this.standingOf(conn.remoteId, parsed);
+      const standing = this.standings.admit(conn.remoteId, parsed.announcement.trust);
       await this.sendHello(control);
       this.admit(conn, control, conn.remoteId, parsed, standing);
     } catch (err) {
-      const refused = err instanceof AuthError;
+      const refused = err instanceof AuthError || err instanceof RefusedError;
       (err instanceof RefusedError ? this.warnStanding : refused ? this.warnRefused : this.warnDropped)({ peer: shortId(conn.remoteId), error: (err as Error).message });
       // A peer refused for its standing is told why (it proved the secret); one that did not prove it learns nothing.
       const reason = err instanceof RefusedError ? err.message.slice(0, 100) : refused ? "authentication failed" : "handshake failed";
@@ -251,23 +241,7 @@ export class Membership {
     if (theirs !== ours) throw new AuthError(`the peer runs ${String(theirs).slice(0, 16)} and this node runs ${ours}: a mesh runs one iroh line (--transport)`);
   }
 
-  /** How the peer of a hello stands with this node; a refusal is an AuthError saying why (and is kept for the status). */
-  private standingOf(peerId: string, hello: Hello): Peer["standing"] {
-    const verdict = this.opts.judge?.judge(peerId, hello.announcement.trust) ?? { standing: "member" };
-    if (verdict.standing !== "refused") return verdict;
-    this.refused(peerId, verdict.why);
-    throw new RefusedError(`refused: ${verdict.why}`.slice(0, 200));
-  }
-
-  /** Notes a refusal, and forgets the peer: it is not dialed again until someone whose word counts names it. */
-  private refused(peerId: string, why: string): void {
-    this.refusals.push({ nodeId: peerId, why, at: Date.now() });
-    if (this.refusals.length > REFUSALS_KEPT) this.refusals.shift();
-    this.remembered.forget(peerId);
-    this.redials.delete(peerId);
-  }
-
-  private admit(conn: PeerConnection, control: Stream, dialer: string, hello: Hello, standing: Peer["standing"]): void {
+  private admit(conn: PeerConnection, control: Stream, dialer: string, hello: Hello, standing: Standing): void {
     if (this.stopped) return void conn.close(CloseCode.SHUTDOWN, "leaving");
     if (hello.announcement.nodeId !== conn.remoteId) throw new WireError("hello names another node than the connection's");
     const existing = this.peers.get(conn.remoteId);
@@ -296,26 +270,9 @@ export class Membership {
     // Tell everyone else about the newcomer, and dial whoever the newcomer knows that we do not.
     const update: ControlMessage = { v: PROTOCOL_VERSION, type: "members", members: [memberAddr(hello.announcement)] };
     for (const other of this.peers.values()) if (other !== peer) void this.send(other, update);
-    this.introducedBy(peer, hello.members, true);
-    this.tell(peer, this.opts.judge?.statementsFor(standing) ?? []);
+    if (this.standings.introduces(peer, this.peers.values(), true)) this.dialUnknown(hello.members);
+    this.standings.admitted(peer);
     this.changed();
-  }
-
-  /**
-   * Members a peer names are dialed only when its word counts: a guest introduces nobody (it could
-   * name any address), but for the members its hello names while this node knows none of the
-   * owner's machines yet: joined through a guest's address, that is the only way to find them.
-   */
-  private introducedBy(peer: Peer, members: readonly MemberAddr[], hello = false): void {
-    const finding = hello && ![...this.peers.values()].some((p) => counts(p.standing.standing));
-    if (counts(peer.standing.standing) || finding) this.dialUnknown(members);
-  }
-
-  /** Sends a peer what the roster signed, in messages of a bounded size. */
-  private tell(peer: Peer, statements: readonly Statement[]): void {
-    for (let i = 0; i < statements.length; i += ROSTER_STATEMENTS_PER_MESSAGE) {
-      void this.send(peer, { v: PROTOCOL_VERSION, type: "roster", statements: statements.slice(i, i + ROSTER_STATEMENTS_PER_MESSAGE) });
-    }
   }
 
   private dialUnknown(members: readonly MemberAddr[]): void {
@@ -438,63 +395,23 @@ export class Membership {
           const claimChanged = JSON.stringify(msg.announcement.trust) !== JSON.stringify(peer.announcement.trust);
           peer.announcement = msg.announcement;
           // A new claim is checked as at admission: a guest may become an owner's machine (or be refused) without reconnecting.
-          if (claimChanged && !this.judgeAgain(peer, this.opts.judge?.judge(peer.id, msg.announcement.trust) ?? { standing: "member" })) return;
+          if (claimChanged && !this.standings.claimChanged(peer)) return;
           if (changed) this.changed();
         }
         return;
       case "members":
-        return this.introducedBy(peer, msg.members);
+        if (this.standings.introduces(peer, this.peers.values(), false)) this.dialUnknown(msg.members);
+        return;
       case "leave":
         return this.drop(peer, "left", false);
       case "roster":
-        return this.heardStatements(peer, msg.statements);
+        return this.standings.heard(peer, msg.statements, this.peers.values());
     }
   }
 
-  /**
-   * Gives a peer its new verdict: a refused one is dropped (false), any other kept, and what the
-   * roster signed is told to a peer that newly shows the roster. Tells of the change when its standing moved.
-   */
-  private judgeAgain(peer: Peer, verdict: Verdict): boolean {
-    if (verdict.standing === "refused") {
-      this.refused(peer.id, verdict.why);
-      this.drop(peer, `refused: ${verdict.why}`, false);
-      return false;
-    }
-    const before = peer.standing;
-    peer.standing = verdict;
-    if (JSON.stringify(before) !== JSON.stringify(verdict)) {
-      this.opts.log.info("a peer's standing changed", { peer: shortId(peer.id), was: describeStanding(before), now: describeStanding(verdict) });
-      if (this.opts.judge && this.opts.judge.statementsFor(before).length === 0) this.tell(peer, this.opts.judge.statementsFor(verdict));
-      this.changed();
-    }
-    return true;
-  }
-
-  /** Statements a peer sent: the roster's are kept and passed on; one it did not sign makes the message junk. */
-  private heardStatements(peer: Peer, statements: readonly Statement[]): void {
-    const judge = this.opts.judge;
-    if (!judge) return;
-    const learnt = judge.learn(statements);
-    if ("bad" in learnt) throw new WireError(learnt.bad);
-    if (learnt.added.length === 0) return;
-    this.opts.log.info("learnt what the roster signed", { from: shortId(peer.id), statements: learnt.added.map((s) => s.kind).join(",") });
-    this.rosterChanged(peer.id, learnt.added);
-  }
-
-  /**
-   * The roster changed (statements learnt from `from`, or this node's own files changed): every
-   * peer is checked again (fully when `full`: the keys changed), and told what is new to it.
-   */
-  rosterChanged(from: string | undefined, added: readonly Statement[], full = false): void {
-    const judge = this.opts.judge;
-    if (!judge) return;
-    for (const peer of [...this.peers.values()]) {
-      if (!this.judgeAgain(peer, full ? judge.judge(peer.id, peer.announcement.trust) : judge.recheck(peer.standing))) continue;
-      if (peer.id === from) continue;
-      const theirs = new Set(judge.statementsFor(peer.standing));
-      this.tell(peer, added.filter((s) => theirs.has(s)));
-    }
+  /** The roster's files changed here: every peer is checked again (in full when the keys changed), and told what is new. */
+  rosterChanged(added: readonly Statement[], keys: boolean): void {
+    this.standings.rosterChanged(this.peers.values(), undefined, added, keys);
   }
 
   private drop(peer: Peer, reason: string, junk: boolean): void {
@@ -533,7 +450,7 @@ export class Membership {
       if (peer) this.drop(peer, `silent for over ${this.opts.peerTimeoutMs} ms`, false);
     }
     // A pass that expired since: no signature checked again.
-    if (this.opts.judge) for (const peer of [...this.peers.values()]) this.judgeAgain(peer, this.opts.judge.recheck(peer.standing));
+    this.standings.recheck(this.peers.values());
     this.announce();
     this.redialLost(Date.now());
   }
@@ -576,12 +493,6 @@ export class Membership {
       }),
     );
   }
-}
-
-/** A standing in a log line or the status: `vouched`, `guest NAME`, `guest (no pass)`, `member`. */
-export function describeStanding(v: Verdict): string {
-  if (v.standing === "guest") return v.name ? `guest ${v.name}` : "guest (no pass)";
-  return v.standing === "refused" ? `refused: ${v.why}` : v.standing;
 }
 
 type Hello = Extract<ControlMessage, { type: "hello" }>;

@@ -3,7 +3,8 @@
  * token: it carries the mesh secret, and `mesh token` reads it from the state dir instead.
  */
 import { shortId } from "./short-id.ts";
-import type { Membership, Refusal } from "./membership.ts";
+import type { Membership } from "./membership.ts";
+import type { Refusal } from "./peer-standings.ts";
 import type { OwnTrust } from "./roster-state.ts";
 import type { Role } from "./messages.ts";
 import { LEGACY_LINE, type RelaySetting, type TransportLine } from "./transport.ts";
@@ -83,5 +84,5 @@ export function meshStatus(membership: Membership, now = Date.now()): MeshStatus
       ...(p.standing.standing === "guest" ? { guest: { ...(p.standing.name ? { name: p.standing.name } : {}), ...(p.standing.expiresAt ? { expiresAt: p.standing.expiresAt } : {}) } } : {}),
     }))
     .sort((a, b) => a.nodeId.localeCompare(b.nodeId));
-  return { state: "running", nodeId: membership.selfId, peers, refused: [...membership.refusals] };
+  return { state: "running", nodeId: membership.selfId, peers, refused: [...membership.standings.refusals] };
 }

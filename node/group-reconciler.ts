@@ -258,6 +258,9 @@ export class GroupReconciler {
       this.schedule.cancel();
       if (this.stopped || this.assigned !== name || !this.hosting) return;
       const again = this.o.pool.server(name);
+      // A request loaded it meanwhile (over this very layout, or still loading): nothing to do again;
+      // that load's end is a change, and this node decides again then.
+      if (this.o.pool.isLoading(name) || (again && this.loadedSplit === wanted)) return;
       this.o.log.info(again ? "the group changed; loading the model again across it" : "hosting the model", { model: name, workers: wanted || "none" });
       const load = again ? this.o.pool.reload(model) : this.o.pool.load(model);
       load.then(

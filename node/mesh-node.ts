@@ -199,7 +199,7 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
     if (!moved) return;
     log.info(moved.keys ? "this node's roster changed" : "the roster signed something new", { trust: roster.own(transport.nodeId).state, statements: moved.added.map((s) => s.kind).join(",") || "none" });
     if (moved.keys) keep(transport.addr());
-    m.rosterChanged(undefined, moved.added, moved.keys);
+    m.rosterChanged(moved.added, moved.keys);
     if (source.current().changed) m.announce();
     hooks.onPeersChange();
   }, HEARTBEAT_MS);

@@ -37,7 +37,7 @@ function standingText(n: ConsoleNode): string {
 /** This node's standing under its roster, as one line the page shows above the map. */
 export function trustText(t: ConsoleState["trust"]): { tone: Tone; text: string } {
   if (t.state === "unanchored") return { tone: "warn", text: "unanchored: every member may be elected host (`mesh roster init` makes a roster)" };
-  if (t.state === "vouched") return { tone: "ok", text: `one of the owner's machines · roster ${t.roster?.slice(0, 10) ?? ""}${t.closed ? " · closed to peers without a pass" : ""}` };
+  if (t.state === "vouched") return { tone: "ok", text: `this node holds the roster's key · roster ${t.roster?.slice(0, 10) ?? ""}${t.closed ? " · closed to peers without a pass" : ""}` };
   return { tone: t.refused ? "err" : "info", text: `a guest of this mesh · roster ${t.roster?.slice(0, 10) ?? ""}${t.refused ? ` · refused: ${t.refused}` : ""}` };
 }
 
