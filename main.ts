@@ -27,7 +27,7 @@ import { consoleSource } from "./node/console-source.ts";
 import { describeTransport } from "./mesh/transport.ts";
 import { createNode, type NodeParts } from "./node/node.ts";
 import { NodeSetupError } from "./node/model-arg.ts";
-import { LocalProofKey } from "./node/local-proof.ts";
+import { concreteHost, LocalProofKey } from "./node/local-proof.ts";
 import { createApp, viaListener } from "./router/app.ts";
 import { ServingCore } from "./router/serving/serving.ts";
 import { crashed, frontDoor, keepAliveMsFor } from "./router/front-door.ts";
@@ -98,7 +98,7 @@ async function startNode(config: Config): Promise<void> {
     browser: { listen: config.listen, corsOrigins: config.corsOrigins },
     keepAliveMs: keepAliveMsFor(config.idleTimeoutS),
     console: consoleSource({ version: pkg.version, mesh: node.mesh, view: node.view, pool: node.pool, tunnels: node.tunnels, logs, log }),
-    localProof: (challenge) => proofKey?.prove(challenge, apiPort),
+    localProof: (challenge, dialed) => proofKey?.prove(challenge, dialed),
   });
   node.setHttpHandler(async (req) => app.fetch(req));
   let server: ReturnType<typeof Bun.serve>;
@@ -140,7 +140,7 @@ async function startNode(config: Config): Promise<void> {
     }
   }
 
-  proofKey = new LocalProofKey(config.stateDir);
+  proofKey = new LocalProofKey(config.stateDir, { host: await concreteHost(config.listen), port: apiPort });
 
   let stopping = false;
   const stop = async (signal: string) => {

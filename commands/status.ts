@@ -67,9 +67,9 @@ export function formatStatus(url: string, s: StatusBody, token: string | undefin
 }
 
 export async function showStatus(config: Config, json: boolean): Promise<void> {
-  const url = localUrl(config);
   const node = await localNode(config);
-  if (!node) throw new CommandError(`no node answering at ${url} (start one with \`mesh\`, or point --listen/--port at it)`);
+  if (!node) throw new CommandError(`no node answering at ${localUrl(config)} (start one with \`mesh\`, or point --listen/--port at it)`);
+  const url = node.url;
   let body: StatusBody;
   try {
     const res = await fetch(`${url}/api/status`, { signal: AbortSignal.timeout(5000), headers: node.headers });

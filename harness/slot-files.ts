@@ -14,6 +14,8 @@ export async function identityKnown(node: TestNode, model: string, timeoutMs?: n
 
 /** Unloads every model (Lemonade's `/api/v1/unload`), which saves their slots, and waits until none is loaded; the ms it took. */
 export async function unloadAll(node: TestNode): Promise<number> {
+  // A load under way (the group's, at start) is not among what an unload lets go: it is waited for first.
+  await waitFor(async () => (await loaded(node)).every((m) => m.state === "ready"), { what: "the models loading to be ready", timeoutMs: 120_000 });
   const t = performance.now();
   const res = await post(node, "/api/v1/unload", {});
   if (res.status !== 200) throw new Error(`unload: ${res.status} ${await res.text()}`);

@@ -38,12 +38,19 @@ export interface KvFollowParts {
   /** A KV stream to a member (its kind byte sent); none when it is not one now. */
   open(member: string): Promise<Stream | undefined>;
   /**
-   * Whether a member's KV of model content `identity` may be taken: a restored cache stays in a slot
-   * this node's clients may share a prefix with, so only from a member trusted to serve them the
-   * model (`recent-servers.ts`, and `--hosts`).
+   * Whether a member's KV of model content `identity` may be taken: only from a member trusted to
+   * serve this node's clients the model, and that this node itself routed the conversation to
+   * (`routed`), or one of the owner's machines, or one `--hosts` names: never on another member's
+   * word alone (`node/kv-parts.ts`).
    */
-  mayHold(member: string, identity: string): boolean;
-  slots: Pick<SlotCache, "adopt" | "restoreInto" | "keepBudget" | "fetchPath">;
+  mayHold(member: string, identity: string, routed: boolean): boolean;
+  slots: Pick<SlotCache, "adopt" | "sealFetched" | "restoreInto" | "keepBudget" | "fetchPath" | "discard" | "erase">;
+  /**
+   * Whether a cache from `member` may be kept as a saved slot (offered to members, restored at a
+   * load, reused by later conversations): only one of the owner's machines'. Any other serves the
+   * one request that fetched it, and its slot is emptied after.
+   */
+  keeps(member: string): boolean;
   /** The most bytes one fetched cache may have: the node's disk budget for saved slots. */
   maxBytes: number;
   log: Log;
@@ -71,11 +78,18 @@ export class KvFollow {
   /** Prompt reading per model content, links per member, restores: what the decision weighs. */
   readonly rates = new Rates();
   private fetches = 0;
+  /** Bytes of the fetches under way: they count against the disk budget before any is kept. */
+  private receiving = 0;
 
   constructor(private readonly o: KvFollowParts) {}
 
   /** This node's prompt reading for a model content, tokens per second, when measured lately. */
   prefillTps = (identity: string): number | undefined => this.rates.get(`prefill:${identity}`);
+
+  /** The request a cache from a member that is not one of the owner's machines was restored for is answered: its slot is emptied. */
+  erase(server: FollowServer, slot: number): Promise<void> {
+    return this.o.slots.erase(server, slot);
+  }
 
   /** A request `server` answered read `tokens` of its prompt in `ms`: the model's reading rate. */
   answered(server: FollowServer, tokens: number | undefined, ms: number | undefined): void {
@@ -89,7 +103,7 @@ export class KvFollow {
    * KV from `holder` when that is worth it and restores it into an idle slot; the slot, or none (the
    * request is read whole). Never throws.
    */
-  async follow(server: FollowServer, path: string, json: unknown, holder: string): Promise<number | undefined> {
+  async follow(server: FollowServer, path: string, json: unknown, holder: string, routed: boolean): Promise<{ slot: number; erase: boolean } | undefined> {
     const identity = identityOf(server);
     if (identity === undefined || this.o.build === undefined || !server.slotDir || this.fetches >= MAX_FETCHES) return undefined;
     this.fetches++;
@@ -100,17 +114,24 @@ export class KvFollow {
       const slot = await idleSlot(server);
       if (slot === undefined) return undefined;
       const asked = performance.now();
-      const got = await this.fetchFrom(holder, server.slotDir, identity, tokens);
+      const got = await this.fetchFrom(holder, server.slotDir, identity, tokens, routed);
       if (!got) return undefined;
       const restoreStarted = performance.now();
-      if (!(await this.o.slots.restoreInto(server, slot, got.path))) throw new FollowFailed("llama-server did not take the fetched cache");
+      if (!(await this.o.slots.restoreInto(server, slot, got.path))) {
+        this.o.slots.discard(got.path);
+        throw new FollowFailed("llama-server did not take the fetched cache");
+      }
       this.rates.add("restore", got.bytes, performance.now() - restoreStarted);
+      // Only once llama-server took it does it count among the saved slots the budget keeps (and may push others out);
+      // one held for this request alone goes now.
+      if (got.kept) this.o.slots.keepBudget();
+      else this.o.slots.discard(got.path);
       const phases = { tokenizeMs: Math.round(asked - started), fetchMs: Math.round(restoreStarted - asked), restoreMs: Math.round(performance.now() - restoreStarted), ...got.phases };
       this.counters.hits++;
       this.counters.bytes += got.bytes;
       this.counters.savedMs += Math.max(0, got.prefillMs - (performance.now() - started));
-      this.o.log.info("a moved conversation's KV cache came from the member that held it", { model: server.model, from: shortId(holder), tokens: got.tokens, bytes: got.bytes, ms: Math.round(performance.now() - started), ...phases });
-      return slot;
+      this.o.log.info("a moved conversation's KV cache came from the member that held it", { model: server.model, from: shortId(holder), tokens: got.tokens, bytes: got.bytes, kept: got.kept, ms: Math.round(performance.now() - started), ...phases });
+      return { slot, erase: !got.kept };
     } catch (err) {
       this.counters.failed++;
       this.o.log.warn("could not fetch a moved conversation's KV cache; its prompt is read whole", { model: server.model, from: shortId(holder), error: (err as Error).message });
@@ -125,9 +146,9 @@ export class KvFollow {
    * and receives and checks the file into `dir` (that model's slot folder); the saved slot it became,
    * or none (a miss, or declined). Throws when the fetch fails.
    */
-  async fetchFrom(holder: string, dir: string, identity: string, tokens: Int32Array): Promise<{ path: string; bytes: number; tokens: number; prefillMs: number; phases: Record<string, number> } | undefined> {
-    if (!this.o.mayHold(holder, identity)) {
-      this.o.log.debug("not asking for a conversation's KV a member that has not served its model lately, or is outside --hosts", { from: shortId(holder) });
+  async fetchFrom(holder: string, dir: string, identity: string, tokens: Int32Array, routed = true): Promise<{ path: string; bytes: number; tokens: number; kept: boolean; prefillMs: number; phases: Record<string, number> } | undefined> {
+    if (!this.o.mayHold(holder, identity, routed)) {
+      this.o.log.debug("not asking for a conversation's KV a member this node did not route it to (nor one of the owner's machines, nor one --hosts names), that has not served its model lately, or is outside --hosts", { from: shortId(holder) });
       return undefined;
     }
     const stream = await this.o.open(holder).catch(() => undefined);
@@ -136,6 +157,7 @@ export class KvFollow {
     const recv = new TimedRecv(stream.recv, KV_IDLE_MS, `${who}'s KV answer`);
     const send = new TimedSend(stream.send, KV_IDLE_MS, who);
     let temp: string | undefined;
+    let counted = 0;
     try {
       const asked = performance.now();
       await writeFrame(send, { identity, build: this.o.build, chain: chainOf(tokens) });
@@ -152,13 +174,12 @@ export class KvFollow {
       }
       const offer = answer.data.offer;
       const answerMs = performance.now() - asked;
-      const refusal = offerRefusal(offer, tokens.length, this.o.maxBytes);
+      const refusal = offerRefusal(offer, tokens.length, this.o.maxBytes - this.receiving);
       if (refusal) throw new FollowFailed(refusal);
       const verdict = fetchOrPrefill({
         tokens: offer.tokens,
         bytes: offer.bytes,
         ownPrefillTps: ownTps,
-        holderPrefillTps: offer.prefillTps,
         linkBps: this.rates.get(`link:${holder}`),
         restoreBps: this.rates.get("restore"),
       });
@@ -173,20 +194,23 @@ export class KvFollow {
       await send.finish();
       temp = this.o.slots.fetchPath(dir);
       const receiveStarted = performance.now();
+      this.receiving += offer.bytes;
+      counted = offer.bytes;
       await recv.within(Math.min(MAX_FETCH_MS, verdict.deadlineMs), `the ${offer.bytes} bytes it offered`, () => receiveFile(recv, temp!, offer), { idle: true });
       const received = performance.now();
       this.rates.add(`link:${holder}`, offer.bytes, received - receiveStarted);
       checkTokens(temp, tokens, offer.tokens);
-      const kept = await this.o.slots.adopt(dir, temp, offer.sha256);
+      const keep = this.o.keeps(holder);
+      const held = keep ? await this.o.slots.adopt(dir, temp, offer.sha256) : await this.o.slots.sealFetched(temp, offer.sha256);
       temp = undefined;
-      this.o.slots.keepBudget();
       const phases = { answerMs: Math.round(answerMs), receiveMs: Math.round(received - receiveStarted), checkMs: Math.round(performance.now() - received) };
-      return { path: kept.path, bytes: kept.bytes, tokens: offer.tokens, prefillMs: verdict.prefillMs, phases };
+      return { path: held.path, bytes: held.bytes, tokens: offer.tokens, kept: keep, prefillMs: verdict.prefillMs, phases };
     } catch (err) {
       await send.reset(1).catch(() => undefined);
       await recv.stop(1).catch(() => undefined);
       throw err;
     } finally {
+      this.receiving -= counted;
       if (temp) rmSync(temp, { force: true });
     }
   }

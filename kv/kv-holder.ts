@@ -1,13 +1,17 @@
 /**
  * The holder's side of the KV stream: a member asks for the KV of a prompt it is about to read, and
- * this node offers the longest run of whole blocks one of its saved slots shares with that prompt,
- * cut to those blocks (`slot-layout.ts`), then sends exactly that on the member's go.
+ * this node offers one of its saved slots that the prompt covers whole (every one of its blocks),
+ * cut to its whole blocks (`slot-layout.ts`), then sends exactly that on the member's go.
  *
  * What the member says is a claim: it gets an offer only for a model content this node has and the
- * member announces it serves, of this node's llama.cpp build, within one stream per member and a
- * few in all; and only KV of tokens its chain proves it already has (a block hash covers every
- * token before it). Every read has a deadline; a member that goes quiet or stops taking bytes is
- * dropped. A saved file that is not what was saved, or that the walk does not follow, is never sent.
+ * member announces it serves, of this node's llama.cpp build, within one stream per member, a few
+ * in all and a few asks a second per member; and only for a saved conversation its chain proves it
+ * already has whole (a block hash covers every token before it). A prompt that shares only part of
+ * a conversation gets the same miss as one that shares none, so asks reveal nothing of what a
+ * conversation holds beyond what the asker already knows; and an ask never makes this node save a
+ * conversation its server still holds. Every read has a deadline; a member that goes quiet or stops
+ * taking bytes is dropped. A saved file that is not what was saved, or that the walk does not
+ * follow, is never sent.
  */
 import { closeSync, fstatSync, openSync } from "node:fs";
 import type { Log } from "../log.ts";
@@ -22,6 +26,15 @@ import { fileSource, pieceBytes, slotLayout, trimmed, type Piece, type SlotLayou
 /** KV streams one member may have open here at once, and all members together. */
 export const KV_STREAMS_PER_MEMBER = 1;
 export const KV_STREAMS_TOTAL = 4;
+/**
+ * Asks one member may make: this many at once, then one more every KV_ASK_REFILL_MS. A moved
+ * conversation asks once a turn (a released replica's chats move together); an oracle asked
+ * hundreds a second.
+ */
+export const KV_ASKS_BURST = 32;
+export const KV_ASK_REFILL_MS = 125;
+/** Members whose asks are counted at once (the most recent; members are few). */
+const ASKERS_KEPT = 1_024;
 /** Saved files looked at per ask (newest first), and walked files remembered. */
 const FILES_PER_ASK = 32;
 const LAYOUTS_KEPT = 64;
@@ -62,6 +75,8 @@ export class KvHolder {
   private total = 0;
   /** Walked files by path, size and time (a file's name is its tokens' hash; a newer save of them replaces it). */
   private readonly walked = new Map<string, Walked | null>();
+  /** Each member's asks left and when it last had one back (a token bucket). */
+  private readonly asks = new Map<string, { left: number; at: number }>();
 
   constructor(private readonly o: KvHolding) {}
 
@@ -80,7 +95,11 @@ export class KvHolder {
         return;
       }
       const ask = KvAskSchema.safeParse(await recv.within(KV_ASK_MS, "its KV ask", () => readFrame(recv)));
-      offer = ask.success ? await this.offerFor(member, ask.data) : { answer: { miss: "the ask is not one this node reads" } };
+      offer = !ask.success
+        ? { answer: { miss: "the ask is not one this node reads" } }
+        : !this.mayAsk(member)
+          ? { answer: { miss: `too many asks: ${KV_ASKS_BURST} at once, then ${1000 / KV_ASK_REFILL_MS} a second per member` } }
+          : await this.offerFor(member, ask.data);
       await writeFrame(send, offer.answer);
       if (!offer.send) {
         this.counters.missed++;
@@ -107,6 +126,17 @@ export class KvHolder {
       if (offer?.send) closeSync(offer.send.fd);
       release?.();
     }
+  }
+
+  /** One ask of the member's bucket, when it has one left. */
+  private mayAsk(member: string, now = performance.now()): boolean {
+    const b = this.asks.get(member) ?? { left: KV_ASKS_BURST, at: now };
+    const refilled = Math.min(KV_ASKS_BURST, b.left + Math.floor((now - b.at) / KV_ASK_REFILL_MS));
+    const at = refilled === b.left ? b.at : now;
+    this.asks.delete(member);
+    this.asks.set(member, { left: Math.max(0, refilled - 1), at });
+    if (this.asks.size > ASKERS_KEPT) this.asks.delete(this.asks.keys().next().value!);
+    return refilled > 0;
   }
 
   private admit(member: string): (() => void) | undefined {
@@ -138,11 +168,12 @@ export class KvHolder {
     for (const path of files.slice(0, FILES_PER_ASK)) {
       const walked = this.walk(path);
       if (!walked) continue;
+      // Only a conversation the prompt holds whole: a part of one would say what the rest is not.
       const blocks = sharedBlocks(ask.chain, walked.chain);
-      if (blocks > (best?.blocks ?? 0)) best = { path, walked, blocks };
+      if (blocks === walked.chain.length && blocks > (best?.blocks ?? 0)) best = { path, walked, blocks };
     }
     const tokens = (best?.blocks ?? 0) * BLOCK_TOKENS;
-    if (!best || tokens < MIN_SHARED_TOKENS) return miss(`no saved conversation here shares ${MIN_SHARED_TOKENS} tokens with that prompt`);
+    if (!best || tokens < MIN_SHARED_TOKENS) return miss(`no saved conversation here of ${MIN_SHARED_TOKENS} tokens or more is wholly within that prompt`);
     if (!(await this.o.intact(best.path))) return miss("the saved conversation was damaged; dropped it");
     let fd: number;
     try {

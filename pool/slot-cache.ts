@@ -111,8 +111,6 @@ export class SlotCache {
   readonly counters: SlotCacheCounters = { saved: 0, restored: 0, savedBytes: 0, restoredBytes: 0, failed: 0 };
   /** Saves under way, by folder. */
   private readonly saving = new Map<string, Promise<void>>();
-  /** When each running server's slots were last saved for a member (`saveLive`). */
-  private readonly live = new WeakMap<SlotServer, { at: number; saving: boolean; done: Promise<void> }>();
 
   constructor(private readonly o: SlotCacheOptions) {
     if (o.budgetBytes > 0 && o.build !== undefined) this.dropOtherBuilds(folderOf(o.build));
@@ -127,6 +125,7 @@ export class SlotCache {
     // Conversations are in these files: the node's user alone reads them, as the rest of the state dir.
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     // What a save cut short (the node killed meanwhile) left.
+    // Its sums too: a fetched cache held for one restore keeps one beside it.
     for (const name of entries(dir)) if (name.startsWith(SAVING)) rmSync(join(dir, name), { force: true });
     return dir;
   }
@@ -247,17 +246,29 @@ export class SlotCache {
     return false;
   }
 
+  /** Removes a saved slot (and its sum) that is not to be kept: a fetched cache llama-server did not take, or one for one request only. */
+  discard(path: string): void {
+    removeSaved(path);
+  }
+
   /**
-   * Saves a running server's idle slots for a member that asks for a conversation (`kv/`), at most
-   * once per `everyMs` per server, and one save at a time: asks that come together share it.
+   * A fetched cache held for one restore only (`kv/`): its size and hash beside it, under its
+   * temporary name, so it is never listed as a saved slot, offered, restored at a load or counted;
+   * `discard` removes it once restored.
    */
-  saveLive(server: SlotServer, everyMs: number): Promise<void> {
-    const last = this.live.get(server);
-    if (last && (last.saving || performance.now() - last.at < everyMs)) return last.done;
-    const entry = { at: performance.now(), saving: true, done: Promise.resolve() };
-    entry.done = this.save(server).finally(() => void (entry.saving = false));
-    this.live.set(server, entry);
-    return entry.done;
+  async sealFetched(temp: string, sha256: string): Promise<{ path: string; bytes: number }> {
+    const bytes = statSync(temp).size;
+    writeFileSync(sumPath(temp), JSON.stringify({ bytes, sha256 }));
+    return { path: temp, bytes };
+  }
+
+  /** Empties a slot of `server` (llama-server's erase): what a cache restored for one request left in it goes. Never throws. */
+  async erase(server: SlotServer, slot: number): Promise<void> {
+    try {
+      await this.call(server, slot, "erase", "");
+    } catch (err) {
+      this.o.log.warn("could not empty a slot a member's cache was restored into", { model: server.model, slot, error: (err as Error).message });
+    }
   }
 
   /** The saved slots of a model content no model of this node has any more. */
@@ -300,7 +311,7 @@ export class SlotCache {
     return body.filter((s): s is SlotInfo => typeof s === "object" && s !== null && Number.isInteger((s as SlotInfo).id) && (s as SlotInfo).id >= 0);
   }
 
-  private async call(server: SlotServer, slot: number, action: "save" | "restore", filename: string): Promise<unknown> {
+  private async call(server: SlotServer, slot: number, action: "save" | "restore" | "erase", filename: string): Promise<unknown> {
     const res = await fetch(`${server.url}/slots/${slot}?action=${action}`, {
       method: "POST",
       headers: { ...server.headers, "content-type": "application/json" },

@@ -41,8 +41,8 @@ export interface AppOptions {
   keepAliveMs?: number;
   /** What the console shows (a node's state, its log); without it the page is served and its state answers 503. */
   console?: ConsoleSources;
-  /** This node's answer to the CLI's challenge (`node/local-proof.ts`); undefined for a challenge it does not make. */
-  localProof?: (challenge: string) => string | undefined;
+  /** This node's answer to the CLI's challenge for the address it dialed (`node/local-proof.ts`); undefined for a challenge it does not make, or an address it does not listen on. */
+  localProof?: (challenge: string, dialed: string) => { proof: string; bound: string } | undefined;
 }
 
 /** What the front door tells the app about a request from a socket; forwarded requests have none. */
@@ -98,8 +98,8 @@ export function createApp(serving: Serving, opts: AppOptions): Hono<AppEnv> {
   app.get("/metrics", scrapeMetrics(metrics));
   // Before any key: the CLI sends its key only once this has shown the node is its own.
   app.get(LOCAL_PROOF_PATH, (c) => {
-    const proof = opts.localProof?.(c.req.query("challenge") ?? "");
-    return proof ? c.json({ proof }) : badRequest(c, "challenge must be 64 hex digits", "invalid_challenge");
+    const proof = opts.localProof?.(c.req.query("challenge") ?? "", c.req.query("dialed") ?? "");
+    return proof ? c.json(proof) : badRequest(c, "challenge must be 64 hex digits, for the address this node listens on (dialed=HOST:PORT)", "invalid_challenge");
   });
   const limit = bodyLimit({
     maxSize: opts.maxBodyBytes,

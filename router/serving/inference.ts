@@ -63,7 +63,7 @@ export interface InferenceParts {
   findModel: (name: string) => Promise<ModelInfo>;
   recordStats: (stats: () => RequestStats) => void;
   /** Fetches a moved conversation's KV cache before this node's server reads it (`kv/kv-follow.ts`); none: never. */
-  kvFollow?: Pick<KvFollow, "follow" | "answered"> | undefined;
+  kvFollow?: Pick<KvFollow, "follow" | "answered" | "erase"> | undefined;
 }
 
 /** A client's Ollama keep_alive, in ms (undefined: it gave none), to apply where the request is answered; `member`: carried by one. */
@@ -126,7 +126,8 @@ async function send(parts: InferenceParts, call: InferenceCall, route: Route | u
   // The node that held this conversation last: ours to know, or as the member that routed it says
   // (a node id, asked only if a member; a guest's word moves no KV between the owner's machines).
   const holder = call.forwarded ? (memberCounts(call, parts.routing) ? call.headers.get(KV_FROM_HEADER) : undefined) : movedFrom;
-  const slot = parts.kvFollow && isNodeId(holder) && holder !== self ? await parts.kvFollow.follow(lease.server, upstreamPath, call.json, holder) : undefined;
+  const followed = parts.kvFollow && isNodeId(holder) && holder !== self ? await parts.kvFollow.follow(lease.server, upstreamPath, call.json, holder, !call.forwarded) : undefined;
+  const slot = followed?.slot;
   const long = parts.kvFollow !== undefined && call.body.byteLength >= KV_HINT_MIN_BODY;
   const res = await proxyToServer({
     lease,
@@ -149,9 +150,11 @@ async function send(parts: InferenceParts, call: InferenceCall, route: Route | u
       }
     },
   });
+  // A cache a member that is not one of the owner's machines made served this request alone: its slot is emptied once the answer has gone.
+  const answered = followed?.erase ? untilBodyEnds(res, () => void parts.kvFollow!.erase(lease.server, followed.slot)) : res;
   // Answered here: its keep_alive applies to this node's server once the answer has gone.
-  if (!keepAlive || !res.ok) return res;
-  return untilBodyEnds(res, () => {
+  if (!keepAlive || !res.ok) return answered;
+  return untilBodyEnds(answered, () => {
     const effect = applyKeepAlive(parts.pool, call.model, keepAlive.ms);
     if (keepAlive.member && effect.action === "unload") parts.memberUnloads.unloaded(call.model);
   });

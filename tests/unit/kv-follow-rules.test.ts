@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { fetchOrPrefill, FETCH_MARGIN, MIN_DEADLINE_MS } from "../../kv/fetch-decision.ts";
+import { fetchOrPrefill, FETCH_MARGIN, MIN_DEADLINE_MS, UNMEASURED_PREFILL_TPS } from "../../kv/fetch-decision.ts";
 import { BLOCK_TOKENS, chainOf, sharedBlocks } from "../../kv/prefix-chain.ts";
 import { Rates, RATE_TTL_MS } from "../../kv/rates.ts";
 import { bytesSource, pieceBytes, slotLayout, SlotLayoutError, trimmed } from "../../kv/slot-layout.ts";
@@ -61,12 +61,13 @@ describe("prefix chain", () => {
 });
 
 describe("fetchOrPrefill", () => {
-  const base = { tokens: 4096, bytes: 12 * 2 ** 20, ownPrefillTps: 500, holderPrefillTps: undefined, linkBps: 110 * 2 ** 20, restoreBps: 2 * 2 ** 30 };
+  const base = { tokens: 4096, bytes: 12 * 2 ** 20, ownPrefillTps: 500 as number | undefined, linkBps: 110 * 2 ** 20, restoreBps: 2 * 2 ** 30 };
   test.each([
     ["a long prompt on a slow reader, over a fast link", {}, true],
     ["a fast reader", { ownPrefillTps: 200_000 }, false],
-    ["no rate known on either side", { ownPrefillTps: undefined }, false],
-    ["the holder's rate when ours is not known", { ownPrefillTps: undefined, holderPrefillTps: 500 }, true],
+    // Issue 43: a holder's claimed rate once made a fetch (and its "saved" seconds) of anything.
+    ["our rate not known: a fast reader assumed, and a fetch that wins clearly still goes", { ownPrefillTps: undefined }, true],
+    ["our rate not known, a fetch that would win only against a slow reader: read again", { ownPrefillTps: undefined, linkBps: 10 * 2 ** 20 }, false],
     ["a slow link", { linkBps: 1 * 2 ** 20 }, false],
   ])("%s", (_why, change, fetch) => {
     const v = fetchOrPrefill({ ...base, ...change });
@@ -75,6 +76,9 @@ describe("fetchOrPrefill", () => {
       expect(v.fetchMs).toBeLessThanOrEqual(v.prefillMs * FETCH_MARGIN);
       expect(v.deadlineMs).toBeGreaterThanOrEqual(Math.max(MIN_DEADLINE_MS, v.prefillMs));
     }
+  });
+  test("not measured here: the reading it would save is worked out at the assumed fast rate, whatever a holder says", () => {
+    expect(fetchOrPrefill({ ...base, ownPrefillTps: undefined }).prefillMs).toBe((4096 / UNMEASURED_PREFILL_TPS) * 1000);
   });
 });
 

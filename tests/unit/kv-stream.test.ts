@@ -10,8 +10,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { slotFile } from "../../harness/slot-file-fixture.ts";
 import { streamPair } from "../../harness/stream-pair.ts";
+import { waitFor } from "../../harness/wait.ts";
 import { KvFollow } from "../../kv/kv-follow.ts";
-import { KvHolder } from "../../kv/kv-holder.ts";
+import { KV_ASK_REFILL_MS, KV_ASKS_BURST, KvHolder } from "../../kv/kv-holder.ts";
+import { UNMEASURED_PREFILL_TPS } from "../../kv/fetch-decision.ts";
+import { chainOf } from "../../kv/prefix-chain.ts";
 import type { KvAnswer } from "../../kv/kv-wire.ts";
 import { bytesSource, slotLayout } from "../../kv/slot-layout.ts";
 import { createLog } from "../../log.ts";
@@ -58,10 +61,10 @@ async function holderWithFile(o: { serves?: boolean; build?: string } = {}) {
 }
 
 /** An asker whose one KV stream is `stream`. */
-function askerOver(stream: Stream, o: { build?: string; maxBytes?: number; mayHold?: boolean } = {}) {
+function askerOver(stream: Stream, o: { build?: string; maxBytes?: number; mayHold?: boolean; keeps?: boolean } = {}) {
   const { slots, dir } = cacheOf();
-  const follow = new KvFollow({ build: o.build ?? BUILD, open: async () => stream, mayHold: () => o.mayHold ?? true, slots, maxBytes: o.maxBytes ?? 1 << 30, log });
-  return { follow, dir, fetch: (tokens: Int32Array) => follow.fetchFrom(HOLDER, dir, ID, tokens) };
+  const follow = new KvFollow({ build: o.build ?? BUILD, open: async () => stream, mayHold: () => o.mayHold ?? true, keeps: () => o.keeps ?? true, slots, maxBytes: o.maxBytes ?? 1 << 30, log });
+  return { follow, dir, slots, fetch: (tokens: Int32Array) => follow.fetchFrom(HOLDER, dir, ID, tokens) };
 }
 
 /** A prompt of `n` tokens that is the holder's conversation up to `sameUntil`. */
@@ -88,19 +91,53 @@ describe("a member asks the holder", () => {
   test.each<[string, { serves?: boolean }, { build?: string }, Int32Array, RegExp]>([
     ["a member that does not announce a model of that content", { serves: false }, {}, prompt(250, 250), /do not announce/],
     ["a member of another llama.cpp build", {}, { build: "b6999" }, prompt(250, 250), /another llama.cpp build/],
-    ["a prompt that shares one block only", {}, {}, prompt(250, 70), /shares 128 tokens/],
+    ["a prompt that shares one block only", {}, {}, prompt(250, 70), /wholly within that prompt/],
+    // Two of the conversation's three whole blocks: a part of it says nothing, the same miss as none.
+    ["a prompt that shares two of its three blocks (a guess at its end)", {}, {}, prompt(250, 140), /wholly within that prompt/],
+    ["a prompt that shares none of it", {}, {}, prompt(250, 0), /wholly within that prompt/],
   ])("%s gets a miss, and nothing is sent", async (_, holderOpts, askerOpts, tokens, why) => {
     const { holder } = await holderWithFile(holderOpts);
     const [a, h] = streamPair();
     const lines: string[] = [];
     const { slots, dir } = cacheOf();
-    const follow = new KvFollow({ build: askerOpts.build ?? BUILD, open: async () => a, mayHold: () => true, slots, maxBytes: 1 << 30, log: createLog("text", (l) => lines.push(l)) });
+    const follow = new KvFollow({ build: askerOpts.build ?? BUILD, open: async () => a, mayHold: () => true, keeps: () => true, slots, maxBytes: 1 << 30, log: createLog("text", (l) => lines.push(l)) });
     const [got] = await Promise.all([follow.fetchFrom(HOLDER, dir, ID, tokens), holder.serve(ASKER, h)]);
     expect(got).toBeUndefined();
     expect(follow.counters.misses).toBe(1);
     expect(holder.counters).toMatchObject({ sent: 0, missed: 1 });
     expect(lines.join("\n")).toMatch(why);
     expect(filesIn(dir)).toEqual([]);
+  });
+
+  test(`a member's asks beyond ${KV_ASKS_BURST} at once are told to wait; its next one a second later is answered`, async () => {
+    const { holder } = await holderWithFile();
+    const ask = async () => {
+      const [a, h] = streamPair();
+      const served = holder.serve(ASKER, h);
+      await writeFrame(a.send, { identity: ID, build: BUILD, chain: chainOf(prompt(250, 0)) });
+      const answer = (await readFrame(a.recv)) as KvAnswer;
+      await served;
+      return "miss" in answer ? answer.miss : "offer";
+    };
+    const answers: string[] = [];
+    for (let i = 0; i <= KV_ASKS_BURST; i++) answers.push(await ask());
+    expect(answers.slice(0, KV_ASKS_BURST).every((m) => m.includes("wholly within"))).toBe(true);
+    expect(answers[KV_ASKS_BURST]).toContain("too many asks");
+    await Bun.sleep(KV_ASK_REFILL_MS + 50);
+    expect(await ask()).toContain("wholly within");
+  });
+
+  test("from a member that is not one of the owner's machines, a cache is held for its one restore: never a saved slot, never offered, gone once discarded", async () => {
+    const { holder } = await holderWithFile();
+    const [a, h] = streamPair();
+    const asker = askerOver(a, { keeps: false });
+    const [got] = await Promise.all([asker.fetch(prompt(250, 195)), holder.serve(ASKER, h)]);
+    expect(got).toMatchObject({ tokens: 192, kept: false });
+    // Under its temporary name with its size and hash beside it (llama-server's restore checks them): no saved slot.
+    expect(filesIn(asker.dir).every((f) => f.startsWith("saving-fetch-"))).toBe(true);
+    expect(asker.slots.savedOf(ID)).toEqual([]);
+    asker.slots.discard(got!.path);
+    expect(filesIn(asker.dir)).toEqual([]);
   });
 
   test("a saved file that is not what was saved is dropped, never offered", async () => {
@@ -208,13 +245,51 @@ describe("an asker takes nothing on a member's word", () => {
     expect(await readFrame(h.recv)).toBeNull();
   });
 
-  test("an offer not worth fetching (reading is as fast) is declined: nothing is sent for it", async () => {
+  test("an offer not worth fetching (this node reads as fast) is declined: nothing is sent for it", async () => {
     const [a, h] = streamPair();
     const asker = askerOver(a);
-    const [got] = await Promise.all([asker.fetch(prompt(250, 250)), rogue(h, offer({ prefillTps: 1e6 }), file)]);
+    asker.follow.rates.add(`prefill:${ID}`, 1_000_000, 1_000);
+    const [got] = await Promise.all([asker.fetch(prompt(250, 250)), rogue(h, offer(), file)]);
     expect(got).toBeUndefined();
     expect(asker.follow.counters.declined).toBe(1);
     expect(filesIn(asker.dir)).toEqual([]);
+  });
+
+  test("fetches under way count against the disk budget: a second that would pass it with the first is refused before a byte of it comes", async () => {
+    const pairs = [streamPair(), streamPair()];
+    const { slots, dir } = cacheOf();
+    const lines: string[] = [];
+    let next = 0;
+    const follow = new KvFollow({ build: BUILD, open: async () => pairs[next++]![0], mayHold: () => true, keeps: () => true, slots, maxBytes: Math.floor(file.length * 1.5), log: createLog("text", (l) => lines.push(l)) });
+    // The first holder offers, then waits before it sends: its bytes are under way when the second offers.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const slow = (async () => {
+      const s = pairs[0]![1];
+      await readFrame(s.recv);
+      await writeFrame(s.send, offer());
+      await readFrame(s.recv);
+      await held;
+      await s.send.writeAll(file);
+      await s.send.finish();
+    })();
+    const first = follow.fetchFrom(HOLDER, dir, ID, prompt(250, 250));
+    await waitFor(() => next === 1 && follow["receiving"] > 0, { what: "the first fetch to be receiving" });
+    const [second] = await Promise.all([follow.fetchFrom(HOLDER, dir, ID, prompt(250, 250)).catch((err: Error) => err.message), rogue(pairs[1]![1], offer(), file)]);
+    expect(String(second)).toMatch(/more than the \d+ this node keeps/);
+    release();
+    expect((await first)?.tokens).toBe(192);
+    await slow;
+  });
+
+  test("a holder's word on reading counts for nothing: claiming it reads fast (or slowly) changes neither the choice nor the time saved", async () => {
+    for (const prefillTps of [1e6, 1]) {
+      const [a, h] = streamPair();
+      const asker = askerOver(a);
+      const [got] = await Promise.all([asker.fetch(prompt(250, 250)), rogue(h, offer({ prefillTps }), file)]);
+      expect(got?.tokens).toBe(192);
+      expect(got?.prefillMs).toBe((192 / UNMEASURED_PREFILL_TPS) * 1000);
+    }
   });
 });
 

@@ -166,19 +166,20 @@ describe("keep_alive a member carries", () => {
 describe("KV between nodes", () => {
   const log = createLog("text", () => undefined);
   const IDENTITY = "c".repeat(64);
-  const kvOf = (guest: boolean, asked: string[]) =>
+  const kvOf = (guest: boolean, asked: string[], over: Partial<Parameters<typeof nodeKv>[0]> = {}) =>
     nodeKv({
       build: "b1",
       budgetBytes: 1 << 30,
       slots: {} as SlotCache,
-      pool: { loaded: () => [] },
       models: () => [],
       identityOf: () => IDENTITY,
       announcementOf: () => ({ serving: [M], modelsOnDisk: [{ name: M, size: 1, need: 1, identity: IDENTITY }] }),
       counts: () => !guest,
+      vouched: () => !guest,
       open: async (member) => void asked.push(member),
       hosts: [],
       log,
+      ...over,
     });
 
   test("a guest is never asked for KV; an owner's machine that serves the model is", async () => {
@@ -187,6 +188,23 @@ describe("KV between nodes", () => {
     expect(asked).toEqual([]);
     await kvOf(false, asked).follow!.fetchFrom("a", "/nowhere", IDENTITY, new Int32Array(200)).catch(() => undefined);
     expect(asked).toEqual(["a"]);
+  });
+
+  // Issue 43: whose word a fetch follows. A member's hint (`x-mesh-kv-from`) named any node; now
+  // only this node's own routing record, the roster, or --hosts send it asking.
+  test.each<[string, Standing, boolean, string[], boolean]>([
+    ["this node routed the conversation there itself (unanchored)", "member", true, [], true],
+    ["a member's hint, unanchored: not followed", "member", false, [], false],
+    ["a member's hint naming one of the owner's machines: followed", "vouched", false, [], true],
+    ["a member's hint naming a node --hosts names: followed", "member", false, ["h"], true],
+    ["this node's own record, but --hosts leaves the holder out", "vouched", true, ["x"], false],
+    ["a guest, routed or hinted, not named", "guest", true, [], false],
+    ["a guest --hosts names, routed there", "guest", true, ["h"], true],
+  ])("asked for KV: %s", async (_, standing, routed, hosts, expected) => {
+    const asked: string[] = [];
+    const kv = kvOf(false, asked, { counts: () => counts(standing), vouched: () => standing === "vouched", hosts });
+    await kv.follow!.fetchFrom("h", "/nowhere", IDENTITY, new Int32Array(200), routed).catch(() => undefined);
+    expect(asked.length > 0).toBe(expected);
   });
 
   test("a guest's ask gets a miss, whatever it claims to serve", async () => {
