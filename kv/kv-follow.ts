@@ -22,6 +22,7 @@ import { KV_ASK_MS, KV_IDLE_MS, KvAnswerSchema, MIN_SHARED_TOKENS, type KvOffer 
 import { BLOCK_TOKENS, chainOf } from "./prefix-chain.ts";
 import { Rates } from "./rates.ts";
 import { fileSource, slotLayout } from "./slot-layout.ts";
+import { maxSlotBytes, shapeMismatch, type KvShape } from "./kv-shape.ts";
 
 /** Fetches this node runs at once: more conversations moving at once are read again. */
 const MAX_FETCHES = 2;
@@ -53,6 +54,8 @@ export interface KvFollowParts {
   keeps(member: string): boolean;
   /** The most bytes one fetched cache may have: the node's disk budget for saved slots. */
   maxBytes: number;
+  /** The KV cache of model content `identity` as its GGUF says it must be (`kv-shape.ts`); none when it does not say. */
+  shapeOf?(identity: string): KvShape | undefined;
   log: Log;
 }
 
@@ -176,6 +179,9 @@ export class KvFollow {
       const answerMs = performance.now() - asked;
       const refusal = offerRefusal(offer, tokens.length, this.o.maxBytes - this.receiving);
       if (refusal) throw new FollowFailed(refusal);
+      // Before a byte is written: no more than this model's KV of so many tokens can take.
+      const shape = this.o.shapeOf?.(identity);
+      if (shape && offer.bytes > maxSlotBytes(shape, offer.tokens)) throw new FollowFailed(`the member offered ${offer.bytes} bytes for ${offer.tokens} tokens; this model's KV of them takes at most ${maxSlotBytes(shape, offer.tokens)}`);
       const verdict = fetchOrPrefill({
         tokens: offer.tokens,
         bytes: offer.bytes,
@@ -199,7 +205,7 @@ export class KvFollow {
       await recv.within(Math.min(MAX_FETCH_MS, verdict.deadlineMs), `the ${offer.bytes} bytes it offered`, () => receiveFile(recv, temp!, offer), { idle: true });
       const received = performance.now();
       this.rates.add(`link:${holder}`, offer.bytes, received - receiveStarted);
-      checkTokens(temp, tokens, offer.tokens);
+      checkTokens(temp, tokens, offer.tokens, shape);
       const keep = this.o.keeps(holder);
       const held = keep ? await this.o.slots.adopt(dir, temp, offer.sha256) : await this.o.slots.sealFetched(temp, offer.sha256);
       temp = undefined;
@@ -248,13 +254,20 @@ async function receiveFile(recv: TimedRecv, path: string, offer: KvOffer): Promi
   }
 }
 
-/** The fetched file must walk to its exact end and hold exactly the prompt's first `count` tokens. */
-function checkTokens(path: string, prompt: Int32Array, count: number): void {
+/** The fetched file must walk to its exact end, be of the model's shape, and hold exactly the prompt's first `count` tokens. */
+function checkTokens(path: string, prompt: Int32Array, count: number, shape: KvShape | undefined): void {
   const fd = openSync(path, "r");
   try {
-    const layout = slotLayout(fileSource(fd, statSync(path).size));
+    const src = fileSource(fd, statSync(path).size);
+    const layout = slotLayout(src);
     if (layout.tokens.length !== count) throw new FollowFailed(`the fetched cache holds ${layout.tokens.length} tokens, ${count} were offered`);
     for (let i = 0; i < count; i++) if (layout.tokens[i] !== prompt[i]) throw new FollowFailed(`the fetched cache's token ${i} is not the prompt's`);
+    const typeAt = (at: number) => {
+      const b = src.read(at, 4);
+      return new DataView(b.buffer, b.byteOffset, 4).getInt32(0, true);
+    };
+    const mismatch = shape && shapeMismatch(layout, shape, typeAt);
+    if (mismatch) throw new FollowFailed(`the fetched cache is not this model's: ${mismatch}`);
   } finally {
     closeSync(fd);
   }

@@ -12,6 +12,7 @@
 import type { Announcement } from "../mesh/messages.ts";
 import { KvFollow } from "../kv/kv-follow.ts";
 import { KvHolder } from "../kv/kv-holder.ts";
+import { kvShapeOf } from "../kv/kv-shape.ts";
 import { RecentServers, servedIdentities } from "../kv/recent-servers.ts";
 import type { Log } from "../log.ts";
 import type { ModelInfo } from "../models/model-store.ts";
@@ -60,7 +61,7 @@ export function nodeKv(s: KvSources): NodeKv {
     (s.counts(member) || named(member)) &&
     (s.hosts.length === 0 || named(member)) &&
     (servesContent(s.announcementOf(member), identity) || recent.servedLately(member, identity));
-  const follow = s.budgetBytes > 0 ? new KvFollow({ build: s.build, open: async (member) => (await s.open(member))?.stream, mayHold, keeps: s.vouched, slots: s.slots, maxBytes: s.budgetBytes, log: s.log }) : undefined;
+  const follow = s.budgetBytes > 0 ? new KvFollow({ build: s.build, open: async (member) => (await s.open(member))?.stream, mayHold, keeps: s.vouched, slots: s.slots, maxBytes: s.budgetBytes, shapeOf: (identity) => kvShapeOf(s.models().find((m) => s.identityOf(m) === identity)?.facts), log: s.log }) : undefined;
   const holder = new KvHolder({
     build: s.budgetBytes > 0 ? s.build : undefined,
     savedOf: async (identity) => {

@@ -4,6 +4,7 @@ import { BLOCK_TOKENS, chainOf, sharedBlocks } from "../../kv/prefix-chain.ts";
 import { Rates, RATE_TTL_MS } from "../../kv/rates.ts";
 import { bytesSource, pieceBytes, slotLayout, SlotLayoutError, trimmed } from "../../kv/slot-layout.ts";
 import { slotFile } from "../../harness/slot-file-fixture.ts";
+import { kvShapeOf, maxSlotBytes, rowBytesOf, shapeMismatch } from "../../kv/kv-shape.ts";
 
 describe("slotLayout", () => {
   test("walks a file to its end and reads its tokens", () => {
@@ -93,5 +94,36 @@ describe("Rates", () => {
     expect(r.get("b")).toBeUndefined();
     now = RATE_TTL_MS + 1;
     expect(r.get("a")).toBeUndefined();
+  });
+});
+
+describe("the model's KV shape (issue 43)", () => {
+  const facts = { architecture: "llama", fileKind: undefined, poolingType: undefined, contextLength: 8192, blockCount: 4, embeddingLength: 256, headCount: 8, headCountKv: 2, name: undefined, fileType: 7 };
+  test("from GGUF facts: layers and the KV heads' width; none when they do not say", () => {
+    expect(kvShapeOf(facts)).toEqual({ layers: 4, kvDim: 64 });
+    expect(kvShapeOf({ ...facts, headCountKv: undefined })).toEqual({ layers: 4, kvDim: 256 });
+    expect(kvShapeOf({ ...facts, headCount: undefined })).toBeUndefined();
+    expect(kvShapeOf(undefined)).toBeUndefined();
+  });
+  test.each<[string, number, number, number | undefined]>([
+    ["f16", 1, 64, 128],
+    ["f32", 0, 64, 256],
+    ["q8_0", 8, 64, 68],
+    ["q4_0", 2, 64, 36],
+    ["q8_0 of a width that is not whole blocks", 8, 48, undefined],
+    ["a type no KV cache is kept in", 12, 64, undefined],
+  ])("row bytes: %s", (_, type, dim, bytes) => expect(rowBytesOf(type, dim)).toBe(bytes));
+  test("a real slot file's shape matches; an extra layer, another width or a transposed V of another width does not", () => {
+    const shape = { layers: 2, kvDim: 4 };
+    const walk = (f: Uint8Array) => {
+      const layout = slotLayout(bytesSource(f));
+      return shapeMismatch(layout, shape, (at) => new DataView(f.buffer, f.byteOffset + at, 4).getInt32(0, true));
+    };
+    expect(walk(slotFile(128))).toBeUndefined();
+    expect(walk(slotFile(128, { layers: 3 }))).toContain("3 layers");
+    expect(walk(slotFile(128, { row: 16 }))).toContain("16 bytes");
+    // The fixture's transposed V is 3 elements of 2 bytes: not the model's 4.
+    expect(walk(slotFile(128, { vTrans: true }))).toContain("6 bytes");
+    expect(maxSlotBytes(shape, 128)).toBeGreaterThan(slotFile(128).length);
   });
 });

@@ -14,6 +14,7 @@ import { waitFor } from "../../harness/wait.ts";
 import { KvFollow } from "../../kv/kv-follow.ts";
 import { KV_ASK_REFILL_MS, KV_ASKS_BURST, KvHolder } from "../../kv/kv-holder.ts";
 import { UNMEASURED_PREFILL_TPS } from "../../kv/fetch-decision.ts";
+import { maxSlotBytes, type KvShape } from "../../kv/kv-shape.ts";
 import { chainOf } from "../../kv/prefix-chain.ts";
 import type { KvAnswer } from "../../kv/kv-wire.ts";
 import { bytesSource, slotLayout } from "../../kv/slot-layout.ts";
@@ -61,9 +62,9 @@ async function holderWithFile(o: { serves?: boolean; build?: string } = {}) {
 }
 
 /** An asker whose one KV stream is `stream`. */
-function askerOver(stream: Stream, o: { build?: string; maxBytes?: number; mayHold?: boolean; keeps?: boolean } = {}) {
+function askerOver(stream: Stream, o: { build?: string; maxBytes?: number; mayHold?: boolean; keeps?: boolean; shape?: KvShape } = {}) {
   const { slots, dir } = cacheOf();
-  const follow = new KvFollow({ build: o.build ?? BUILD, open: async () => stream, mayHold: () => o.mayHold ?? true, keeps: () => o.keeps ?? true, slots, maxBytes: o.maxBytes ?? 1 << 30, log });
+  const follow = new KvFollow({ build: o.build ?? BUILD, open: async () => stream, mayHold: () => o.mayHold ?? true, keeps: () => o.keeps ?? true, slots, maxBytes: o.maxBytes ?? 1 << 30, ...(o.shape ? { shapeOf: () => o.shape } : {}), log });
   return { follow, dir, slots, fetch: (tokens: Int32Array) => follow.fetchFrom(HOLDER, dir, ID, tokens) };
 }
 
@@ -280,6 +281,44 @@ describe("an asker takes nothing on a member's word", () => {
     release();
     expect((await first)?.tokens).toBe(192);
     await slow;
+  });
+
+  // Issue 43: a file with the right tokens and a made-up layer passed the walk, was received whole
+  // and pushed the node's own conversations out of the budget before llama-server refused it.
+  const SHAPE: KvShape = { layers: 2, kvDim: 4 };
+  test.each<[string, Uint8Array, RegExp]>([
+    ["a made-up third layer, hashed right", slotFile(192, { layers: 3 }), /holds 3 layers; the model has 2/],
+    ["rows twice the model's width, hashed right", slotFile(192, { row: 16 }), /rows are 16 bytes; the model's are 8/],
+  ])("a cache not of the model's shape is refused once walked, never restored or kept: %s", async (_, payload, why) => {
+    const [a, h] = streamPair();
+    const asker = askerOver(a, { shape: SHAPE });
+    const [got] = await Promise.all([asker.fetch(prompt(250, 250)).catch((err: Error) => err.message), rogue(h, offer({ bytes: payload.length, sha256: sha(payload) }), payload)]);
+    expect(String(got)).toMatch(why);
+    expect(filesIn(asker.dir)).toEqual([]);
+  });
+
+  test("an offer of more bytes than the model's KV of its tokens can take is refused before a byte of it is written", async () => {
+    const [a, h] = streamPair();
+    const asker = askerOver(a, { shape: SHAPE });
+    const huge = maxSlotBytes(SHAPE, 192) + 1;
+    let sent = false;
+    const holderSide = (async () => {
+      await readFrame(h.recv);
+      await writeFrame(h.send, offer({ bytes: huge }));
+      sent = (await readFrame(h.recv).catch(() => null)) !== null;
+    })();
+    const got = await asker.fetch(prompt(250, 250)).catch((err: Error) => err.message);
+    await holderSide;
+    expect(String(got)).toMatch(/this model's KV of them takes at most/);
+    expect(sent).toBe(false);
+    expect(filesIn(asker.dir)).toEqual([]);
+  });
+
+  test("an honest file of the model's shape is taken", async () => {
+    const [a, h] = streamPair();
+    const asker = askerOver(a, { shape: SHAPE });
+    const [got] = await Promise.all([asker.fetch(prompt(250, 250)), rogue(h, offer(), file)]);
+    expect(got?.tokens).toBe(192);
   });
 
   test("a holder's word on reading counts for nothing: claiming it reads fast (or slowly) changes neither the choice nor the time saved", async () => {
