@@ -29,7 +29,8 @@ export function slotFile(n: number, o: { streams?: number; layers?: number; row?
       u32(1);
       u32(row);
       u32(0);
-      for (let c = 0; c < n; c++) for (let b = 0; b < row; b++) out.push((tag + c) & 0xff);
+      // Bytes that read as finite f16 values (no 0x7c-0x7f or 0xfc-0xff, whose exponent is all ones), each row its own.
+      for (let c = 0; c < n; c++) for (let b = 0; b < row; b++) out.push((tag + c) % 124);
     };
     for (let l = 0; l < layers; l++) rows(l * 16);
     for (let l = 0; l < layers; l++) {
@@ -38,7 +39,7 @@ export function slotFile(n: number, o: { streams?: number; layers?: number; row?
         u32(1);
         u32(2);
         u32(3);
-        for (let j = 0; j < 3; j++) for (let c = 0; c < n; c++) out.push(j, c & 0xff);
+        for (let j = 0; j < 3; j++) for (let c = 0; c < n; c++) out.push(j, c % 124);
       }
     }
   }

@@ -1,7 +1,7 @@
 /**
  * The holder's side of the KV stream: a member asks for the KV of a prompt it is about to read, and
- * this node offers one of its saved slots that the prompt covers whole (every one of its blocks),
- * cut to its whole blocks (`slot-layout.ts`), then sends exactly that on the member's go.
+ * this node offers one of its saved slots that the prompt covers whole (every one of its blocks but
+ * the last), cut to those blocks (`slot-layout.ts`), then sends exactly that on the member's go.
  *
  * What the member says is a claim: it gets an offer only for a model content this node has and the
  * member announces it serves, of this node's llama.cpp build, within one stream per member, a few
@@ -168,9 +168,11 @@ export class KvHolder {
     for (const path of files.slice(0, FILES_PER_ASK)) {
       const walked = this.walk(path);
       if (!walked) continue;
-      // Only a conversation the prompt holds whole: a part of one would say what the rest is not.
-      const blocks = sharedBlocks(ask.chain, walked.chain);
-      if (blocks === walked.chain.length && blocks > (best?.blocks ?? 0)) best = { path, walked, blocks };
+      // Only a conversation the prompt holds whole, and never its last block: a part of one would say
+      // what the rest is not, and the last block is where the next turn's text may join the last
+      // word (or the answer's tokens read back otherwise), so the offer never depends on it.
+      const whole = walked.chain.length - 1;
+      if (whole > 0 && sharedBlocks(ask.chain, walked.chain) >= whole && whole > (best?.blocks ?? 0)) best = { path, walked, blocks: whole };
     }
     const tokens = (best?.blocks ?? 0) * BLOCK_TOKENS;
     if (!best || tokens < MIN_SHARED_TOKENS) return miss(`no saved conversation here of ${MIN_SHARED_TOKENS} tokens or more is wholly within that prompt`);

@@ -75,3 +75,38 @@ export function shapeMismatch(layout: SlotLayout, shape: KvShape, typeAt: (headA
   }
   return undefined;
 }
+
+/** Bytes read at a time while scanning a file's values. */
+const SCAN_CHUNK = 1 << 20;
+
+/**
+ * Where a slot file's K/V values stop being numbers (pure over its bytes): the first NaN or
+ * infinity in an f32, f16 or bf16 layer, or in a quantized block's f16 scale; none when every value
+ * is finite. A state llama-server restores is taken as it is: a member's NaN would poison every
+ * token that attends to it.
+ */
+export function nonFinite(src: { read(at: number, n: number): Uint8Array }, layout: SlotLayout, typeAt: (headAt: number) => number): string | undefined {
+  for (const stream of layout.streams) {
+    for (const [i, section] of stream.sections.entries()) {
+      const type = typeAt(section.headAt);
+      const bytes = section.transposed ? section.transposed.elBytes * section.transposed.embd * stream.cells : section.rowBytes * stream.cells;
+      const t = KV_TYPES[type];
+      if (!t) continue;
+      // Values of 4 or 2 bytes each; a quantized block's first 2 bytes are its f16 scale.
+      const step = t.bytes;
+      const width = t.els === 1 ? t.bytes : 2;
+      const bad = type === 0 ? (v: number) => (v & 0x7f800000) === 0x7f800000 : type === 30 ? (v: number) => (v & 0x7f80) === 0x7f80 : (v: number) => (v & 0x7c00) === 0x7c00;
+      for (let at = 0; at < bytes; ) {
+        const n = Math.min(SCAN_CHUNK - (SCAN_CHUNK % step), bytes - at);
+        const chunk = src.read(section.dataAt + at, n);
+        const view = new DataView(chunk.buffer, chunk.byteOffset, chunk.length);
+        for (let o = 0; o + width <= chunk.length; o += step) {
+          const v = width === 4 ? view.getUint32(o, true) : view.getUint16(o, true);
+          if (bad(v)) return `layer ${i % (stream.sections.length / 2)} (${i < stream.sections.length / 2 ? "K" : "V"}) holds a value that is not a number at byte ${section.dataAt + at + o}`;
+        }
+        at += n;
+      }
+    }
+  }
+  return undefined;
+}

@@ -43,11 +43,11 @@ function cacheOf(): { slots: SlotCache; dir: string } {
   return { slots: new SlotCache({ root, build: BUILD, budgetBytes: 1 << 30, identityOf: () => ID, log }), dir };
 }
 
-/** The holder's saved conversation: 200 tokens (100, 101, ...). */
+/** The holder's saved conversation: 260 tokens (100, 101, ...): four whole blocks, of which it offers three. */
 async function holderWithFile(o: { serves?: boolean; build?: string } = {}) {
   const { slots, dir } = cacheOf();
   const temp = join(dir, "saving-0.bin");
-  writeFileSync(temp, slotFile(200));
+  writeFileSync(temp, slotFile(260));
   const saved = await slots.adopt(dir, temp);
   const holder = new KvHolder({
     build: o.build ?? BUILD,
@@ -311,6 +311,19 @@ describe("an asker takes nothing on a member's word", () => {
     await holderSide;
     expect(String(got)).toMatch(/this model's KV of them takes at most/);
     expect(sent).toBe(false);
+    expect(filesIn(asker.dir)).toEqual([]);
+  });
+
+  test.each<[string, (f: Uint8Array) => void]>([
+    ["a value that is not a number (f16 NaN)", (f) => f.set([0x01, 0x7e], f.length - 64)],
+    ["a V value that is infinite (f16 +Inf)", (f) => f.set([0x00, 0x7c], f.length - 2)],
+  ])("a cache holding %s is refused once walked, never restored or kept", async (_, poison) => {
+    const bad = slotFile(192);
+    poison(bad);
+    const [a, h] = streamPair();
+    const asker = askerOver(a, { shape: SHAPE });
+    const [got] = await Promise.all([asker.fetch(prompt(250, 250)).catch((err: Error) => err.message), rogue(h, offer({ bytes: bad.length, sha256: sha(bad) }), bad)]);
+    expect(String(got)).toMatch(/not numbers: layer \d \((K|V)\) holds a value that is not a number/);
     expect(filesIn(asker.dir)).toEqual([]);
   });
 
