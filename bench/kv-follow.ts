@@ -143,7 +143,7 @@ async function reloaded(): Promise<{ rows: string[][]; breakEven: number | undef
   try {
     await identityKnown(node, MODEL, 120_000);
     // The server loaded at start may have come before its identity: the next load keeps slots.
-    await unloadAll(node);
+    await unloadAll(node, MODEL);
     const rows: string[][] = [];
     let breakEven: number | undefined;
     for (const length of LENGTHS) {

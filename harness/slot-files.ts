@@ -12,9 +12,15 @@ export async function identityKnown(node: TestNode, model: string, timeoutMs?: n
   return waitFor(identity, { what: `${model}'s content identity`, ...(timeoutMs ? { timeoutMs } : {}) });
 }
 
-/** Unloads every model (Lemonade's `/api/v1/unload`), which saves their slots, and waits until none is loaded; the ms it took. */
-export async function unloadAll(node: TestNode): Promise<number> {
-  // A load under way (the group's, at start) is not among what an unload lets go: it is waited for first.
+/**
+ * Unloads every model (Lemonade's `/api/v1/unload`), which saves their slots, and waits until none
+ * is loaded; the ms it took. `loadedFirst`: a model the node loads by itself (its `--model`, at
+ * start), waited for first: a start's load may come after its content identity is known, and an
+ * unload before it lets nothing go.
+ */
+export async function unloadAll(node: TestNode, loadedFirst?: string): Promise<number> {
+  if (loadedFirst !== undefined) await waitFor(async () => (await loaded(node)).some((m) => m.model_name === loadedFirst), { what: `${loadedFirst} to be loaded`, timeoutMs: 120_000 });
+  // A load under way is not among what an unload lets go: it is waited for first.
   await waitFor(async () => (await loaded(node)).every((m) => m.state === "ready"), { what: "the models loading to be ready", timeoutMs: 120_000 });
   const t = performance.now();
   const res = await post(node, "/api/v1/unload", {});

@@ -33,7 +33,7 @@ beforeAll(async () => {
   [node, rogue] = await Promise.all([startMeshNode([...SMALL_LLAMA, "--model", await testModel("tiny", "q8_0")]), RoguePeer.start()]);
   identity = await identityKnown(node, MODEL);
   // Loaded again once its content is known: its server keeps slots.
-  await unloadAll(node);
+  await unloadAll(node, MODEL);
   token = decodeJoinToken(node.token);
   member = await rogue.member(token);
   member.recordStreams();

@@ -40,7 +40,7 @@ async function nodeWithIdentity(extra: string[] = [], stateDir?: string): Promis
   nodes.push(node);
   await identityKnown(node, MODEL);
   // The server loaded at start may have come before the identity: the next load knows it.
-  await unloadAll(node);
+  await unloadAll(node, MODEL);
   return node;
 }
 
