@@ -140,9 +140,12 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   // Memory offered to the mesh: the GPUs', or RAM on a CPU node.
   const vramBytes = config.vramBytes ?? (devices.length ? devices.reduce((sum, d) => sum + d.totalBytes, 0) : totalmem());
   const needOf = needAt(config.ctxSize);
-  const meshPeers = () => [...(mesh?.membership.peers.values() ?? [])];
   /** How a peer stands with this node (the roster's verdict it checked itself), while it is a peer. */
   const standingOf = (peerId: string) => mesh?.membership.peers.get(peerId)?.standing.standing;
+  /** The peers whose word counts here (the owner's machines; every member, unanchored). */
+  const countedPeers = () => [...(mesh?.membership.peers.values() ?? [])].filter((p) => counts(p.standing.standing));
+  /** This node is a guest of its mesh: it takes no group, and serves its own clients from its own disk. */
+  const isGuest = () => mesh?.trust().state === "guest";
   /** Tells the peers what changed in our announcement, once the mesh is up. */
   const announce = () => void mesh?.announceIfChanged();
   // Where the pool, the fetcher, the models dir and the replicas report; `events.connect` joins it to
@@ -219,7 +222,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     hashCache: join(config.stateDir, "file-hashes.json"),
     // Until it hears from its mesh a joining node would pull what a member may have; not forever, should the mesh be gone.
     // A guest's word counts for nothing here: a node that joined through one still waits to hear the owner's machines.
-    joining: () => config.join !== undefined && !meshPeers().some((p) => counts(p.standing.standing)) && performance.now() - startedAt < JOIN_GRACE_MS,
+    joining: () => config.join !== undefined && countedPeers().length === 0 && performance.now() - startedAt < JOIN_GRACE_MS,
     log,
     onProgress: announce,
     onDone: async () => {
@@ -275,20 +278,20 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     hosts: config.hosts,
     evictMeshModels: config.evictMeshModels === "on",
     replicas,
-    peerServes: (model) => meshPeers().some((p) => counts(p.standing.standing) && p.announcement.serving.includes(model)),
+    peerServes: (model) => countedPeers().some((p) => p.announcement.serving.includes(model)),
     announce,
-    guest: () => mesh?.trust().state === "guest",
+    guest: isGuest,
     log,
   });
   const forwarder = new MeshForwarder({ members: () => mesh, headMs: config.loadTimeoutMs + FORWARD_ANSWER_MS });
-  const router = new MeshRouter({ view, store, needOf, vramBytes, hosts: config.hosts, forwarder, guest: () => mesh?.trust().state === "guest" });
+  const router = new MeshRouter({ view, store, needOf, vramBytes, hosts: config.hosts, forwarder, guest: isGuest });
   // Every part exists: the announcement tells the group's and the replicas' state, and the parts' reports reach them.
   announcer.connect({ group, replicas });
   events.connect({ announce, group, replicas, identities, slots: slotCache });
 
   const onPeersChange = () => {
     const present = new Set(mesh?.membership.peers.keys() ?? []);
-    kv.heard(new Map([...(mesh?.membership.peers ?? [])].filter(([, p]) => counts(p.standing.standing)).map(([id, p]) => [id, p.announcement])));
+    kv.heard(new Map(countedPeers().map((p) => [p.id, p.announcement])));
     for (const id of tunnels.peers()) if (!present.has(id)) tunnels.closeFor(id);
     group.reconcile();
   };
@@ -362,7 +365,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
         adopt();
         // The token carries the mesh secret: logs say where it is; only a terminal sees it, once.
         log.info("mesh endpoint up", { node: m.nodeId, mesh: m.founded ? "founded" : "joined", line: m.line });
-        log.info(`join token in ${m.tokenFile.path}; \`mesh token\` ${m.trust().state === "guest" ? "prints none on a guest's node (only the owner invites)" : "prints it"}`);
+        log.info(`join token in ${m.tokenFile.path}; \`mesh token\` ${isGuest() ? "prints none on a guest's node (only the owner invites)" : "prints it"}`);
         // A mesh moved to the other line has a new token, which its members join with.
         if (m.tokenFile.first || m.moved) await showTokens(m);
         if (!identity) return;
