@@ -7,8 +7,7 @@
  * neither a vouch nor a pass. A running node reads the change within a heartbeat.
  */
 import type { Config } from "../config/config.ts";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { readMeshSecret } from "../mesh/identity.ts";
 import { decodeJoinToken, encodeJoinToken, JoinTokenError } from "../mesh/join-token.ts";
 import { closeToPassless, initRoster, joinRoster, RosterError, rotateRoster } from "../mesh/roster-setup.ts";
 import type { RosterKeys } from "../mesh/roster.ts";
@@ -20,14 +19,6 @@ type Action = "init" | "join" | "rotate" | "close";
 /** The owner's token for `keys`, where this node's kept token reaches the mesh. */
 function ownerToken(stateDir: string, keys: RosterKeys): string {
   return encodeJoinToken({ ...keptToken(stateDir).token, roster: { kind: "owner", secret: keys.secret! } });
-}
-
-function meshSecretHex(stateDir: string): string | undefined {
-  try {
-    return readFileSync(join(stateDir, "mesh.secret"), "utf8").trim().toLowerCase();
-  } catch {
-    return undefined;
-  }
 }
 
 export async function rosterCommand(config: Pick<Config, "stateDir">, action: Action, tokenText?: string): Promise<void> {
@@ -48,9 +39,9 @@ export async function rosterCommand(config: Pick<Config, "stateDir">, action: Ac
           throw err;
         }
         if (!token.roster) throw new CommandError("that token carries no roster: ask the mesh's owner for theirs (`mesh token` on one of their machines)");
-        const secret = meshSecretHex(dir);
+        const secret = readMeshSecret(dir);
         if (secret === undefined) throw new CommandError(`${dir} belongs to no mesh: start the node with --join TOKEN instead`);
-        if (secret !== Buffer.from(token.secret).toString("hex")) throw new CommandError("that token is of another mesh: start the node with --join TOKEN to move it there");
+        if (!Buffer.from(secret).equals(Buffer.from(token.secret))) throw new CommandError("that token is of another mesh: start the node with --join TOKEN to move it there");
         const keys = joinRoster(dir, token.roster);
         console.log(keys.secret ? "This machine is one of the owner's now (a running node shows it within seconds)." : `This machine is a guest (${keys.pass?.name ?? "no pass"}) of the mesh's roster.`);
         return;

@@ -47,6 +47,11 @@ export function hasMeshSecret(stateDir: string): boolean {
   return existsSync(join(stateDir, MESH_SECRET_FILE));
 }
 
+/** The mesh secret this state dir keeps, or undefined when it belongs to no mesh yet. */
+export function readMeshSecret(stateDir: string): Uint8Array | undefined {
+  return readHexSecret(join(stateDir, MESH_SECRET_FILE));
+}
+
 /**
  * The mesh secret: the one in a join token wins (and is kept for restarts), else the one kept from
  * before, else a new mesh is founded. `founded` says whether this start made a new one.

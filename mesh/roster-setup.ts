@@ -7,6 +7,7 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { hasMeshSecret } from "./identity.ts";
 import { encodeJoinToken, rosterOfToken, type JoinToken, type TokenRoster } from "./join-token.ts";
 import { readRosterKeys, readRosterLog, ROSTER_FILE, updateRosterLog, withStatements, writeRosterKeys } from "./roster-files.ts";
 import { closeRoster, issuePass, newSecretKey, publicKeyOf, revokePass, statementKey, type Pass, type RosterKeys, type Statement } from "./roster.ts";
@@ -95,7 +96,7 @@ export async function closeToPassless(stateDir: string, now = Date.now()): Promi
  */
 export async function initRoster(stateDir: string): Promise<RosterKeys> {
   if (existsSync(join(stateDir, ROSTER_FILE))) throw new RosterError(`${stateDir} already holds a roster (\`mesh roster rotate\` replaces it)`);
-  if (!existsSync(join(stateDir, "mesh.secret"))) throw new RosterError(`${stateDir} belongs to no mesh yet: start the node first (a new mesh makes its roster itself)`);
+  if (!hasMeshSecret(stateDir)) throw new RosterError(`${stateDir} belongs to no mesh yet: start the node first (a new mesh makes its roster itself)`);
   return foundRoster(stateDir, true);
 }
 
