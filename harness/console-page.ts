@@ -62,7 +62,7 @@ export async function waitForAttr(locator: Locator, name: string, ok: (v: string
       value = await attr(locator, name);
       return ok(value);
     },
-    { what: `${what} (last ${name}=${JSON.stringify(value)})`, timeoutMs, intervalMs: 25 },
+    { what: () => `${what} (last ${name}=${JSON.stringify(value)})`, timeoutMs, intervalMs: 25 },
   );
   return { value, ms: performance.now() - started };
 }

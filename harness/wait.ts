@@ -5,8 +5,8 @@
 
 export interface WaitOptions {
   timeoutMs?: number;
-  /** What the wait is for, in the error when the deadline passes. */
-  what: string;
+  /** What the wait is for, in the error when the deadline passes (a function when it names the last value seen). */
+  what: string | (() => string);
   intervalMs?: number;
 }
 
@@ -23,7 +23,7 @@ export async function waitFor<T>(probe: () => T | Promise<T>, opts: WaitOptions)
     }
     if (Date.now() > deadline) {
       const why = lastError instanceof Error ? ` (last error: ${lastError.message})` : "";
-      throw new Error(`timed out after ${opts.timeoutMs ?? 30_000} ms waiting for ${opts.what}${why}`);
+      throw new Error(`timed out after ${opts.timeoutMs ?? 30_000} ms waiting for ${typeof opts.what === "function" ? opts.what() : opts.what}${why}`);
     }
     await Bun.sleep(opts.intervalMs ?? 50);
   }
