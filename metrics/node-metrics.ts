@@ -151,7 +151,7 @@ export class NodeMetrics {
     });
     new Counter({
       name: "mesh_kv_follow_saved_seconds_total",
-      help: "Prompt reading that fetched KV caches saved, estimated from this node's (or the holder's) measured reading rate less the fetch's time",
+      help: "Prompt reading that fetched KV caches saved, estimated from this node's own measured reading rate (a fast one assumed before it has one; never the holder's) less the fetch's time",
       registers,
       collect() {
         this.reset();
