@@ -7,7 +7,8 @@
  *   one's is) and the next turn, from the same client, goes to the host, which fetches the chat's
  *   KV from the replica's node over the mesh (`kv/`). Time to its first token, against the same turn
  *   read whole (`cache_prompt: false`), whether the host fetched or judged reading faster, and the
- *   bytes it fetched. `--lab` runs the two nodes in the lab, each link capped at `--mbit`.
+ *   bytes it fetched; and the followed turn with one block of the cache checked by reading it
+ *   again (the mean cost of a block drawn at random: reading the prompt's first half). `--lab` runs the two nodes in the lab, each link capped at `--mbit`.
  * - Reloaded: one node, the model unloaded after the first turn and loaded again for the next, its
  *   slot restored from disk against read whole.
  *
@@ -30,6 +31,7 @@ import { testModel } from "../harness/models.ts";
 import { startNode, type TestNode } from "../harness/node.ts";
 import { waitFor } from "../harness/wait.ts";
 import { MIN_SAVED_TOKENS } from "../pool/slot-cache.ts";
+import { BLOCK_TOKENS } from "../kv/prefix-chain.ts";
 import { labOrLoopback, loopbackPlaces, type Places } from "./places.ts";
 import { pct, printTable } from "./report.ts";
 
@@ -90,7 +92,7 @@ const didOf = (before: Awaited<ReturnType<typeof follow>>, after: Awaited<Return
   (Object.keys(EVENTS) as (keyof typeof EVENTS)[]).filter((e) => after.events[e] > before.events[e]).map((e) => EVENTS[e])[0] ?? "did not ask (a short prompt)";
 
 /** One chat moved from b's replica to a: its next turn's first token with the cache followed and read whole, and what a did. */
-async function movedTurn(a: MeshTestNode, b: MeshTestNode, length: number, run: number): Promise<{ prefilled: number; restored: number; did: string; bytes: number }> {
+async function movedTurn(a: MeshTestNode, b: MeshTestNode, length: number, run: number): Promise<{ prefilled: number; restored: number; verify: number; did: string; bytes: number }> {
   // The host pressed: b serves a replica beside it.
   const stop = new AbortController();
   const load = burst(a, MODEL, 4, stop.signal, new Set());
@@ -108,7 +110,13 @@ async function movedTurn(a: MeshTestNode, b: MeshTestNode, length: number, run: 
   const after = await follow(a);
   // The same turn read whole, the same way (b's client, a's server).
   const prefilled = await firstToken(b, `${prompt} river stone`, { headers: session, body: { cache_prompt: false } });
-  return { prefilled, restored, did: didOf(before, after), bytes: after.bytes - before.bytes };
+  // Checking one block of a member's cache by reading it again: a block's KV depends on every token before it,
+  // so block j costs reading its first j+1 blocks; a block drawn at random (which a forger cannot foresee)
+  // costs on average reading to the middle block.
+  const tokens = ((await (await post(a, "/tokenize", { model: MODEL, content: `${prompt} river stone` })).json()) as { tokens: number[] }).tokens;
+  const middle = Math.max(1, Math.ceil(Math.floor(tokens.length / BLOCK_TOKENS) / 2)) * BLOCK_TOKENS;
+  const verify = await firstToken(b, "", { headers: session, body: { prompt: tokens.slice(0, middle), cache_prompt: false } });
+  return { prefilled, restored, verify, did: didOf(before, after), bytes: after.bytes - before.bytes };
 }
 
 /** The moved turn: rows of the table, and the break-even. */
@@ -126,13 +134,14 @@ async function moved(places: Places): Promise<{ rows: string[][]; breakEven: num
   const rows: string[][] = [];
   let breakEven: number | undefined;
   for (const length of LENGTHS) {
-    const runs: { prefilled: number; restored: number; did: string; bytes: number }[] = [];
+    const runs: Awaited<ReturnType<typeof movedTurn>>[] = [];
     for (let run = 0; run < RUNS; run++) runs.push(await movedTurn(a, b, length, run));
     const prefilled = pct(runs.map((r) => r.prefilled), 50);
     const restored = pct(runs.map((r) => r.restored), 50);
     const dids = [...new Set(runs.map((r) => r.did))];
     if (breakEven === undefined && dids.length === 1 && dids[0] === EVENTS.hit && restored < prefilled) breakEven = length;
-    rows.push([String(length), prefilled.toFixed(0), restored.toFixed(0), `${(prefilled / restored).toFixed(1)}x`, dids.join(", "), (pct(runs.map((r) => r.bytes), 50) / 2 ** 20).toFixed(2)]);
+    const checked = restored + pct(runs.map((r) => r.verify), 50);
+    rows.push([String(length), prefilled.toFixed(0), restored.toFixed(0), `${(prefilled / restored).toFixed(1)}x`, checked.toFixed(0), `${(prefilled / checked).toFixed(1)}x`, dids.join(", "), (pct(runs.map((r) => r.bytes), 50) / 2 ** 20).toFixed(2)]);
   }
   return { rows, breakEven };
 }
@@ -177,9 +186,10 @@ try {
   try {
     const m = await moved(places);
     console.log(`\nmoved: ${places.label}\n`);
-    printTable(["prompt tokens", "moved turn's first token, read whole (ms)", "cache followed (ms)", "faster", "host did", "KV fetched (MiB)"], m.rows);
+    printTable(["prompt tokens", "moved turn's first token, read whole (ms)", "cache followed (ms)", "faster", "followed, a random block read again to check it (ms)", "faster", "host did", "KV fetched (MiB)"], m.rows);
     console.log(`\ntwo nodes, ${MODEL}, --parallel 1, ${values.threads} threads each; medians of ${RUNS} chats per length: the first turn on b's replica, the next on a after b's replica is unloaded; both columns b's client, a's server`);
     console.log(ahead(m.breakEven, "a fetched cache is ahead"));
+    console.log("a random block read again: the prompt's first half read (a block's KV depends on every token before it), the mean cost of checking one block a forger cannot foresee");
   } finally {
     await places.close();
   }

@@ -1,8 +1,8 @@
 /** Slot files as llama-server writes them (`POST /slots/N?action=save`), built in memory for tests of what reads them (`kv/`). */
 import { SLOT_FILE_MAGIC } from "../pool/slot-file.ts";
 
-/** A slot file as llama-server writes one: `n` tokens in one stream of `streams`, `layers` layers of K and V rows. */
-export function slotFile(n: number, o: { streams?: number; layers?: number; row?: number; vTrans?: boolean; media?: boolean; token?: (i: number) => number } = {}): Uint8Array<ArrayBuffer> {
+/** A slot file as llama-server writes one: `n` tokens in one stream of `streams`, `layers` layers of K and V rows (of ggml `type`, f16 by default). */
+export function slotFile(n: number, o: { streams?: number; layers?: number; row?: number; type?: number; vTrans?: boolean; media?: boolean; token?: (i: number) => number } = {}): Uint8Array<ArrayBuffer> {
   const { streams = 2, layers = 2, row = 8, vTrans = false } = o;
   const out: number[] = [];
   const u32 = (x: number) => out.push(x & 0xff, (x >>> 8) & 0xff, (x >>> 16) & 0xff, (x >>> 24) & 0xff);
@@ -26,7 +26,7 @@ export function slotFile(n: number, o: { streams?: number; layers?: number; row?
     u32(vTrans ? 1 : 0);
     u32(layers);
     const rows = (tag: number) => {
-      u32(1);
+      u32(o.type ?? 1);
       u32(row);
       u32(0);
       // Bytes that read as finite f16 values (no 0x7c-0x7f or 0xfc-0xff, whose exponent is all ones), each row its own.

@@ -22,7 +22,7 @@ import { KV_ASK_MS, KV_IDLE_MS, KvAnswerSchema, MIN_SHARED_TOKENS, type KvOffer 
 import { BLOCK_TOKENS, chainOf } from "./prefix-chain.ts";
 import { Rates } from "./rates.ts";
 import { fileSource, slotLayout } from "./slot-layout.ts";
-import { maxSlotBytes, nonFinite, shapeMismatch, type KvShape } from "./kv-shape.ts";
+import { maxSlotBytes, outOfRange, shapeMismatch, type KvShape } from "./kv-shape.ts";
 
 /** Fetches this node runs at once: more conversations moving at once are read again. */
 const MAX_FETCHES = 2;
@@ -268,8 +268,8 @@ function checkTokens(path: string, prompt: Int32Array, count: number, shape: KvS
     };
     const mismatch = shape && shapeMismatch(layout, shape, typeAt);
     if (mismatch) throw new FollowFailed(`the fetched cache is not this model's: ${mismatch}`);
-    const poisoned = nonFinite(src, layout, typeAt);
-    if (poisoned) throw new FollowFailed(`the fetched cache is not numbers: ${poisoned}`);
+    const poisoned = outOfRange(src, layout, typeAt);
+    if (poisoned) throw new FollowFailed(`the fetched cache's values are out of range: ${poisoned}`);
   } finally {
     closeSync(fd);
   }

@@ -79,19 +79,24 @@ export function shapeMismatch(layout: SlotLayout, shape: KvShape, typeAt: (headA
 /** Bytes read at a time while scanning a file's values. */
 const SCAN_CHUNK = 1 << 20;
 
+/** ggml's q8_0: each block an f16 scale, then 32 quants ggml writes as round(x / (max|x| / 127)), so never -128. */
+const Q8_0 = 8;
+const Q8_0_NEVER = 0x80;
+
 /**
- * Where a slot file's K/V values stop being numbers (pure over its bytes): the first NaN or
- * infinity in an f32, f16 or bf16 layer, or in a quantized block's f16 scale; none when every value
- * is finite. A state llama-server restores is taken as it is: a member's NaN would poison every
- * token that attends to it.
+ * Where a slot file's K/V values leave what their type holds (pure over its bytes): the first NaN
+ * or infinity in an f32, f16 or bf16 layer, or in a quantized block's f16 scale, and a q8_0 quant
+ * of -128, which ggml's own quantizing never writes; none when every value is in range. A state
+ * llama-server restores is taken as it is: a member's NaN would poison every token that attends to it.
  */
-export function nonFinite(src: { read(at: number, n: number): Uint8Array }, layout: SlotLayout, typeAt: (headAt: number) => number): string | undefined {
+export function outOfRange(src: { read(at: number, n: number): Uint8Array }, layout: SlotLayout, typeAt: (headAt: number) => number): string | undefined {
   for (const stream of layout.streams) {
     for (const [i, section] of stream.sections.entries()) {
       const type = typeAt(section.headAt);
       const bytes = section.transposed ? section.transposed.elBytes * section.transposed.embd * stream.cells : section.rowBytes * stream.cells;
       const t = KV_TYPES[type];
       if (!t) continue;
+      const where = `layer ${i % (stream.sections.length / 2)} (${i < stream.sections.length / 2 ? "K" : "V"}) holds a value`;
       // Values of 4 or 2 bytes each; a quantized block's first 2 bytes are its f16 scale.
       const step = t.bytes;
       const width = t.els === 1 ? t.bytes : 2;
@@ -102,7 +107,8 @@ export function nonFinite(src: { read(at: number, n: number): Uint8Array }, layo
         const view = new DataView(chunk.buffer, chunk.byteOffset, chunk.length);
         for (let o = 0; o + width <= chunk.length; o += step) {
           const v = width === 4 ? view.getUint32(o, true) : view.getUint16(o, true);
-          if (bad(v)) return `layer ${i % (stream.sections.length / 2)} (${i < stream.sections.length / 2 ? "K" : "V"}) holds a value that is not a number at byte ${section.dataAt + at + o}`;
+          if (bad(v)) return `${where} that is not a number at byte ${section.dataAt + at + o}`;
+          if (type === Q8_0) for (let q = o + 2; q < o + step && q < chunk.length; q++) if (chunk[q] === Q8_0_NEVER) return `${where} of -128, which ggml's q8_0 never holds, at byte ${section.dataAt + at + q}`;
         }
         at += n;
       }

@@ -314,23 +314,30 @@ describe("an asker takes nothing on a member's word", () => {
     expect(filesIn(asker.dir)).toEqual([]);
   });
 
-  test.each<[string, (f: Uint8Array) => void]>([
-    ["a value that is not a number (f16 NaN)", (f) => f.set([0x01, 0x7e], f.length - 64)],
-    ["a V value that is infinite (f16 +Inf)", (f) => f.set([0x00, 0x7c], f.length - 2)],
-  ])("a cache holding %s is refused once walked, never restored or kept", async (_, poison) => {
-    const bad = slotFile(192);
+  /** A model whose KV is kept in q8_0: one 34-byte block a row. */
+  const Q8_SHAPE: KvShape = { layers: 2, kvDim: 32 };
+  test.each<[string, Uint8Array, KvShape, (f: Uint8Array) => void, RegExp]>([
+    ["a value that is not a number (f16 NaN)", slotFile(192), SHAPE, (f) => f.set([0x01, 0x7e], f.length - 64), /that is not a number/],
+    ["a V value that is infinite (f16 +Inf)", slotFile(192), SHAPE, (f) => f.set([0x00, 0x7c], f.length - 2), /that is not a number/],
+    ["a q8_0 block whose scale is NaN", slotFile(192, { type: 8, row: 34 }), Q8_SHAPE, (f) => f.set([0x01, 0x7e], f.length - 34), /that is not a number/],
+    ["a q8_0 quant of -128 (beyond what ggml writes)", slotFile(192, { type: 8, row: 34 }), Q8_SHAPE, (f) => f.set([0x80], f.length - 5), /of -128/],
+  ])("a cache holding %s is refused once walked, never restored or kept", async (_, bad, shape, poison, why) => {
     poison(bad);
     const [a, h] = streamPair();
-    const asker = askerOver(a, { shape: SHAPE });
+    const asker = askerOver(a, { shape });
     const [got] = await Promise.all([asker.fetch(prompt(250, 250)).catch((err: Error) => err.message), rogue(h, offer({ bytes: bad.length, sha256: sha(bad) }), bad)]);
-    expect(String(got)).toMatch(/not numbers: layer \d \((K|V)\) holds a value that is not a number/);
+    expect(String(got)).toMatch(/values are out of range: layer \d \((K|V)\) holds a value/);
+    expect(String(got)).toMatch(why);
     expect(filesIn(asker.dir)).toEqual([]);
   });
 
-  test("an honest file of the model's shape is taken", async () => {
+  test.each<[string, Uint8Array, KvShape]>([
+    ["f16", file, SHAPE],
+    ["q8_0", slotFile(192, { type: 8, row: 34 }), Q8_SHAPE],
+  ])("an honest file of the model's shape is taken (%s)", async (_, honest, shape) => {
     const [a, h] = streamPair();
-    const asker = askerOver(a, { shape: SHAPE });
-    const [got] = await Promise.all([asker.fetch(prompt(250, 250)), rogue(h, offer(), file)]);
+    const asker = askerOver(a, { shape });
+    const [got] = await Promise.all([asker.fetch(prompt(250, 250)), rogue(h, offer({ bytes: honest.length, sha256: sha(honest) }), honest)]);
     expect(got?.tokens).toBe(192);
   });
 
