@@ -24,6 +24,7 @@ import { decodeJoinToken, type JoinToken } from "../../mesh/join-token.ts";
 import { issuePass, newSecretKey, ownClaim, publicKeyOf, revokePass } from "../../mesh/roster.ts";
 import { Transport } from "../../mesh/transport.ts";
 import { KEEP_ALIVE_HEADER } from "../../router/serving/keep-alive.ts";
+import { KV_FROM_HEADER } from "../../router/serving/kv-hint.ts";
 import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
 import { encodeFrame, readFrame, StreamKind } from "../../streams/wire.ts";
 import { connectDirect } from "../../tunnel/direct.ts";
@@ -164,6 +165,14 @@ test("the guest's KV ask is a miss, and its RPC stream is refused before rpc-ser
   await stream.send.writeAll(encodeFrame({ identity, build: onA.announcement!.llamaBuild, chain: ["0".repeat(32)] }));
   await stream.send.finish();
   expect(await withDeadline(readFrame(stream.recv), 30_000, "A's KV answer")).toEqual({ miss: "a guest of this mesh gets no KV from the owner's machines" });
+  // Claiming tiny's very content, it forwards a chat naming itself as the conversation's last server: A asks it nothing.
+  onA.mine.modelsOnDisk = [{ ...onA.mine.modelsOnDisk[0]!, identity }];
+  const heard = onA.heard;
+  await waitFor(() => onA.heard >= heard + 2, { what: "two heartbeats of A after the claim" });
+  const prompt = Array.from({ length: 60 }, (_, i) => ["harbor", "lantern", "delta", "gamma"][i % 4]).join(" ");
+  const named = await rogueHttp(onA, { method: "POST", path: "/v1/completions", headers: { [KV_FROM_HEADER]: rogue.transport.nodeId }, body: JSON.stringify({ model: TINY, prompt, max_tokens: 1 }) });
+  expect("status" in named && named.status).toBe(200);
+  expect(toGuest(onA.streamsFromNode)).toEqual([]);
   const rpc = await onA.openStream(StreamKind.RPC);
   await rpc.send.writeAll(Uint8Array.of(0)).catch(() => undefined);
   const ended = await withDeadline(
