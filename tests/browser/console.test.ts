@@ -11,7 +11,7 @@ import type { Page } from "playwright-core";
 import type { ConsoleModelStatus, ConsoleState } from "../../console/protocol.ts";
 import { chat } from "../../harness/api.ts";
 import { killAllChildren } from "../../harness/children.ts";
-import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
+import { meshStatus, startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
 import { testModel } from "../../harness/models.ts";
 import { SMALL_LLAMA, TEST_LINE } from "../../harness/node.ts";
 import { waitFor } from "../../harness/wait.ts";
@@ -324,7 +324,11 @@ browserTest("a node killed with SIGKILL is marked silent or gone on the page", a
   try {
     const row = byTestId(cp.page, "node-row", { "data-node-id": c.nodeId });
     // A loaded CI box can leave c a heartbeat or two late (silent) for a while before the kill.
-    await waitForAttr(row, "data-state", (v) => v === "up", "c up on the page", 45_000);
+    await waitForAttr(row, "data-state", (v) => v === "up", "c up on the page", 45_000).catch(async (err: Error) => {
+      // What a and c say of each other, for a failure that is the mesh's and not the page's.
+      const peer = (await meshStatus(a)).peers.find((p) => p.nodeId === c.nodeId);
+      throw new Error(`${err.message}\na's status of c: ${JSON.stringify(peer)}; c's process: ${c.child.proc.exitCode === null ? "running" : `exited ${c.child.proc.exitCode}`}\na's log of c:\n${a.child.output().split("\n").filter((l) => l.includes(c.nodeId.slice(0, 10))).slice(-15).join("\n")}\nc's log, last lines:\n${c.child.output().split("\n").slice(-30).join("\n")}`);
+    });
     c.child.proc.kill("SIGKILL");
     const killed = performance.now();
     // The liveness timeout is a few heartbeats (about 6-8 s); a loaded machine may take longer.
