@@ -3,7 +3,7 @@
  * has tiny-f32 on its disk, hosted by nobody), b hosts wide-q8_0, c joins with no model (and
  * fetches none). The page of a lists the three nodes and the models with the hosts every node's
  * own state names; a chat streams its tokens onto the page; load and unload show on the page
- * without a reload; a node killed with SIGKILL is marked silent or gone. Screenshots of each tab
+ * without a reload; a node joined for it and killed with SIGKILL is marked silent or gone. Screenshots of each tab
  * go to docs/console/ for the README.
  */
 import { afterAll, beforeAll, expect } from "bun:test";
@@ -320,21 +320,23 @@ browserTest("unload and load change the model's status on the page without a rel
 });
 
 browserTest("a node killed with SIGKILL is marked silent or gone on the page", async () => {
+  // A node of its own, joined just now: what is killed is one the page has just seen come up.
+  const d = await startMeshNode([...SMALL_LLAMA, "--fetch", "off", "--join", a.token], { name: "d" });
+  nodes.push(d);
   const cp = await openA({ route: "#/mesh" });
   try {
-    const row = byTestId(cp.page, "node-row", { "data-node-id": c.nodeId });
-    // A loaded CI box can leave c a heartbeat or two late (silent) for a while before the kill.
-    await waitForAttr(row, "data-state", (v) => v === "up", "c up on the page", 45_000).catch(async (err: Error) => {
-      // What a and c say of each other, for a failure that is the mesh's and not the page's.
-      const peer = (await meshStatus(a)).peers.find((p) => p.nodeId === c.nodeId);
-      throw new Error(`${err.message}\na's status of c: ${JSON.stringify(peer)}; c's process: ${c.child.proc.exitCode === null ? "running" : `exited ${c.child.proc.exitCode}`}\na's log of c:\n${a.child.output().split("\n").filter((l) => l.includes(c.nodeId.slice(0, 10))).slice(-15).join("\n")}\nc's log, last lines:\n${c.child.output().split("\n").slice(-30).join("\n")}`);
+    const row = byTestId(cp.page, "node-row", { "data-node-id": d.nodeId });
+    await waitForAttr(row, "data-state", (v) => v === "up", "d up on the page", 45_000).catch(async (err: Error) => {
+      // What a says of d, for a failure that is the mesh's and not the page's.
+      const peer = (await meshStatus(a)).peers.find((p) => p.nodeId === d.nodeId);
+      throw new Error(`${err.message}\na's status of d: ${JSON.stringify(peer)}\na's log of d:\n${a.child.output().split("\n").filter((l) => l.includes(d.nodeId.slice(0, 10))).slice(-15).join("\n")}\nd's log, last lines:\n${d.child.output().split("\n").slice(-30).join("\n")}`);
     });
-    c.child.proc.kill("SIGKILL");
+    d.child.proc.kill("SIGKILL");
     const killed = performance.now();
     // The liveness timeout is a few heartbeats (about 6-8 s); a loaded machine may take longer.
-    const { value } = await waitForAttr(row, "data-state", (v) => v === "silent" || v === "gone", "c marked silent or gone", 45_000);
-    console.log(`c killed: the page marked it ${value} after ${Math.round(performance.now() - killed)} ms`);
-    // The other two stay up.
+    const { value } = await waitForAttr(row, "data-state", (v) => v === "silent" || v === "gone", "d marked silent or gone", 45_000);
+    console.log(`d killed: the page marked it ${value} after ${Math.round(performance.now() - killed)} ms`);
+    // The others stay up.
     for (const n of [a, b]) expect(await attr(byTestId(cp.page, "node-row", { "data-node-id": n.nodeId }), "data-state")).toBe("up");
   } catch (err) {
     throw withPageErrors(cp, err);
