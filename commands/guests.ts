@@ -9,6 +9,7 @@ import { readRosterLog } from "../mesh/roster-files.ts";
 import { ownerKeys, revokeGuest, RosterError } from "../mesh/roster-setup.ts";
 import type { Pass } from "../mesh/roster.ts";
 import { CommandError } from "./common.ts";
+import { shortId } from "../mesh/short-id.ts";
 
 export interface GuestRow {
   name: string;
@@ -52,6 +53,6 @@ export async function guestsCommand(config: Pick<Config, "stateDir">, revoke: st
   if (rows.length === 0) return void console.log("no guest passes yet (`mesh token --guest --name NAME` makes one)");
   for (const r of rows) {
     const expires = r.expiresAt === null ? "no expiry" : `expires ${new Date(r.expiresAt).toISOString().slice(0, 16).replace("T", " ")} UTC`;
-    console.log(`${r.name}  ${r.passId.slice(0, 8)}  ${r.state}  ${expires}  nodes ${r.nodes.map((n) => n.slice(0, 10)).join(",") || "none seen"}`);
+    console.log(`${r.name}  ${r.passId.slice(0, 8)}  ${r.state}  ${expires}  nodes ${r.nodes.map((n) => shortId(n)).join(",") || "none seen"}`);
   }
 }

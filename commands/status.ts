@@ -11,6 +11,7 @@ import type { OwnTrust } from "../mesh/roster-state.ts";
 import type { FetchProgress } from "../node/model-fetcher.ts";
 import { CommandError, localUrl } from "./common.ts";
 import { localNode } from "./local-node.ts";
+import { shortId } from "../mesh/short-id.ts";
 
 type StatusBody = MeshStatus & {
   version: string;
@@ -27,7 +28,7 @@ const expiry = (ms: number | undefined) => (ms === undefined ? "no expiry" : `ex
 /** This node's standing under its roster, in one line (pure). */
 export function trustLine(t: OwnTrust | undefined): string {
   if (!t || t.state === "unanchored") return "unanchored: every member may be elected host (`mesh roster init` makes a roster)";
-  const roster = `roster ${t.roster.slice(0, 10)}, ${t.closed ? "closed to peers without a vouch or pass" : "open: peers without a pass count as guests"}`;
+  const roster = `roster ${shortId(t.roster)}, ${t.closed ? "closed to peers without a vouch or pass" : "open: peers without a pass count as guests"}`;
   if (t.state === "vouched") return `vouched: one of the owner's machines (${roster})`;
   return `guest ${t.name ?? "(no pass)"}${t.name ? ` (${expiry(t.expiresAt)})` : ""} (${roster})${t.refused ? `; refused: ${t.refused}` : ""}`;
 }
@@ -52,14 +53,14 @@ export function formatStatus(url: string, s: StatusBody, token: string | undefin
   for (const p of s.peers.filter((p) => p.standing === "guest" && p.serving.length > 0)) {
     lines.push(`  ! ${standingText(p)} (${p.shortId}) claims to serve ${printable(p.serving.join(","))}: not used for this node's clients`);
   }
-  for (const r of s.refused ?? []) lines.push(`refused  ${r.nodeId.slice(0, 10)}  ${Math.round((now - r.at) / 1000)} s ago: ${printable(r.why)}`);
+  for (const r of s.refused ?? []) lines.push(`refused  ${shortId(r.nodeId)}  ${Math.round((now - r.at) / 1000)} s ago: ${printable(r.why)}`);
   if (s.models) {
     const f = s.models.fetching;
     const progress = f ? `  fetching ${f.model} ${f.total ? `${((100 * f.bytes) / f.total).toFixed(0)}%` : `${gib(f.bytes)}`}` : "";
     lines.push(`models   ${s.models.catalog.length}  assigned ${s.models.assigned ?? "none"}${progress}`);
     const standingOf = (id: string) => (id === s.nodeId ? "this node" : (s.peers.find((p) => p.nodeId === id)?.standing ?? "gone"));
     for (const m of s.models.catalog) {
-      const host = m.host ? `host ${m.host.slice(0, 10)} (${standingOf(m.host)})` : "no host";
+      const host = m.host ? `host ${shortId(m.host)} (${standingOf(m.host)})` : "no host";
       lines.push(`  ${m.name}  ${m.status}  ${host}  group ${m.nodesServing.length}  need ${gib(m.needBytes)} of ${gib(m.capacityBytes)}`);
     }
   }

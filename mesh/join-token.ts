@@ -9,11 +9,11 @@
 import { z } from "zod";
 import { SECRET_BYTES } from "./identity.ts";
 import { HEX64, PassSchema, publicKeyOf, type Pass } from "./roster.ts";
-import { LEGACY_LINE, TRANSPORT_LINES, type MemberAddr, type TransportLine } from "./transport.ts";
+import { LEGACY_LINE, TRANSPORT_LINES, type MemberAddr, type TransportLine } from "./transport-kit.ts";
 
 const PREFIX = "mesh1";
 
-export type { MemberAddr } from "./transport.ts";
+export type { MemberAddr } from "./transport-kit.ts";
 
 export interface JoinToken {
   addr: MemberAddr;

@@ -5,7 +5,7 @@
  * relays it would use itself: the ones it was given (`--relay URL`, the token's), or with the
  * default, the public relays of its iroh line.
  */
-import type { TransportLine } from "./transport.ts";
+import type { TransportLine } from "./transport-kit.ts";
 
 /** The hosts of each line's public relays (`use1-1.relay.n0.iroh.link.` and the like). */
 const PUBLIC_RELAY_DOMAIN: Record<TransportLine, string> = { iroh1: ".relay.n0.iroh.link", iroh035: ".relay.iroh.network" };

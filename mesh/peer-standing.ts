@@ -8,6 +8,7 @@
  */
 import type { Standing } from "../placement/trust.ts";
 import { bindingHolds, passHolds, vouchHolds, type TrustClaim } from "./roster.ts";
+import { shortId } from "./short-id.ts";
 
 /** What this node checks peers against: its roster's public key, whether the roster is closed, the passes it revoked. */
 export interface Anchor {
@@ -31,7 +32,7 @@ export function judgePeer(anchor: Anchor | undefined, peerId: string, claim: Tru
       ? { standing: "refused", why: "it shows neither a vouch nor a guest pass, and this mesh admits only its owner's machines and guests with a pass" }
       : { standing: "guest" };
   }
-  if (claim.roster !== anchor.roster) return { standing: "refused", why: `it belongs to another roster (${claim.roster.slice(0, 10)}): join it again with this mesh's token` };
+  if (claim.roster !== anchor.roster) return { standing: "refused", why: `it belongs to another roster (${shortId(claim.roster)}): join it again with this mesh's token` };
   if (claim.vouch !== undefined) {
     return vouchHolds(anchor.roster, peerId, claim.vouch) ? { standing: "vouched" } : { standing: "refused", why: "its vouch is not the roster's signature of its own node id (a copied vouch proves nothing)" };
   }

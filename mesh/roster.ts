@@ -13,7 +13,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
-import { nodeIdOf, nodeSigner, signedBy } from "./transport.ts";
+import { nodeIdOf, nodeSigner, signedBy } from "./transport-kit.ts";
 
 export const HEX64 = /^[0-9a-f]{64}$/;
 const HEX128 = /^[0-9a-f]{128}$/;

@@ -9,9 +9,9 @@ import { networkInterfaces } from "node:os";
 import irohPkg from "@number0/iroh/package.json" with { type: "json" };
 import type { BiStream as IrohBi, Connection as IrohConnection, Iroh as IrohNode } from "@number0/iroh";
 import { reachableAddresses, sameAddresses } from "./bound-addresses.ts";
-import type { MemberAddr } from "./join-token.ts";
+import type { MemberAddr } from "./transport-kit.ts";
 import { dialableRelay } from "./member-relay.ts";
-import { ALPN, ALPN_TEXT, chooseSockets, irohReason, nodeIdOf, type PeerConnection, type QuicPathKind, type Stream, type Transport, type TransportOptions } from "./transport.ts";
+import { ALPN, ALPN_TEXT, chooseSockets, irohReason, nodeIdOf, type PeerConnection, type QuicPathKind, type Stream, type Transport, type TransportOptions } from "./transport-kit.ts";
 
 export const IROH035_VERSION: string = irohPkg.version;
 

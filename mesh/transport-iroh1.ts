@@ -10,9 +10,9 @@ import { networkInterfaces } from "node:os";
 import irohPkg from "iroh1/package.json" with { type: "json" };
 import type { BiStream, Connection, Endpoint as IrohEndpoint, EndpointAddr } from "iroh1/index.js";
 import { reachableAddresses, sameAddresses } from "./bound-addresses.ts";
-import type { MemberAddr } from "./join-token.ts";
+import type { MemberAddr } from "./transport-kit.ts";
 import { dialableRelay } from "./member-relay.ts";
-import { ALPN, chooseSockets, irohReason, nodeIdOf, type PeerConnection, type QuicPathKind, type Stream, type Transport, type TransportOptions } from "./transport.ts";
+import { ALPN, chooseSockets, irohReason, nodeIdOf, type PeerConnection, type QuicPathKind, type Stream, type Transport, type TransportOptions } from "./transport-kit.ts";
 
 type Iroh1 = typeof import("iroh1/index.js");
 const load = (): Promise<Iroh1> => import("iroh1/index.js");

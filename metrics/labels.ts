@@ -4,6 +4,7 @@
  * are short node ids, statuses are HTTP status codes.
  */
 import type { PeerTunnelCounters } from "../tunnel/tunnels.ts";
+import { shortId } from "../mesh/short-id.ts";
 
 /** Request durations: 5 ms (a cached answer, an error) to 2 min (a long generation on a slow node). */
 export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120];
@@ -28,7 +29,7 @@ export function modelLabel(model: string | undefined, status: number): string {
 }
 
 /** A peer as the metrics name it: the short id `mesh status` shows. */
-export const peerLabel = (nodeId: string): string => nodeId.slice(0, 10);
+export const peerLabel = (nodeId: string): string => shortId(nodeId);
 
 /** Bytes a peer's tunnels carried each way, host and worker side together. */
 export function tunnelBytes(c: PeerTunnelCounters): { in: number; out: number } {

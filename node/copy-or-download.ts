@@ -26,6 +26,7 @@ import { MeasuredRates, RateMeter, type RateWindow } from "../models/transfer-ra
 import { copySource, formatRate, type CopySource } from "./copy-source.ts";
 import { fetchedFrom, type DownloadPlan } from "./fetch-plan.ts";
 import type { PathStream, StreamPath } from "./peer-streams.ts";
+import { shortId } from "../mesh/short-id.ts";
 
 /** Progress of one source of a try: bytes of the model here, and its size (0 while not known). */
 export type Report = (bytes: number, total: number) => void;
@@ -105,7 +106,7 @@ export class CopyOrDownload {
     const opened = Promise.withResolvers<void>();
     const open = async () => {
       const got = await this.o.openStream(peer);
-      if (!got) throw new Error(`node ${peer.slice(0, 10)} is not connected`);
+      if (!got) throw new Error(`node ${shortId(peer)} is not connected`);
       // What one path moved says nothing of the other.
       if (path !== undefined && got.path !== path) meter.restart();
       path = got.path;
@@ -155,7 +156,7 @@ export class CopyOrDownload {
     // of content verified here, not of what a peer merely claimed.
     if (this.hubTried.has(model)) for (const f of copy.files()) await rm(join(this.o.modelsDir, PULLS_DIR, f.sha256), { recursive: true, force: true }).catch(() => undefined);
     // The model's size, whether all of it crossed or some was here already.
-    this.o.log.info("model copied from a peer", { model, peer: copy.peer.slice(0, 10), size: this.o.size(), ms: Math.round(performance.now() - copy.began) });
+    this.o.log.info("model copied from a peer", { model, peer: shortId(copy.peer), size: this.o.size(), ms: Math.round(performance.now() - copy.began) });
   }
 
   /**
@@ -188,7 +189,7 @@ export class CopyOrDownload {
     if (next === "hub") this.decide("hub", rates(this.hubRates.get(host)));
     else {
       const where = sourceName(hub, this.o.hub);
-      this.o.log.info(`trying ${where} for ${model}: ${formatRate(meshRate)} over the mesh connection from node ${peer.slice(0, 10)}; ${where} not measured yet`, { model, from: fetchedFrom(hub) });
+      this.o.log.info(`trying ${where} for ${model}: ${formatRate(meshRate)} over the mesh connection from node ${shortId(peer)}; ${where} not measured yet`, { model, from: fetchedFrom(hub) });
       if (!(await endsFirst(download, download.meter.full))) {
         const hubRate = await download.meter.full;
         this.hubRates.set(host, hubRate);
@@ -257,7 +258,7 @@ export class CopyOrDownload {
     } catch (err) {
       if (signal.aborted) throw err;
       this.sourceOf.set(model, "peer");
-      this.o.log.warn(`could not download ${model} from ${sourceName(hub, this.o.hub)}; copying it from node ${peer.slice(0, 10)} instead`, { model, error: (err as Error).message });
+      this.o.log.warn(`could not download ${model} from ${sourceName(hub, this.o.hub)}; copying it from node ${shortId(peer)} instead`, { model, error: (err as Error).message });
       return false;
     } finally {
       download.meter.stop();
@@ -272,7 +273,7 @@ export class CopyOrDownload {
   private decide(source: "peer" | "hub", r: { model: string; peer: string; hub: DownloadPlan; meshRate: number; hubRate: number | undefined }): void {
     this.sourceOf.set(r.model, source);
     const where = sourceName(r.hub, this.o.hub);
-    const node = `node ${r.peer.slice(0, 10)}`;
+    const node = `node ${shortId(r.peer)}`;
     const hubRate = r.hubRate === undefined ? "done before it could be measured" : formatRate(r.hubRate);
     const meshRate = formatRate(r.meshRate);
     const line =

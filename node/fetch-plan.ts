@@ -7,6 +7,7 @@
 import type { CatalogModel } from "../placement/catalog.ts";
 import { withoutCredentials } from "../models/download-rules.ts";
 import { modelRefOf } from "../models/model-ref.ts";
+import { shortId } from "../mesh/short-id.ts";
 
 /** How this node gets a model's files next (see `fetchPlan`). */
 export type FetchPlan =
@@ -42,7 +43,7 @@ export function fetchPlan(entry: CatalogModel | undefined, self: string | undefi
   if (joining) return { kind: "wait", why: "joining the mesh first: a member may have it, or be downloading it" };
   const puller = entry?.puller;
   const mine = puller !== undefined ? puller === self : own.ref !== undefined || own.source !== undefined;
-  if (!mine) return { kind: "wait", why: puller ? `node ${puller.slice(0, 10)} downloads it for the mesh; it is copied from there` : unverifiedHolders(entry, self, misled) };
+  if (!mine) return { kind: "wait", why: puller ? `node ${shortId(puller)} downloads it for the mesh; it is copied from there` : unverifiedHolders(entry, self, misled) };
   return downloadPlan(entry, own) ?? { kind: "wait", why: "no member has it and none knows where to get it" };
 }
 

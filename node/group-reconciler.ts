@@ -20,6 +20,7 @@ import type { FetchProgress, ModelFetcher } from "./model-fetcher.ts";
 import { hasFiles } from "./model-fields.ts";
 import type { MeshView } from "./mesh-view.ts";
 import type { SplitPlanner } from "./split-planner.ts";
+import { shortId } from "../mesh/short-id.ts";
 
 export interface GroupReconcilerOptions {
   /** The mesh's view; `heard` tells it of a change, so the catalog is worked out again. */
@@ -239,7 +240,7 @@ export class GroupReconciler {
     // rpc-server serves one client at a time, so theirs would wait for ours to go, and ours for theirs.
     const handOver = plan && plan.host !== views[0]!.nodeId && hostAllowed(this.o.hosts, views[0]!.nodeId, plan.host);
     if (server && !server.draining && plan && handOver && !this.o.replicas?.announced().replicating.includes(name) && (entry.servedBy === plan.host || holdsWhatTheyNeed(views[0]!.nodeId, this.loadedSplit, plan))) {
-      this.o.log.info("another node hosts the model now; unloading ours", { model: name, host: plan.host.slice(0, 10) });
+      this.o.log.info("another node hosts the model now; unloading ours", { model: name, host: shortId(plan.host) });
       this.handingOver.add(name);
       void this.o.pool.unload(name).catch(() => this.handingOver.delete(name));
       return;

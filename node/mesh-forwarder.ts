@@ -7,6 +7,7 @@
 import { forwardHttp, RESPONSE_IDLE_MS } from "../mesh/http-stream.ts";
 import type { Membership } from "../mesh/membership.ts";
 import { StreamKind } from "../streams/wire.ts";
+import { shortId } from "../mesh/short-id.ts";
 
 /** The request as the router hands it on. */
 export interface ForwardedRequest {
@@ -32,7 +33,7 @@ export class MeshForwarder {
       const carrier = mesh?.membership.peers.get(peerId)?.conn;
       try {
         const stream = await mesh?.membership.openStream(peerId, StreamKind.HTTP);
-        if (!stream) throw new Error(`peer ${peerId.slice(0, 10)} is not connected`);
+        if (!stream) throw new Error(`peer ${shortId(peerId)} is not connected`);
         return await forwardHttp(stream, req, signal, { headMs: this.o.headMs, idleMs: RESPONSE_IDLE_MS });
       } catch (err) {
         // The one kept may still be in its handshake here when the other side closed the duplicate first.

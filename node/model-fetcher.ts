@@ -36,6 +36,7 @@ import { progressReporter } from "../progress.ts";
 import { CopyOrDownload, type Report } from "./copy-or-download.ts";
 import { downloadPlan, fetchedFrom, fetchPlan, type DownloadPlan, type FetchPlan, type OwnOrigin } from "./fetch-plan.ts";
 import type { PathStream } from "./peer-streams.ts";
+import { shortId } from "../mesh/short-id.ts";
 
 const MAX_PAUSE_MS = 30_000;
 /** Failures no retry can fix (a hash that never matches, a refusal) before the node gives up on the model. */
@@ -229,7 +230,7 @@ export class ModelFetcher {
         // in the way) or its full disk stays its own lasting failure.
         if (plan.kind === "peer" && met instanceof TransferError && !(met instanceof TransferRefused) && !(met instanceof DiskFull)) {
           misled.set(plan.peer, Date.now() + MISLED_PAUSE_MS);
-          this.o.log.warn(met instanceof NotTheContent ? "a member offered other files than the model's content; not copying from it for now" : "a member's copy failed; not copying from it for now", { model, peer: plan.peer.slice(0, 10), error: met.message });
+          this.o.log.warn(met instanceof NotTheContent ? "a member offered other files than the model's content; not copying from it for now" : "a member's copy failed; not copying from it for now", { model, peer: shortId(plan.peer), error: met.message });
           continue;
         }
         const final = met instanceof TransferRefused || met instanceof DiskFull || (err instanceof PullError && FINAL_PULL_ERRORS.has(err.code));
@@ -256,7 +257,7 @@ export class ModelFetcher {
     mkdirSync(this.o.modelsDir, { recursive: true });
     const open = async () => {
       const opened = await this.o.openStream(peer);
-      if (!opened) throw new Error(`node ${peer.slice(0, 10)} is not connected`);
+      if (!opened) throw new Error(`node ${shortId(peer)} is not connected`);
       return opened.stream;
     };
     const files = await fetchModelFromPeer({ model, open, destDir: this.o.modelsDir, signal, hasher: this.hasher, expectedBytes: entry?.sizeBytes, identity: entry?.identity });
@@ -267,7 +268,7 @@ export class ModelFetcher {
   private async get(model: string, plan: Exclude<FetchPlan, { kind: "wait" }>, m: CatalogModel | undefined, failures: number, signal: AbortSignal): Promise<void> {
     mkdirSync(this.o.modelsDir, { recursive: true });
     const from = fetchedFrom(plan);
-    this.o.log.info("fetching model", { model, from: plan.kind === "peer" ? `node ${plan.peer.slice(0, 10)}` : from, attempt: failures + 1 });
+    this.o.log.info("fetching model", { model, from: plan.kind === "peer" ? `node ${shortId(plan.peer)}` : from, attempt: failures + 1 });
     // Log lines, not a bar: the node's own log shares the terminal.
     const lines = progressReporter(`fetching ${model}`, this.o.log, false);
     const reporter =

@@ -10,6 +10,7 @@ import type { Socket } from "node:net";
 import type { Log } from "../log.ts";
 import type { Stream } from "../streams/stream.ts";
 import { socketStream } from "../tunnel/socket-stream.ts";
+import { shortId } from "../mesh/short-id.ts";
 
 /** After a failed direct connection, a peer's streams of that purpose go over the mesh for this long. */
 export const DIRECT_RETRY_MS = 60_000;
@@ -40,7 +41,7 @@ export function peerStreamOpener(o: PeerStreamOptions): (peerId: string) => Prom
   const lastPath = new Map<string, StreamPath>();
   const now = o.now ?? Date.now;
   const using = (stream: Stream, peerId: string, path: StreamPath): PathStream => {
-    if (lastPath.get(peerId) !== path) o.log.info(`${o.what} from this peer go over the ${path === "direct" ? "direct path (TLS)" : "mesh connection"}`, { peer: peerId.slice(0, 10) });
+    if (lastPath.get(peerId) !== path) o.log.info(`${o.what} from this peer go over the ${path === "direct" ? "direct path (TLS)" : "mesh connection"}`, { peer: shortId(peerId) });
     lastPath.set(peerId, path);
     return { stream, path };
   };
@@ -52,7 +53,7 @@ export function peerStreamOpener(o: PeerStreamOptions): (peerId: string) => Prom
         return using(socketStream(await connecting), peerId, "direct");
       } catch (err) {
         failedAt.set(peerId, now());
-        o.log.warn(`${o.what} over the direct path failed; using the mesh connection`, { peer: peerId.slice(0, 10), error: (err as Error).message });
+        o.log.warn(`${o.what} over the direct path failed; using the mesh connection`, { peer: shortId(peerId), error: (err as Error).message });
       }
     }
     const stream = await o.mesh(peerId);

@@ -18,6 +18,7 @@ import type { Pool } from "../pool/pool.ts";
 import type { MeshView } from "./mesh-view.ts";
 import type { ModelFetcher } from "./model-fetcher.ts";
 import { hasFiles } from "./model-fields.ts";
+import { shortId } from "../mesh/short-id.ts";
 
 /**
  * How long a model whose replica failed here (its copy or its load), or went idle here, is not
@@ -205,7 +206,7 @@ export class ReplicaKeeper {
   private async add(r: ReplicaToAdd, entry: CatalogModel | undefined): Promise<void> {
     const h = { phase: (r.copyFrom !== undefined && !this.fileOf(r.model) ? "copying" : "loading") as Phase, abort: new AbortController() };
     this.held.set(r.model, h);
-    this.o.log.info("adding a replica: every server of the model has requests waiting for a slot", { model: r.model, ...(h.phase === "copying" ? { copy_from: r.copyFrom!.slice(0, 10) } : {}) });
+    this.o.log.info("adding a replica: every server of the model has requests waiting for a slot", { model: r.model, ...(h.phase === "copying" ? { copy_from: shortId(r.copyFrom!) } : {}) });
     this.o.changed();
     try {
       let info = this.fileOf(r.model);

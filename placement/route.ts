@@ -6,6 +6,7 @@
  * adds what this node saw itself (which servers it heard from lately) and `--hosts` on top.
  */
 import type { CatalogModel } from "./catalog.ts";
+import { shortId } from "../mesh/short-id.ts";
 
 export type Route =
   | { to: "local" }
@@ -28,7 +29,6 @@ export interface LocalView {
   vramBytes: number;
 }
 
-const short = (id: string) => id.slice(0, 10);
 export const gib = (b: number) => `${(b / 2 ** 30).toFixed(2)} GiB`;
 
 /** A load of its own here, unless the model needs more memory than this node offers. */
@@ -46,7 +46,7 @@ function failedLoad(entry: CatalogModel): Route {
   const retryInS = entry.failure?.retryInS ?? 10;
   return {
     to: "unavailable",
-    message: `model "${entry.name}" failed to load on its host ${short(entry.host ?? "")}: ${entry.failure?.error ?? "see that node's log"}; it tries again within ${retryInS} s`,
+    message: `model "${entry.name}" failed to load on its host ${shortId(entry.host ?? "")}: ${entry.failure?.error ?? "see that node's log"}; it tries again within ${retryInS} s`,
     retryAfterS: Math.max(1, retryInS),
   };
 }
@@ -70,7 +70,7 @@ export function routeModel(entry: CatalogModel | undefined, self: LocalView, for
     // Sent here as its host, but the mesh has moved it (views differ for a moment): a load here
     // would run it alone, outside its group. The sender's client retries and lands right.
     if (entry && entry.host !== undefined && entry.host !== self.nodeId && entry.status !== "unloaded") {
-      return { to: "unavailable", message: `model "${entry.name}" moved to node ${short(entry.host)}; retry`, retryAfterS: 1 };
+      return { to: "unavailable", message: `model "${entry.name}" moved to node ${shortId(entry.host)}; retry`, retryAfterS: 1 };
     }
     // Its host, over the group's rpc-servers; otherwise a holder asked to load it alone.
     if (!self.known) return { to: "unknown" };
@@ -93,7 +93,7 @@ export function routeModel(entry: CatalogModel | undefined, self: LocalView, for
       if (entry.nodesOnDisk.includes(host)) return { to: "peer", peerId: host };
       // Its host is still fetching it and this node has the files: answered here meanwhile, as one
       // a request loads on demand (a 503 would make the client wait for a download it need not).
-      return self.hasFiles ? aloneHere(self) : fetching(`node ${short(host)}`);
+      return self.hasFiles ? aloneHere(self) : fetching(`node ${shortId(host)}`);
     }
     case "needs-capacity":
       // A group without a host: its members lend memory but none has the files or fetches them.
@@ -128,7 +128,7 @@ export function withinHosts(route: Route, entry: CatalogModel | undefined, self:
   if (self.hasFiles && self.needBytes <= self.vramBytes) return { to: "local" };
   return {
     to: "unavailable",
-    message: `model "${self.model}" is served by node ${short(route.peerId)}, which --hosts does not name, and this node cannot run it itself (${self.hasFiles ? `it needs ${gib(self.needBytes)}, this node offers ${gib(self.vramBytes)}` : "it has no copy"})`,
+    message: `model "${self.model}" is served by node ${shortId(route.peerId)}, which --hosts does not name, and this node cannot run it itself (${self.hasFiles ? `it needs ${gib(self.needBytes)}, this node offers ${gib(self.vramBytes)}` : "it has no copy"})`,
     retryAfterS: 30,
   };
 }
@@ -178,7 +178,7 @@ export function routeInMesh(i: MeshRouteInput): Route {
     return { to: "unavailable", message: `model "${self.model}" is not running on this node, which loads models on demand only for its owner's machines and its own clients`, retryAfterS: 30 };
   }
   if (route.to === "peer" && !live(route.peerId)) {
-    const message = `the node hosting model "${self.model}" (${short(route.peerId)}) has not been heard from for ${Math.round(silentMs(route.peerId) / 1000)} s; retry shortly`;
+    const message = `the node hosting model "${self.model}" (${shortId(route.peerId)}) has not been heard from for ${Math.round(silentMs(route.peerId) / 1000)} s; retry shortly`;
     return { to: "unavailable", message, retryAfterS: 5 };
   }
   return route;

@@ -26,6 +26,7 @@ import { normalizeFingerprint, type DirectIdentity } from "./direct-identity.ts"
 import { noticingFirst, socketToSocket, type ChunkRewriter, type DirectionCounter } from "./pump.ts";
 import type { RpcSession } from "./rpc-sessions.ts";
 import { socketStream } from "./socket-stream.ts";
+import { shortId } from "../mesh/short-id.ts";
 
 /** From the TCP accept to a verified proof; also how long a host waits for the worker's TLS. */
 export const HANDSHAKE_DEADLINE_MS = 5_000;
@@ -206,7 +207,7 @@ async function connectRpc(opts: DirectServerOptions, hostId: string, socket: tls
   });
   if (!connected) return void socket.destroy();
   onConnection([socket, rpc]);
-  const onError = (err: Error) => opts.log.warn("direct rpc connection closed", { peer: hostId.slice(0, 10), error: err.message });
+  const onError = (err: Error) => opts.log.warn("direct rpc connection closed", { peer: shortId(hostId), error: err.message });
   if (early.length) socket.unshift(Buffer.from(early));
   await Promise.all([socketToSocket(socket, rpc, fromHost, rewriter, onError), socketToSocket(rpc, socket, noticingFirst(toHost, session.served))]);
 }

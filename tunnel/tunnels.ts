@@ -13,6 +13,7 @@ import { noticingFirst, quicToSocket, socketToQuic, socketToSocket, type Directi
 import type { RewriteOptions } from "./rpc-rewrites.ts";
 import { RPC_SETUP_MS, RpcSessions, type RpcSession } from "./rpc-sessions.ts";
 import { RpcRequestRewriter } from "./rpc-transform.ts";
+import { shortId } from "../mesh/short-id.ts";
 
 export interface PeerTunnelCounters {
   /** Host side: our llama-server and the peer's rpc-server. */
@@ -114,7 +115,7 @@ export class Tunnels {
     try {
       stream = await this.opts.openStream(peerId, StreamKind.RPC);
     } catch (err) {
-      this.opts.log.warn("rpc tunnel could not open a stream", { peer: peerId.slice(0, 10), error: (err as Error).message });
+      this.opts.log.warn("rpc tunnel could not open a stream", { peer: shortId(peerId), error: (err as Error).message });
     }
     if (!stream || socket.destroyed) {
       socket.destroy();
@@ -137,7 +138,7 @@ export class Tunnels {
       direct = await connecting;
     } catch (err) {
       this.directFailedAt.set(peerId, Date.now());
-      this.opts.log.warn("direct rpc path failed; using the mesh connection", { peer: peerId.slice(0, 10), error: (err as Error).message });
+      this.opts.log.warn("direct rpc path failed; using the mesh connection", { peer: shortId(peerId), error: (err as Error).message });
       return false;
     }
     this.track(direct, peerId);
@@ -167,11 +168,11 @@ export class Tunnels {
 
   private admit(peerId: string, rewriter: RpcRequestRewriter, close: () => void): RpcSession | undefined {
     if (this.opts.mayUseRpc && !this.opts.mayUseRpc(peerId)) {
-      this.warnRefused({ peer: peerId.slice(0, 10) });
+      this.warnRefused({ peer: shortId(peerId) });
       return undefined;
     }
     const session = this.sessions.take(peerId, () => rewriter.allocated, () => {
-      this.opts.log.warn("closed an rpc session that allocated nothing in its setup time", { peer: peerId.slice(0, 10), setup_s: RPC_SETUP_MS / 1000 });
+      this.opts.log.warn("closed an rpc session that allocated nothing in its setup time", { peer: shortId(peerId), setup_s: RPC_SETUP_MS / 1000 });
       close();
     });
     if (!session) return undefined;
@@ -211,7 +212,7 @@ export class Tunnels {
       });
       if (!connected) return await refuse();
       c.connectionsIn++;
-      const onError = (err: Error) => this.opts.log.warn("rpc tunnel closed a connection", { peer: peerId.slice(0, 10), error: err.message });
+      const onError = (err: Error) => this.opts.log.warn("rpc tunnel closed a connection", { peer: shortId(peerId), error: err.message });
       await Promise.all([quicToSocket(stream.recv, socket, c.fromPeerHost, rewriter, onError), socketToQuic(socket, stream.send, noticingFirst(c.toPeerHost, session.served))]);
     } finally {
       session.release();

@@ -14,6 +14,7 @@ import { LogsView } from "./views/logs.tsx";
 import { MeshView } from "./views/mesh.tsx";
 import { ModelsView } from "./views/models.tsx";
 import { TrafficView } from "./views/traffic.tsx";
+import { shortId } from "./format.ts";
 
 const TAB_TITLES: Record<Tab, string> = { mesh: "Mesh", models: "Models", traffic: "Traffic", chat: "Chat", logs: "Logs" };
 
@@ -48,7 +49,7 @@ export function App() {
           <span class="brand-name">mesh</span>
           {state?.self && (
             <span class="node-id mono" title={state.self}>
-              {self?.shortId ?? state.self.slice(0, 10)}
+              {self?.shortId ?? shortId(state.self)}
             </span>
           )}
           {state?.version && <span class="muted small">v{state.version}</span>}

@@ -24,6 +24,7 @@ import { recordPassingStats } from "./passing-stats.ts";
 import { proxyToServer } from "./proxy.ts";
 import { requestSource, takesSlot } from "./request-source.ts";
 import { toolChoiceRefusal } from "./tool-choice.ts";
+import { shortId } from "../../mesh/short-id.ts";
 
 /** An answer refusing the request, in the shape of the API the client called. */
 export type Refusal = (status: ContentfulStatusCode, message: string, type: string, code: string, retryAfterS?: number) => Response;
@@ -177,6 +178,6 @@ async function forward(routing: MeshRouting, peer: string, call: InferenceCall, 
   } catch (err) {
     // iroh's errors carry their causes and a native stack trace over several lines: the causes are enough.
     const why = (err as Error).message.split(/\n\s*Stack backtrace:/)[0]!.replace(/\s+/g, " ").trim();
-    throw serverGone(`the node serving this model (${peer.slice(0, 10)}) could not be reached: ${why}`);
+    throw serverGone(`the node serving this model (${shortId(peer)}) could not be reached: ${why}`);
   }
 }

@@ -20,6 +20,7 @@ import { applyKeepAlive, MemberUnloads } from "./keep-alive.ts";
 import { Outstanding } from "./outstanding.ts";
 import type { Dispatching } from "./dispatch.ts";
 import { LastServers } from "./kv-hint.ts";
+import { shortId } from "../../mesh/short-id.ts";
 
 /** What the serving core is built from (main.ts, or a test's bare node). */
 export interface ServingParts {
@@ -197,6 +198,6 @@ export class ServingCore implements Serving {
 
 /** Why a model of the mesh cannot be loaded here, and how to get it (pure). */
 export function notOnThisNode(name: string, servedBy: string | undefined): string {
-  const where = servedBy ? `the mesh serves it on node ${servedBy.slice(0, 10)}` : "the mesh knows it, no node serves it now";
+  const where = servedBy ? `the mesh serves it on node ${shortId(servedBy)}` : "the mesh knows it, no node serves it now";
   return `model "${name}" is not on this node's disk (${where}; requests for it through /v1 go there); to have this node fetch and serve it, start it with --model ${name} and --join`;
 }

@@ -14,15 +14,16 @@ const texts = new Map(files.map((f) => [f, readFileSync(join(REPO, f), "utf8")])
 /** Every module specifier a file imports or re-exports, static or dynamic. */
 const importsOf = (text: string) => [...text.matchAll(/(?:from|import)\s*\(?\s*["']([^"']+)["']/g)].map((m) => m[1]!);
 
-/** The modules a file imports or re-exports statically (`import ... from`, `export ... from`, `import "x"`). */
-const staticImportsOf = (text: string) => [...text.matchAll(/^\s*(?:import|export)\b[^;]*?(?:from\s*)?["']([^"']+)["']/gm)].map((m) => m[1]!);
+/** The modules a file imports or re-exports, statically (`import ... from`, `export ... from`, `import "x"`) or lazily (`import("x")`). */
+const allImportsOf = (text: string) => [...text.matchAll(/^\s*(?:import|export)\b[^;]*?(?:from\s*)?["']([^"']+)["']|\bimport\(\s*["']([^"']+)["']\s*\)/gm)].map((m) => (m[1] ?? m[2])!);
 
 /**
- * Each file's static imports of other files of the set (relative specifiers resolved). A lazy
- * `import()` (an iroh line's binding, loaded only when that line starts) runs after every module
- * is initialised, so it closes no circle of initialisation; it is left out.
+ * Each file's imports of other files of the set (relative specifiers resolved), the lazy ones
+ * too: a file that loads another lazily still depends on it, and a circle through a lazy
+ * `import()` is a circle to a reader all the same (the iroh lines once imported the helpers of
+ * the very file that loads them).
  */
-const graph = new Map(files.map((f) => [f, staticImportsOf(texts.get(f)!).filter((s) => s.startsWith(".")).map((s) => normalize(join(dirname(f), s))).filter((d) => texts.has(d))]));
+const graph = new Map(files.map((f) => [f, allImportsOf(texts.get(f)!).filter((s) => s.startsWith(".")).map((s) => normalize(join(dirname(f), s))).filter((d) => texts.has(d))]));
 
 /** The circles of files importing each other (strongly connected components of more than one file; Tarjan). */
 function circles(g: ReadonlyMap<string, readonly string[]>): string[][] {

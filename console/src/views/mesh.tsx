@@ -7,6 +7,7 @@ import type { ConsoleNode, ConsoleState, GroupRole, NodeState } from "../../prot
 import { DASH, formatAgo, formatBytes, formatDuration, formatRtt } from "../format.ts";
 import { mapGroups, MeshMap } from "./mesh-map.tsx";
 import { Card, Cell, Empty, Meter, Pill, Table, type Tone } from "./parts.tsx";
+import { shortId } from "../format.ts";
 
 const STATE_TONE: Record<NodeState, Tone> = { up: "ok", silent: "warn", gone: "muted" };
 const ROLE_TONE: Record<GroupRole, Tone> = { host: "accent", worker: "info", replica: "ok", standby: "muted" };
@@ -37,8 +38,8 @@ function standingText(n: ConsoleNode): string {
 /** This node's standing under its roster, as one line the page shows above the map. */
 export function trustText(t: ConsoleState["trust"]): { tone: Tone; text: string } {
   if (t.state === "unanchored") return { tone: "warn", text: "unanchored: every member may be elected host (`mesh roster init` makes a roster)" };
-  if (t.state === "vouched") return { tone: "ok", text: `this node holds the roster's key · roster ${t.roster?.slice(0, 10) ?? ""}${t.closed ? " · closed to peers without a pass" : ""}` };
-  return { tone: t.refused ? "err" : "info", text: `a guest of this mesh · roster ${t.roster?.slice(0, 10) ?? ""}${t.refused ? ` · refused: ${t.refused}` : ""}` };
+  if (t.state === "vouched") return { tone: "ok", text: `this node holds the roster's key · roster ${shortId(t.roster ?? "")}${t.closed ? " · closed to peers without a pass" : ""}` };
+  return { tone: t.refused ? "err" : "info", text: `a guest of this mesh · roster ${shortId(t.roster ?? "")}${t.refused ? ` · refused: ${t.refused}` : ""}` };
 }
 
 function NodeRow({ n }: { n: ConsoleNode }) {
