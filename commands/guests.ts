@@ -9,7 +9,7 @@ import { readRosterLog } from "../mesh/roster-files.ts";
 import { ownerKeys, revokeGuest, RosterError } from "../mesh/roster-setup.ts";
 import type { Pass } from "../mesh/roster.ts";
 import { CommandError } from "./common.ts";
-import { shortId } from "../mesh/short-id.ts";
+import { shortId } from "../base/short-id.ts";
 
 export interface GuestRow {
   name: string;

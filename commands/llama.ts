@@ -1,6 +1,6 @@
 /** `mesh llama`: which llama.cpp binaries the node would run and what they can use; `mesh llama build` makes them. */
 import type { Config } from "../config/config.ts";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import { llamaCacheRoot } from "../llama/binaries.ts";
 import { buildLlama } from "../llama/build.ts";
 import { availableBackends, listDevices } from "../llama/devices.ts";

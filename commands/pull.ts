@@ -7,11 +7,11 @@
  */
 import { homedir } from "node:os";
 import type { Config } from "../config/config.ts";
-import { createLog } from "../log.ts";
+import { createLog } from "../base/log.ts";
 import { hubConfigFromEnv } from "../models/hf-hub.ts";
 import { PullError } from "../models/pull-error.ts";
 import { pullModel } from "../models/pull.ts";
-import { progressReporter } from "../progress.ts";
+import { progressReporter } from "../base/progress.ts";
 import { CommandError } from "./common.ts";
 import { errorText, localNode, type LocalNode } from "./local-node.ts";
 

@@ -6,7 +6,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { dirname } from "node:path";
-import { writePrivateFile } from "../private-file.ts";
+import { writePrivateFile } from "../base/private-file.ts";
 import { isMeshEnvFile } from "../service/env-file.ts";
 import type { Account } from "./service-account.ts";
 import { CommandError } from "./common.ts";

@@ -11,7 +11,7 @@ import type { OwnTrust } from "../mesh/roster-state.ts";
 import type { FetchProgress } from "../node/model-fetcher.ts";
 import { CommandError, localUrl } from "./common.ts";
 import { localNode } from "./local-node.ts";
-import { shortId } from "../mesh/short-id.ts";
+import { shortId } from "../base/short-id.ts";
 
 type StatusBody = MeshStatus & {
   version: string;

@@ -11,8 +11,8 @@
  */
 import { closeSync, openSync, rmSync, statSync, writeSync } from "node:fs";
 import { basename } from "node:path";
-import type { Log } from "../log.ts";
-import { shortId } from "../mesh/short-id.ts";
+import type { Log } from "../base/log.ts";
+import { shortId } from "../base/short-id.ts";
 import type { SlotCache, SlotServer } from "../pool/slot-cache.ts";
 import { TimedRecv, TimedSend } from "../streams/read-deadline.ts";
 import type { Stream } from "../streams/stream.ts";

@@ -14,8 +14,8 @@
  * follow, is never sent.
  */
 import { closeSync, fstatSync, openSync } from "node:fs";
-import type { Log } from "../log.ts";
-import { shortId } from "../mesh/short-id.ts";
+import type { Log } from "../base/log.ts";
+import { shortId } from "../base/short-id.ts";
 import { TimedRecv, TimedSend } from "../streams/read-deadline.ts";
 import type { Stream } from "../streams/stream.ts";
 import { readFrame, writeFrame } from "../streams/wire.ts";

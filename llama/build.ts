@@ -7,7 +7,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import { downloadFromUrl } from "../models/url-download.ts";
 import { extractArchive } from "./archive.ts";
 import type { LlamaBinaries } from "./binaries.ts";

@@ -8,10 +8,10 @@
 import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import lockfile from "proper-lockfile";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import { TransferError } from "../models/model-transfer.ts";
 import { downloadFromUrl } from "../models/url-download.ts";
-import { progressReporter } from "../progress.ts";
+import { progressReporter } from "../base/progress.ts";
 import { extractArchive, findBinariesBelow } from "./archive.ts";
 import { chooseAsset } from "./assets.ts";
 import { findLlamaBinaries, runVersion, type LlamaBinaries } from "./binaries.ts";

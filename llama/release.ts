@@ -6,7 +6,7 @@
 import { z } from "zod";
 import { sleep } from "../models/model-transfer.ts";
 import type { ReleaseAsset } from "./assets.ts";
-import { fetchWeb } from "../web-fetch.ts";
+import { fetchWeb } from "../base/web-fetch.ts";
 
 export const LLAMA_REPO = "ggml-org/llama.cpp";
 export const GITHUB_API = "https://api.github.com";

@@ -3,7 +3,7 @@
  * cache for the pinned release and this machine's flavor (downloaded there on first run). When
  * none can be had, the error says what to do, and the node does not start half-way.
  */
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import { findLlamaBinaries, llamaCacheRoot, requireLlamaBinaries, runVersion, type LlamaBinaries } from "./binaries.ts";
 import { buildFlavor, releaseFlavor, type MachineProbe } from "./flavor.ts";
 import { cacheDirFor, INSTALL_RECORD, installRelease } from "./install.ts";

@@ -5,7 +5,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { writePrivateFile } from "../private-file.ts";
+import { writePrivateFile } from "../base/private-file.ts";
 
 export const JOIN_TOKEN_FILE = "join-token";
 

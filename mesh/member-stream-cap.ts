@@ -4,7 +4,7 @@
  * its own front door (--max-connections), and no one member may hold more than its share.
  */
 
-import { KeyCounts } from "../key-counts.ts";
+import { KeyCounts } from "../base/key-counts.ts";
 
 /** Whether a member's stream may be served now, and if so, how to give its place back. */
 export type Admission =

@@ -6,15 +6,15 @@
  * goes quiet or says it is leaving is dropped; nothing it said is passed on. What the roster signed
  * (revocations, passes issued, closing) goes from peer to peer of the same roster.
  */
-import type { Log, LogFields } from "../log.ts";
-import { throttledWarning } from "../throttled-log.ts";
+import type { Log, LogFields } from "../base/log.ts";
+import { throttledWarning } from "../base/throttled-log.ts";
 import { authMac, MAC_BYTES, NONCE_BYTES, newNonce, verifyMac, type AuthContext } from "./auth.ts";
 import type { MemberAddr } from "./join-token.ts";
 import { dueRedials, joinBackoffMs, keepWhich, membersToDial, silentPeers } from "./membership-rules.ts";
 import { ControlMessageSchema, PROTOCOL_VERSION, type Announcement, type ControlMessage } from "./messages.ts";
 import type { Statement } from "./roster.ts";
 import { describeStanding, PeerStandings, RefusedError, type PeerJudge, type Standing } from "./peer-standings.ts";
-import { shortId } from "./short-id.ts";
+import { shortId } from "../base/short-id.ts";
 import { memberAddr, RememberedMembers } from "./remembered-members.ts";
 import { LEGACY_LINE, type PeerConnection, type Stream, type Transport } from "./transport.ts";
 import { readFrame, StreamKind, WireError, writeFrame } from "../streams/wire.ts";

@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { z } from "zod";
 import type { MemberAddr } from "./join-token.ts";
 import { MemberAddrSchema } from "./messages.ts";
-import { writePrivateFile } from "../private-file.ts";
+import { writePrivateFile } from "../base/private-file.ts";
 import { DEFAULT_LINE, LEGACY_LINE, TRANSPORT_LINES, type RelaySetting, type TransportLine } from "./transport.ts";
 
 export const MESH_LINE_FILE = "mesh-line.json";

@@ -8,7 +8,7 @@
  */
 import type { Standing } from "../placement/trust.ts";
 import { bindingHolds, passHolds, vouchHolds, type TrustClaim } from "./roster.ts";
-import { shortId } from "./short-id.ts";
+import { shortId } from "../base/short-id.ts";
 
 /** What this node checks peers against: its roster's public key, whether the roster is closed, the passes it revoked. */
 export interface Anchor {

@@ -5,13 +5,13 @@
  * (a statement the roster did not sign makes its message junk). A guest's word introduces nobody.
  * Without a roster every peer is a member, as before rosters.
  */
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import { counts } from "../placement/trust.ts";
 import type { ControlMessage } from "./messages.ts";
 import { PROTOCOL_VERSION, ROSTER_STATEMENTS_PER_MESSAGE } from "./messages.ts";
 import type { Verdict } from "./peer-standing.ts";
 import type { Statement, TrustClaim } from "./roster.ts";
-import { shortId } from "./short-id.ts";
+import { shortId } from "../base/short-id.ts";
 import { WireError } from "../streams/wire.ts";
 
 /** A standing a peer keeps while it is one: never refused. */

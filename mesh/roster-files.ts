@@ -10,7 +10,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import lockfile from "proper-lockfile";
 import { z } from "zod";
-import { writePrivateFile } from "../private-file.ts";
+import { writePrivateFile } from "../base/private-file.ts";
 import { HEX64, PassSchema, publicKeyOf, StatementSchema, type RosterKeys, type Statement } from "./roster.ts";
 
 export const ROSTER_FILE = "roster.json";

@@ -5,7 +5,7 @@
  * only when the roster signed them; a message with one that does not verify is junk. What it
  * learns, and the guests it sees with each pass, it keeps in the state dir for `mesh guests`.
  */
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import { judgePeer, stillStands, type Anchor, type Verdict } from "./peer-standing.ts";
 import { fileStamp, MAX_SEEN_PASSES, MAX_STATEMENTS, NODES_PER_PASS, readRosterKeys, readRosterLog, ROSTER_FILE, ROSTER_LOG_FILE, updateRosterLog, withStatements, type RosterLog, type SeenPass } from "./roster-files.ts";
 import { ownClaim, statementHolds, statementKey, type RosterKeys, type Statement, type TrustClaim } from "./roster.ts";

@@ -2,7 +2,7 @@
  * What `GET /api/status` and `mesh status` show of the mesh: this node and its peers. Never the join
  * token: it carries the mesh secret, and `mesh token` reads it from the state dir instead.
  */
-import { shortId } from "./short-id.ts";
+import { shortId } from "../base/short-id.ts";
 import type { Membership } from "./membership.ts";
 import type { Refusal } from "./peer-standings.ts";
 import type { OwnTrust } from "./roster-state.ts";

@@ -4,7 +4,7 @@
  * are short node ids, statuses are HTTP status codes.
  */
 import type { PeerTunnelCounters } from "../tunnel/tunnels.ts";
-import { shortId } from "../mesh/short-id.ts";
+import { shortId } from "../base/short-id.ts";
 
 /** Request durations: 5 ms (a cached answer, an error) to 2 min (a long generation on a slow node). */
 export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120];

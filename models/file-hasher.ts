@@ -7,7 +7,7 @@
 import { readFileSync, statSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import { z } from "zod";
-import { writePrivateFile } from "../private-file.ts";
+import { writePrivateFile } from "../base/private-file.ts";
 import { hashFileInto, SHA256_HEX } from "./model-transfer.ts";
 
 /** Files whose hashes the cache file keeps at most: far more than a models dir holds. */

@@ -10,7 +10,7 @@
 import { existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
 import { rename, rm } from "node:fs/promises";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import { FREE_SPACE_MARGIN, PEER_SOURCE_RULE, peerSizeLimit, type SizeLimit, type SourceRule } from "./download-rules.ts";
 import { selectRepoFiles } from "./hf-files.ts";
 import { checkFileAccess, listRepoFiles, authHeaders, resolveUrl, type HubConfig } from "./hf-hub.ts";

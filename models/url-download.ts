@@ -15,7 +15,7 @@ import { existsSync } from "node:fs";
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { join } from "node:path";
-import { notWeb } from "../web-fetch.ts";
+import { notWeb } from "../base/web-fetch.ts";
 import { addressesProblem, agreesWithGgufMagic, bareHost, pinnedAddress, sizeProblem, urlProblem, type SizeLimit, type SourceRule } from "./download-rules.ts";
 import {
   arrivalName,

@@ -5,10 +5,10 @@
  * between states rather than per state).
  */
 import type { ConsoleNode, ConsoleState, QuicPath } from "../console/protocol.ts";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import { peerLabel, tunnelBytes } from "../metrics/labels.ts";
 import { HEARTBEAT_MS, type MeshNode } from "./mesh-node.ts";
-import type { LogRing } from "../log-ring.ts";
+import type { LogRing } from "../base/log-ring.ts";
 import type { Pool } from "../pool/pool.ts";
 import type { Tunnels } from "../tunnel/tunnels.ts";
 import { consoleState, rememberGone } from "./console-state.ts";

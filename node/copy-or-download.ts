@@ -13,7 +13,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { CatalogModel } from "../placement/catalog.ts";
 import type { Stream } from "../streams/stream.ts";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import { withoutCredentials } from "../models/download-rules.ts";
 import type { HubConfig } from "../models/hf-hub.ts";
 import { modelRefOf } from "../models/model-ref.ts";
@@ -26,7 +26,7 @@ import { MeasuredRates, RateMeter, type RateWindow } from "../models/transfer-ra
 import { copySource, formatRate, type CopySource } from "./copy-source.ts";
 import { fetchedFrom, type DownloadPlan } from "./fetch-plan.ts";
 import type { PathStream, StreamPath } from "./peer-streams.ts";
-import { shortId } from "../mesh/short-id.ts";
+import { shortId } from "../base/short-id.ts";
 
 /** Progress of one source of a try: bytes of the model here, and its size (0 while not known). */
 export type Report = (bytes: number, total: number) => void;

@@ -7,7 +7,7 @@
 import type { CatalogModel } from "../placement/catalog.ts";
 import { withoutCredentials } from "../models/download-rules.ts";
 import { modelRefOf } from "../models/model-ref.ts";
-import { shortId } from "../mesh/short-id.ts";
+import { shortId } from "../base/short-id.ts";
 
 /** How this node gets a model's files next (see `fetchPlan`). */
 export type FetchPlan =

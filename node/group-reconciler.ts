@@ -10,7 +10,7 @@ import { allocate, type Assignment } from "../placement/allocation.ts";
 import { catalog, type CatalogModel, type NodeView } from "../placement/catalog.ts";
 import { holdsWhatTheyNeed, workerIds } from "../placement/election.ts";
 import { hostAllowed } from "../placement/route.ts";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import type { EvictionCause, RpcSplit } from "../pool/pool-types.ts";
 import type { Pool } from "../pool/pool.ts";
@@ -20,7 +20,7 @@ import type { FetchProgress, ModelFetcher } from "./model-fetcher.ts";
 import { hasFiles } from "./model-fields.ts";
 import type { MeshView } from "./mesh-view.ts";
 import type { SplitPlanner } from "./split-planner.ts";
-import { shortId } from "../mesh/short-id.ts";
+import { shortId } from "../base/short-id.ts";
 
 export interface GroupReconcilerOptions {
   /** The mesh's view; `heard` tells it of a change, so the catalog is worked out again. */

@@ -14,7 +14,7 @@ import { KvFollow } from "../kv/kv-follow.ts";
 import { KvHolder } from "../kv/kv-holder.ts";
 import { kvShapeOf } from "../kv/kv-shape.ts";
 import { RecentServers, servedIdentities } from "../kv/recent-servers.ts";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import type { ModelInfo } from "../models/model-store.ts";
 import type { SlotCache } from "../pool/slot-cache.ts";
 import type { PathStream } from "./peer-streams.ts";

@@ -15,7 +15,7 @@ import { lookup } from "node:dns/promises";
 import { readFileSync, rmSync } from "node:fs";
 import { isIP } from "node:net";
 import { join } from "node:path";
-import { writePrivateFile } from "../private-file.ts";
+import { writePrivateFile } from "../base/private-file.ts";
 
 export const LOCAL_PROOF_FILE = "local-api.key";
 /** Where the node answers a challenge: outside `/api`, since the CLI sends no key before the proof. */

@@ -7,7 +7,7 @@
 import { forwardHttp, RESPONSE_IDLE_MS } from "../mesh/http-stream.ts";
 import type { Membership } from "../mesh/membership.ts";
 import { StreamKind } from "../streams/wire.ts";
-import { shortId } from "../mesh/short-id.ts";
+import { shortId } from "../base/short-id.ts";
 
 /** The request as the router hands it on. */
 export interface ForwardedRequest {

@@ -5,7 +5,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/config.ts";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import { AnnouncementSource, type AnnouncementContent } from "../mesh/announcement.ts";
 import { hasMeshSecret, loadOrCreateNodeKey, resolveMeshSecret } from "../mesh/identity.ts";
 import { decodeJoinToken, encodeJoinToken, type MemberAddr, type TokenRoster } from "../mesh/join-token.ts";

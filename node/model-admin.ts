@@ -14,7 +14,7 @@
  */
 import { existsSync, realpathSync, rmdirSync, unlinkSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import type { HubConfig } from "../models/hf-hub.ts";
 import { deletePlan, foldersToPrune, registryWithout, type DeletePlan } from "../models/model-delete.ts";
 import { defaultModelName, pullableRef } from "../models/model-ref.ts";

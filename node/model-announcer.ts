@@ -5,7 +5,7 @@
  * its replicas. Its own node view in the mesh's view is read from here too, so the catalog sees
  * this node exactly as its peers do.
  */
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import type { Pool } from "../pool/pool.ts";
 import type { ModelFetcher } from "./model-fetcher.ts";

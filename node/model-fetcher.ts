@@ -19,7 +19,7 @@
 import { mkdirSync } from "node:fs";
 import { basename, relative } from "node:path";
 import type { CatalogModel } from "../placement/catalog.ts";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import { PEER_SOURCE_RULE, peerSizeLimit, withoutCredentials } from "../models/download-rules.ts";
 import type { HubConfig } from "../models/hf-hub.ts";
 import { modelRefOf } from "../models/model-ref.ts";
@@ -32,11 +32,11 @@ import { freeBytes } from "../models/model-transfer.ts";
 import { writeRegistryEntry } from "../models/registry.ts";
 import { COPY_RATE_WINDOW, type RateWindow } from "../models/transfer-rate.ts";
 import { downloadFromUrl } from "../models/url-download.ts";
-import { progressReporter } from "../progress.ts";
+import { progressReporter } from "../base/progress.ts";
 import { CopyOrDownload, type Report } from "./copy-or-download.ts";
 import { downloadPlan, fetchedFrom, fetchPlan, type DownloadPlan, type FetchPlan, type OwnOrigin } from "./fetch-plan.ts";
 import type { PathStream } from "./peer-streams.ts";
-import { shortId } from "../mesh/short-id.ts";
+import { shortId } from "../base/short-id.ts";
 
 const MAX_PAUSE_MS = 30_000;
 /** Failures no retry can fix (a hash that never matches, a refusal) before the node gives up on the model. */

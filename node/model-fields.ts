@@ -7,7 +7,7 @@ import { existsSync } from "node:fs";
 import { announcedRef, describeLeftOut, fitModels } from "../mesh/announcement.ts";
 import type { NodeModel, NodeView } from "../placement/catalog.ts";
 import { ANNOUNCEMENT_LIMITS, FAMILY, type Announcement } from "../mesh/messages.ts";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import { hasCredentials } from "../models/download-rules.ts";
 import type { ModelIdentities } from "../models/model-identities.ts";
 import { needOf } from "../models/model-need.ts";

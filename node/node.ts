@@ -17,7 +17,7 @@ import type { Config } from "../config/config.ts";
 import type { LlamaBinaries } from "../llama/binaries.ts";
 import type { LlamaDevice } from "../llama/devices.ts";
 import { LLAMA_SOURCE } from "../llama/pin.ts";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import { serveHttp } from "../mesh/http-stream.ts";
 import { MemberStreamCap } from "../mesh/member-stream-cap.ts";
 import { memberMayRequest } from "../mesh/member-routes.ts";

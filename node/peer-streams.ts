@@ -7,10 +7,10 @@
  * downloading the model afresh (`copy-source.ts`), and the fetcher measures only those.
  */
 import type { Socket } from "node:net";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import type { Stream } from "../streams/stream.ts";
 import { socketStream } from "../tunnel/socket-stream.ts";
-import { shortId } from "../mesh/short-id.ts";
+import { shortId } from "../base/short-id.ts";
 
 /** After a failed direct connection, a peer's streams of that purpose go over the mesh for this long. */
 export const DIRECT_RETRY_MS = 60_000;

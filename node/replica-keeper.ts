@@ -11,14 +11,14 @@ import type { CatalogModel, NodeView } from "../placement/catalog.ts";
 import { HEARTBEAT_MS } from "./mesh-node.ts";
 import { ANNOUNCEMENT_LIMITS } from "../mesh/messages.ts";
 import { MAX_REPLICAS_PER_NODE, replicaRelease, replicasToAdd, type DemandSignal, type ReplicaRelease, type ReplicaToAdd } from "../placement/replicas.ts";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import type { EvictionCause } from "../pool/pool-types.ts";
 import type { Pool } from "../pool/pool.ts";
 import type { MeshView } from "./mesh-view.ts";
 import type { ModelFetcher } from "./model-fetcher.ts";
 import { hasFiles } from "./model-fields.ts";
-import { shortId } from "../mesh/short-id.ts";
+import { shortId } from "../base/short-id.ts";
 
 /**
  * How long a model whose replica failed here (its copy or its load), or went idle here, is not

@@ -6,7 +6,7 @@
  * adds what this node saw itself (which servers it heard from lately) and `--hosts` on top.
  */
 import type { CatalogModel } from "./catalog.ts";
-import { shortId } from "../mesh/short-id.ts";
+import { shortId } from "../base/short-id.ts";
 
 export type Route =
   | { to: "local" }

@@ -7,7 +7,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { writePrivateFile } from "../private-file.ts";
+import { writePrivateFile } from "../base/private-file.ts";
 
 export interface ChildKey {
   file: string;

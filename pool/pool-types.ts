@@ -4,7 +4,7 @@
  */
 import type { SlotCache } from "./slot-cache.ts";
 import type { LlamaBinaries } from "../llama/binaries.ts";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import type { ModelInfo } from "../models/model-store.ts";
 import type { CpuShare } from "./cpu-threads.ts";
 import type { RequestArgs } from "./request-args.ts";

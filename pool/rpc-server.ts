@@ -9,7 +9,7 @@ import { closeSync, mkdirSync, openSync } from "node:fs";
 import { createConnection } from "node:net";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import { encodeHello, helloVersion } from "../tunnel/rpc-protocol.ts";
 import { freePort } from "./free-port.ts";
 import { childLaunch, CRASH_VERDICT_DELAY_MS, readLogTail, terminate } from "./child-process.ts";

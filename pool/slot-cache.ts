@@ -15,7 +15,7 @@
  */
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import type { ModelInfo } from "../models/model-store.ts";
 import { overBudget, toRestore, type SavedSlot } from "./slot-budget.ts";
 import { isSlotFileName, readSlotFileHead, SLOT_FILE_HEAD_BYTES, slotFileName } from "./slot-file.ts";

@@ -15,7 +15,7 @@ import { buildLlama, sh } from "../llama/build.ts";
 import { cacheDirFor } from "../llama/install.ts";
 import { LLAMA_RELEASE, LLAMA_SOURCE } from "../llama/pin.ts";
 import { GITHUB_API } from "../llama/release.ts";
-import { createLog } from "../log.ts";
+import { createLog } from "../base/log.ts";
 
 async function buildFromNpmPackage(): Promise<LlamaBinaries> {
   const work = mkdtempSync(join(tmpdir(), "mesh-llama-npm-"));

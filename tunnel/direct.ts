@@ -16,9 +16,9 @@
 import ipaddr from "ipaddr.js";
 import { createConnection, type Socket } from "node:net";
 import tls from "node:tls";
-import type { Log } from "../log.ts";
-import { KeyCounts } from "../key-counts.ts";
-import { throttledWarning } from "../throttled-log.ts";
+import type { Log } from "../base/log.ts";
+import { KeyCounts } from "../base/key-counts.ts";
+import { throttledWarning } from "../base/throttled-log.ts";
 import type { Stream } from "../streams/stream.ts";
 import { signedBy, type Signer } from "../mesh/transport.ts";
 import { decodeDirectHello, directMac, directStatement, encodeDirectHello, verifyDirectMac, type DirectHello, type DirectPurpose } from "./direct-auth.ts";
@@ -26,7 +26,7 @@ import { normalizeFingerprint, type DirectIdentity } from "./direct-identity.ts"
 import { noticingFirst, socketToSocket, type ChunkRewriter, type DirectionCounter } from "./pump.ts";
 import type { RpcSession } from "./rpc-sessions.ts";
 import { socketStream } from "./socket-stream.ts";
-import { shortId } from "../mesh/short-id.ts";
+import { shortId } from "../base/short-id.ts";
 
 /** From the TCP accept to a verified proof; also how long a host waits for the worker's TLS. */
 export const HANDSHAKE_DEADLINE_MS = 5_000;

@@ -7,7 +7,7 @@
  * MAX_RPC_SESSIONS_PER_PEER at once (a host keeps one per worker, two across a reload), however
  * many connections it proves.
  */
-import { KeyCounts } from "../key-counts.ts";
+import { KeyCounts } from "../base/key-counts.ts";
 
 export const MAX_RPC_SESSIONS_PER_PEER = 4;
 export const RPC_SETUP_MS = 30_000;

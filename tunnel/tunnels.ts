@@ -5,15 +5,15 @@
  * RPC transform (size limits per session, rewrites, zero-transfer). Counted per peer and direction.
  */
 import { createConnection, createServer, type Server, type Socket } from "node:net";
-import type { Log, LogFields } from "../log.ts";
-import { throttledWarning } from "../throttled-log.ts";
+import type { Log, LogFields } from "../base/log.ts";
+import { throttledWarning } from "../base/throttled-log.ts";
 import type { Stream } from "../streams/stream.ts";
 import { StreamKind } from "../streams/wire.ts";
 import { noticingFirst, quicToSocket, socketToQuic, socketToSocket, type DirectionCounter } from "./pump.ts";
 import type { RewriteOptions } from "./rpc-rewrites.ts";
 import { RPC_SETUP_MS, RpcSessions, type RpcSession } from "./rpc-sessions.ts";
 import { RpcRequestRewriter } from "./rpc-transform.ts";
-import { shortId } from "../mesh/short-id.ts";
+import { shortId } from "../base/short-id.ts";
 
 export interface PeerTunnelCounters {
   /** Host side: our llama-server and the peer's rpc-server. */

@@ -8,7 +8,7 @@
 import { gguf } from "@huggingface/gguf";
 import { existsSync, mkdirSync, readdirSync, renameSync, statSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
-import type { Log } from "../log.ts";
+import type { Log } from "../base/log.ts";
 import { tensorByteSize } from "../models/ggml-types.ts";
 import { fnv1a64, hashFileName, readSetTensorHash } from "./rpc-protocol.ts";
 

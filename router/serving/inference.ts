@@ -24,7 +24,7 @@ import { recordPassingStats } from "./passing-stats.ts";
 import { proxyToServer } from "./proxy.ts";
 import { requestSource, takesSlot } from "./request-source.ts";
 import { toolChoiceRefusal } from "./tool-choice.ts";
-import { shortId } from "../../mesh/short-id.ts";
+import { shortId } from "../../base/short-id.ts";
 
 /** An answer refusing the request, in the shape of the API the client called. */
 export type Refusal = (status: ContentfulStatusCode, message: string, type: string, code: string, retryAfterS?: number) => Response;

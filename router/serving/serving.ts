@@ -20,7 +20,7 @@ import { applyKeepAlive, MemberUnloads } from "./keep-alive.ts";
 import { Outstanding } from "./outstanding.ts";
 import type { Dispatching } from "./dispatch.ts";
 import { LastServers } from "./kv-hint.ts";
-import { shortId } from "../../mesh/short-id.ts";
+import { shortId } from "../../base/short-id.ts";
 
 /** What the serving core is built from (main.ts, or a test's bare node). */
 export interface ServingParts {

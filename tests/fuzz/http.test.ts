@@ -15,7 +15,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { join } from "node:path";
 import type { LlamaBinaries } from "../../llama/binaries.ts";
-import { createLog } from "../../log.ts";
+import { createLog } from "../../base/log.ts";
 import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import type { MeshStatus } from "../../mesh/status.ts";
 import { ModelStore } from "../../models/model-store.ts";

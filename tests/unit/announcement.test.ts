@@ -15,7 +15,7 @@ import { MeshViewCache } from "../../node/mesh-view.ts";
 import { GroupReconciler } from "../../node/group-reconciler.ts";
 import { SplitPlanner } from "../../node/split-planner.ts";
 import { needAt } from "../../node/model-fields.ts";
-import type { Log } from "../../log.ts";
+import type { Log } from "../../base/log.ts";
 import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
 
 const disk = (n: number, over: (i: number) => Partial<ModelLists["modelsOnDisk"][number]> = () => ({})) =>

@@ -1,7 +1,7 @@
 /** What the console shows, worked out from what a node knows: tables of cases. */
 import { describe, expect, test } from "bun:test";
 import { CONSOLE_LIMITS, type ConsoleNode } from "../../console/protocol.ts";
-import { LogRing } from "../../log-ring.ts";
+import { LogRing } from "../../base/log-ring.ts";
 import { catalog, type NodeView } from "../../placement/catalog.ts";
 import { AnnouncementSchema, type Announcement } from "../../mesh/messages.ts";
 import { opener } from "../../commands/open.ts";

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Log } from "../../log.ts";
+import type { Log } from "../../base/log.ts";
 import type { CatalogModel } from "../../placement/catalog.ts";
 import type { Stream } from "../../mesh/transport.ts";
 import { contentIdentity } from "../../models/content-identity.ts";

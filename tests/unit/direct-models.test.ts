@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { createServer, connect, Socket } from "node:net";
 import { join } from "node:path";
 import tls from "node:tls";
-import { createLog } from "../../log.ts";
+import { createLog } from "../../base/log.ts";
 import { readFrame, writeFrame } from "../../streams/wire.ts";
 import { contentIdentity } from "../../models/content-identity.ts";
 import { FileHasher } from "../../models/file-hasher.ts";

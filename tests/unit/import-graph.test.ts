@@ -73,8 +73,8 @@ test.each(files.filter((f) => f.startsWith("bench/")))("%s imports nothing from 
 
 /**
  * The floors of the house, bottom up, as the README's architecture section draws them: a file may
- * import its own floor and the ones below, never one above. Files at the root are the floor's
- * helpers (logging, private files, progress) except `main.ts`, the roof. `router/` has rooms of
+ * import its own floor and the ones below, never one above. `base/` holds the helpers every floor
+ * uses (logging, private files, progress); at the root stands only `main.ts`, the roof. `router/` has rooms of
  * its own: HTTP plumbing, the serving core, the dialects, the console, and the app that joins them.
  */
 const FLOORS = [
@@ -106,7 +106,8 @@ const FLOORS = [
 /** The floor a file stands on (pure). */
 function floorOf(file: string): string {
   const parts = file.split("/");
-  if (parts.length === 1) return file === "main.ts" ? "main" : "base";
+  // A helper left at the root stands on no floor: its place is base/.
+  if (parts.length === 1) return file === "main.ts" ? "main" : "the root";
   if (parts[0] === "router" && parts.length > 2) return `router/${parts[1]}`;
   return parts[0]!;
 }
@@ -118,7 +119,7 @@ function upwardImports(g: ReadonlyMap<string, readonly string[]>): string[] {
 }
 
 test.each([
-  ["log.ts", "base"],
+  ["base/log.ts", "base"],
   ["main.ts", "main"],
   ["mesh/membership.ts", "mesh"],
   ["router/app.ts", "router"],
@@ -140,6 +141,6 @@ test("the README's architecture table draws these floors, in this order", () => 
   const readme = readFileSync(join(REPO, "README.md"), "utf8");
   const section = readme.slice(readme.indexOf("## Architecture"), readme.indexOf("## Development"));
   const drawn = [...section.matchAll(/^\| `([a-z.]+)\/?` \|/gm)].map((m) => m[1]!.replace(/\.ts$/, "")).reverse();
-  const product = FLOORS.slice(FLOORS.indexOf("streams"), FLOORS.indexOf("main") + 1).filter((f) => !f.startsWith("router/"));
+  const product = FLOORS.slice(FLOORS.indexOf("base"), FLOORS.indexOf("main") + 1).filter((f) => !f.startsWith("router/"));
   expect(drawn).toEqual(product);
 });

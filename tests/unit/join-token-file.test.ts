@@ -8,7 +8,7 @@ import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, s
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { joinTokenPath, readJoinToken, showJoinTokens, writeJoinToken } from "../../mesh/join-token-file.ts";
-import { writePrivateFile } from "../../private-file.ts";
+import { writePrivateFile } from "../../base/private-file.ts";
 
 const dirs: string[] = [];
 afterEach(() => {

@@ -18,7 +18,7 @@ import { maxSlotBytes, type KvShape } from "../../kv/kv-shape.ts";
 import { chainOf } from "../../kv/prefix-chain.ts";
 import type { KvAnswer } from "../../kv/kv-wire.ts";
 import { bytesSource, slotLayout } from "../../kv/slot-layout.ts";
-import { createLog } from "../../log.ts";
+import { createLog } from "../../base/log.ts";
 import { SlotCache } from "../../pool/slot-cache.ts";
 import type { Stream } from "../../streams/stream.ts";
 import { readFrame, writeFrame } from "../../streams/wire.ts";

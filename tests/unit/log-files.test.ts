@@ -3,7 +3,7 @@ import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, write
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { capLogs } from "../../pool/log-files.ts";
-import { formatJson } from "../../log.ts";
+import { formatJson } from "../../base/log.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "mesh-logs-test-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

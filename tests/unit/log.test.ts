@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { createLog, formatJson, formatText } from "../../log.ts";
+import { createLog, formatJson, formatText } from "../../base/log.ts";
 
 test.each([
   ["info", "started", {}, "started"],

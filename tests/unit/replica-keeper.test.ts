@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { catalog, type NodeView } from "../../placement/catalog.ts";
-import type { Log } from "../../log.ts";
+import type { Log } from "../../base/log.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import { copyGoes, ReplicaKeeper, type ReplicaKeeperOptions } from "../../node/replica-keeper.ts";
 import { announcedDemandOf } from "../../node/mesh-view.ts";

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { guestRows } from "../../commands/guests.ts";
-import { createLog } from "../../log.ts";
+import { createLog } from "../../base/log.ts";
 import { decodeJoinToken, encodeJoinToken, type JoinToken, type TokenRoster } from "../../mesh/join-token.ts";
 import { readRosterKeys, readRosterLog, ROSTER_FILE, ROSTER_LOG_FILE } from "../../mesh/roster-files.ts";
 import { closeToPassless, foundRoster, guestToken, initRoster, issueGuestPass, joinRoster, keysAfterJoin, revokeGuest, RosterError, rotateRoster } from "../../mesh/roster-setup.ts";

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDirs } from "../../harness/transfer.ts";
-import type { Log } from "../../log.ts";
+import type { Log } from "../../base/log.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import { SlotCache } from "../../pool/slot-cache.ts";
 import { overBudget, toRestore, type SavedSlot } from "../../pool/slot-budget.ts";

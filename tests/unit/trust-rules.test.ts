@@ -6,7 +6,7 @@
  * members count as they always did.
  */
 import { describe, expect, test } from "bun:test";
-import { createLog } from "../../log.ts";
+import { createLog } from "../../base/log.ts";
 import { catalog, type CatalogModel, type NodeView } from "../../placement/catalog.ts";
 import { routeInMesh, type LocalView } from "../../placement/route.ts";
 import { replicasToAdd, type ReplicaView } from "../../placement/replicas.ts";

@@ -3,7 +3,7 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fetchWeb } from "../../web-fetch.ts";
+import { fetchWeb } from "../../base/web-fetch.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "mesh-web-fetch-"));
 const secret = join(dir, "secret.json");

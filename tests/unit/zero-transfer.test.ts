@@ -9,7 +9,7 @@ import { gguf } from "@huggingface/gguf";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Log } from "../../log.ts";
+import type { Log } from "../../base/log.ts";
 import { tensorByteSize } from "../../models/ggml-types.ts";
 import { fnv1a64, hashFileName, RPC_TENSOR_BYTES, SET_TENSOR_HASH_BYTES } from "../../tunnel/rpc-protocol.ts";
 import { ZeroTransfer } from "../../tunnel/zero-transfer.ts";

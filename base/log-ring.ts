@@ -3,7 +3,7 @@
  * `CONSOLE_LIMITS.logLines`, each message and field cut to a bound, and listeners told of each new
  * line. Nothing here is written anywhere: the log itself still goes to stderr.
  */
-import { CONSOLE_LIMITS, type LogLine } from "./console/protocol.ts";
+import { CONSOLE_LIMITS, type LogLine } from "../console/protocol.ts";
 import type { LogFields, LogLevel } from "./log.ts";
 
 const MAX_TEXT = 2_000;
