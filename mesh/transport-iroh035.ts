@@ -11,7 +11,7 @@ import type { BiStream as IrohBi, Connection as IrohConnection, Iroh as IrohNode
 import { reachableAddresses, sameAddresses } from "./bound-addresses.ts";
 import type { MemberAddr } from "./transport-kit.ts";
 import { dialableRelay } from "./member-relay.ts";
-import { ALPN, ALPN_TEXT, chooseSockets, irohReason, nodeIdOf, type PeerConnection, type QuicPathKind, type Stream, type Transport, type TransportOptions } from "./transport-kit.ts";
+import { ALPN, ALPN_TEXT, chooseSockets, irohReason, nodeIdOf, oneLine, type PeerConnection, type QuicPathKind, type Stream, type Transport, type TransportOptions } from "./transport-kit.ts";
 
 export const IROH035_VERSION: string = irohPkg.version;
 
@@ -27,17 +27,17 @@ function wrapStream(bi: IrohBi): Stream {
   const recv = bi.recv;
   return {
     send: {
-      writeAll: (b) => send.writeAll(b),
-      finish: () => send.finish(),
-      reset: (code) => send.reset(BigInt(code)),
+      writeAll: (b) => oneLine(() => send.writeAll(b)),
+      finish: () => oneLine(() => send.finish()),
+      reset: (code) => oneLine(() => send.reset(BigInt(code))),
     },
     recv: {
       read: async (buf) => {
-        const n = await recv.read(buf);
+        const n = await oneLine(() => recv.read(buf));
         return n === null ? null : Number(n);
       },
-      readExact: (buf) => recv.readExact(buf),
-      stop: (code) => recv.stop(BigInt(code)),
+      readExact: (buf) => oneLine(() => recv.readExact(buf)),
+      stop: (code) => oneLine(() => recv.stop(BigInt(code))),
     },
   };
 }
@@ -49,15 +49,15 @@ class Iroh035Connection implements PeerConnection {
 
   constructor(private readonly conn: IrohConnection) {
     this.remoteId = conn.remoteNodeId().toString();
-    this.closed = conn.closed().catch((err: unknown) => String(err));
+    this.closed = conn.closed().catch((err: unknown) => irohReason(err));
   }
 
   async openStream(): Promise<Stream> {
-    return wrapStream(await this.conn.openBi());
+    return wrapStream(await oneLine(() => this.conn.openBi()));
   }
 
   async acceptStream(): Promise<Stream> {
-    return wrapStream(await this.conn.acceptBi());
+    return wrapStream(await oneLine(() => this.conn.acceptBi()));
   }
 
   /** Round-trip time in milliseconds, as QUIC estimates it. */
@@ -168,7 +168,7 @@ export class Iroh035Transport implements Transport {
     const node = this.node!;
     const relayUrl = dialableRelay(addr.relayUrl, this.relay, "iroh035");
     const target = { nodeId: addr.nodeId, addresses: addr.addresses, ...(relayUrl ? { relayUrl } : {}) };
-    return this.track(await node.node.endpoint().connect(target, ALPN));
+    return this.track(await oneLine(() => node.node.endpoint().connect(target, ALPN)));
   }
 
   async close(): Promise<void> {

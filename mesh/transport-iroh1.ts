@@ -12,7 +12,7 @@ import type { BiStream, Connection, Endpoint as IrohEndpoint, EndpointAddr } fro
 import { reachableAddresses, sameAddresses } from "./bound-addresses.ts";
 import type { MemberAddr } from "./transport-kit.ts";
 import { dialableRelay } from "./member-relay.ts";
-import { ALPN, chooseSockets, irohReason, nodeIdOf, type PeerConnection, type QuicPathKind, type Stream, type Transport, type TransportOptions } from "./transport-kit.ts";
+import { ALPN, chooseSockets, irohReason, nodeIdOf, oneLine, type PeerConnection, type QuicPathKind, type Stream, type Transport, type TransportOptions } from "./transport-kit.ts";
 
 type Iroh1 = typeof import("iroh1/index.js");
 const load = (): Promise<Iroh1> => import("iroh1/index.js");
@@ -32,21 +32,21 @@ function wrapStream(bi: BiStream): Stream {
   const recv = bi.recv;
   return {
     send: {
-      writeAll: (b) => send.writeAll(Array.from(b)),
-      finish: () => send.finish(),
-      reset: (code) => send.reset(BigInt(code)),
+      writeAll: (b) => oneLine(() => send.writeAll(Array.from(b))),
+      finish: () => oneLine(() => send.finish()),
+      reset: (code) => oneLine(() => send.reset(BigInt(code))),
     },
     recv: {
       read: async (buf) => {
         if (buf.length === 0) return 0;
         // An empty read is the end of the stream: QUIC never reads zero bytes into room for some.
-        const got = await recv.read(buf.length);
+        const got = await oneLine(() => recv.read(buf.length));
         if (got.length === 0) return null;
         buf.set(got);
         return got.length;
       },
-      readExact: async (buf) => void buf.set(await recv.readExact(buf.length)),
-      stop: (code) => recv.stop(BigInt(code)),
+      readExact: async (buf) => void buf.set(await oneLine(() => recv.readExact(buf.length))),
+      stop: (code) => oneLine(() => recv.stop(BigInt(code))),
     },
   };
 }
@@ -57,15 +57,15 @@ class Iroh1Connection implements PeerConnection {
 
   constructor(private readonly conn: Connection) {
     this.remoteId = hex(conn.remoteId().toBytes());
-    this.closed = conn.closed().catch((err: unknown) => String(err));
+    this.closed = conn.closed().catch((err: unknown) => irohReason(err));
   }
 
   async openStream(): Promise<Stream> {
-    return wrapStream(await this.conn.openBi());
+    return wrapStream(await oneLine(() => this.conn.openBi()));
   }
 
   async acceptStream(): Promise<Stream> {
-    return wrapStream(await this.conn.acceptBi());
+    return wrapStream(await oneLine(() => this.conn.acceptBi()));
   }
 
   rttMs(): number {
@@ -189,9 +189,9 @@ export class Iroh1Transport implements Transport {
   async dial(addr: MemberAddr): Promise<PeerConnection> {
     await this.ready;
     const { EndpointAddr, EndpointId } = await load();
-    const id = EndpointId.fromBytes([...Buffer.from(addr.nodeId, "hex")]);
     const relayUrl = dialableRelay(addr.relayUrl, this.opts.relay, "iroh1");
-    return this.track(await this.endpoint!.connect(new EndpointAddr(id, relayUrl, addr.addresses), ALPN_BYTES));
+    // The id is parsed by the binding too: a member's address that is no key fails as one line.
+    return this.track(await oneLine(() => this.endpoint!.connect(new EndpointAddr(EndpointId.fromBytes([...Buffer.from(addr.nodeId, "hex")]), relayUrl, addr.addresses), ALPN_BYTES)));
   }
 
   async close(): Promise<void> {

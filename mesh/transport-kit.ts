@@ -102,6 +102,19 @@ export function irohReason(err: unknown): string {
   return String((err as Error).message ?? err).split(/\n\s*Stack backtrace:/)[0]!.replace(/\s*Caused by:\s*/g, ": ").replace(/\s+/g, " ").trim();
 }
 
+/**
+ * A call into an iroh binding whose failure becomes an Error of one line (`irohReason`): with
+ * RUST_BACKTRACE set, as it is on many developers' machines, the binding's errors carry a whole
+ * Rust backtrace, which would otherwise reach the log (a failed join retry) as dozens of lines.
+ */
+export async function oneLine<T>(call: () => T | Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    throw new Error(irohReason(err));
+  }
+}
+
 /** A free UDP port on `host` (the kernel's choice), or undefined when the family cannot bind there. */
 async function freeUdpPort(host: string): Promise<number | undefined> {
   const v6 = host.includes(":");
