@@ -59,6 +59,7 @@ import { MeshForwarder } from "./mesh-forwarder.ts";
 import { MeshRouter } from "./mesh-router.ts";
 import { NodeEvents } from "./node-events.ts";
 import { nodeKv, type NodeKv } from "./kv-parts.ts";
+import { PeerProtocols } from "./peer-protocols.ts";
 import { counts } from "../placement/trust.ts";
 
 /** The other tools' stores a node with these settings serves from, in naming order (none with --scan-model-stores off). */
@@ -301,6 +302,20 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   // bodies they hold at once come to two of the largest a request may have per member, four in all.
   const memberStreams = new MemberStreamCap(config.maxConnections, 0.5, { perPeerBytes: 2 * config.maxBodyBytes, totalBytes: 4 * config.maxBodyBytes });
 
+  // What this node serves its peers, over the mesh connection and the direct path alike.
+  const protocols = new PeerProtocols()
+    .register({ name: "rpc", kind: StreamKind.RPC, serve: (peerId, stream) => tunnels.incoming(peerId, stream) })
+    .register({
+      name: "http",
+      kind: StreamKind.HTTP,
+      serve: (peerId, stream) =>
+        httpHandler ? serveHttp(stream, httpHandler, { maxBodyBytes: config.maxBodyBytes, allow: memberMayRequest, admit: () => memberStreams.take(peerId), from: peerId }) : stream.send.reset(2).catch(() => undefined),
+    })
+    // A model copy asks one file at a time; a few spare connections for retries and one still closing.
+    .register({ name: "model", kind: StreamKind.MODEL, direct: { purpose: "model", perMember: 4 }, serve: (_peerId, stream) => serveModel(stream) })
+    // The holder serves one KV stream per member (`kv-holder.ts`); one spare for a connection still closing.
+    .register({ name: "kv", kind: StreamKind.KV, direct: { purpose: "kv", perMember: 2 }, serve: (peerId, stream) => kv.holder.serve(peerId, stream) });
+
   // Children log into the state dir for as long as they run: keep those files bounded.
   const logDir = join(config.stateDir, "logs");
   const logCap = setInterval(() => {
@@ -345,13 +360,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           llamaBuild: llama.build ?? "unknown",
           ...(direct && identity ? { signedDirect: { port: direct.port, certSha256: identity.certSha256 } } : {}),
         }),
-        onStream: (peerId, kind, stream) => {
-          if (kind === StreamKind.RPC) void tunnels.incoming(peerId, stream);
-          else if (kind === StreamKind.HTTP && httpHandler) void serveHttp(stream, httpHandler, { maxBodyBytes: config.maxBodyBytes, allow: memberMayRequest, admit: () => memberStreams.take(peerId), from: peerId });
-          else if (kind === StreamKind.MODEL) void serveModel(stream);
-          else if (kind === StreamKind.KV) void kv.holder.serve(peerId, stream);
-          else void stream.send.reset(2).catch(() => undefined);
-        },
+        onStream: (peerId, kind, stream) => protocols.dispatch(peerId, kind, stream),
         onPeersChange,
       },
       log,
@@ -377,7 +386,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           isPeer: (id) => m.membership.peers.has(id),
           rpcPort: () => rpc.port,
           forHost: (id) => tunnels.forHost(id),
-          serveStream: { model: (_peerId, stream) => serveModel(stream), kv: (peerId, stream) => kv.holder.serve(peerId, stream) },
+          streams: protocols,
           log,
         }).catch((err) => {
           log.warn("no direct rpc path (peers use the mesh connection)", { error: (err as Error).message });

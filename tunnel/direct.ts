@@ -39,12 +39,11 @@ export const MAX_UNPROVED_CONNECTIONS = 64;
 export const MAX_UNPROVED_PER_SOURCE = 8;
 /** The purposes of a direct connection that carry one of the mesh's own streams (an RPC one carries rpc-server's bytes). */
 export type StreamPurpose = Exclude<DirectPurpose, "rpc">;
-/**
- * Connections of each purpose one member may have served at once: a model copy asks one file at a
- * time, a KV fetch is one stream per member at the holder (`kv-holder.ts`); a few spare for retries
- * and for a connection still closing.
- */
-export const MAX_STREAM_CONNECTIONS_PER_PEER: Record<StreamPurpose, number> = { model: 4, kv: 2 };
+/** What answers a member's direct connection of each purpose (the node's peer protocols, `node/peer-protocols.ts`). */
+export interface DirectStreams {
+  /** The handler of a purpose, as a mesh stream of its kind would be answered, and how many such connections one member may have served at once; none: closed. */
+  forPurpose(purpose: StreamPurpose): { serve: (peerId: string, stream: Stream) => unknown; perMember: number } | undefined;
+}
 /** The byte that tells a peer its stream connection was taken (RPC connections have none: rpc-server speaks first). */
 const STREAM_ACCEPTED = Uint8Array.of(1);
 
@@ -81,8 +80,8 @@ export interface DirectServerOptions {
     admit: (close: () => void) => RpcSession | undefined;
     onConnection: (sockets: Socket[]) => void;
   };
-  /** Answers a member's connection of each purpose as that kind of mesh stream from it would be; a purpose absent here is closed. */
-  serveStream: Partial<Record<StreamPurpose, (peerId: string, stream: Stream) => Promise<void>>>;
+  /** Answers a member's connection of each purpose as that kind of mesh stream from it would be; a purpose with none is closed. */
+  streams: DirectStreams;
   log: Log;
 }
 
@@ -121,9 +120,9 @@ export async function startDirectServer(opts: DirectServerOptions): Promise<{ po
       socket.pause();
       if (hello.purpose === "rpc") return void connectRpc(opts, hello.hostId, socket, hello.rest);
       const peerId = hello.hostId;
-      const serve = opts.serveStream[hello.purpose];
+      const served = opts.streams.forPurpose(hello.purpose);
       const key = `${hello.purpose} ${peerId}`;
-      if (!serve || streamConnections.of(key) >= MAX_STREAM_CONNECTIONS_PER_PEER[hello.purpose]) return void socket.destroy();
+      if (!served || streamConnections.of(key) >= served.perMember) return void socket.destroy();
       // Counted until the socket is gone, not until the answer is: a peer that keeps its side
       // open holds its place (for END_GRACE_MS at most) rather than a socket beyond the cap.
       streamConnections.add(key);
@@ -132,7 +131,8 @@ export async function startDirectServer(opts: DirectServerOptions): Promise<{ po
       // a failed connection it can fall back from, not as a copy cut off mid-request.
       socket.write(STREAM_ACCEPTED);
       const stream = socketStream(socket, hello.rest);
-      void serve(peerId, stream)
+      void Promise.resolve()
+        .then(() => served.serve(peerId, stream))
         .catch(() => stream.send.reset(1))
         .finally(() => void stream.recv.stop(0));
     };

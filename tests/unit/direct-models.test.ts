@@ -10,7 +10,7 @@ import { createServer, connect, Socket } from "node:net";
 import { join } from "node:path";
 import tls from "node:tls";
 import { createLog } from "../../base/log.ts";
-import { readFrame, writeFrame } from "../../streams/wire.ts";
+import { readFrame, StreamKind, writeFrame } from "../../streams/wire.ts";
 import { contentIdentity } from "../../models/content-identity.ts";
 import { FileHasher } from "../../models/file-hasher.ts";
 import { fetchModelFromPeer } from "../../models/peer-fetch.ts";
@@ -19,7 +19,8 @@ import { DIRECT_RETRY_MS, peerStreamOpener } from "../../node/peer-streams.ts";
 import { nodeIdOf, nodeSigner, type Signer, type Stream } from "../../mesh/transport.ts";
 import { directMac, directStatement, encodeDirectHello, type DirectPurpose } from "../../tunnel/direct-auth.ts";
 import { makeDirectIdentity, normalizeFingerprint } from "../../tunnel/direct-identity.ts";
-import { connectDirect, MAX_STREAM_CONNECTIONS_PER_PEER, startDirectServer, type StreamPurpose } from "../../tunnel/direct.ts";
+import { connectDirect, startDirectServer, type StreamPurpose } from "../../tunnel/direct.ts";
+import { PeerProtocols } from "../../node/peer-protocols.ts";
 import { socketStream } from "../../tunnel/socket-stream.ts";
 import { sha256, tempDirs } from "../../harness/transfer.ts";
 import { waitFor, withDeadline } from "../../harness/wait.ts";
@@ -34,6 +35,8 @@ const signMember = nodeSigner(memberKey);
 const helloFrom = (id: string, signer: Signer, purpose: DirectPurpose, macPurpose: DirectPurpose = purpose, macSecret: Uint8Array = secret) =>
   encodeDirectHello(id, directMac(macSecret, id, SERVER, cert, macPurpose), signer(directStatement(id, SERVER, cert, macPurpose)), purpose);
 const quiet = createLog("text", () => undefined);
+/** Connections of each purpose one member may have served at once, as the node registers them. */
+const CAPS: Record<StreamPurpose, number> = { model: 4, kv: 2 };
 const data = randomBytes(3_000_000);
 const src = dirs.fresh("src");
 const lookup: ModelLookup = (model) => (model === "tiny" || model === "big" ? { files: [join(src, `${model}.gguf`)] } : undefined);
@@ -60,16 +63,20 @@ beforeAll(async () => {
     forHost: () => {
       throw new Error("no RPC in these tests");
     },
-    serveStream: {
-      model: (peerId, stream) => (served.push(peerId), serveModelStream(stream, lookup, hasher)),
+    streams: new PeerProtocols()
+      .register({ name: "model", kind: StreamKind.MODEL, direct: { purpose: "model", perMember: CAPS.model }, serve: (peerId, stream) => (served.push(peerId), serveModelStream(stream, lookup, hasher)) })
       // As the KV holder does: one frame in, one frame out.
-      kv: async (peerId, stream) => {
-        kvServed.push(peerId);
-        const ask = await readFrame(stream.recv);
-        await writeFrame(stream.send, { miss: `asked ${JSON.stringify(ask)}` });
-        await stream.send.finish();
-      },
-    },
+      .register({
+        name: "kv",
+        kind: StreamKind.KV,
+        direct: { purpose: "kv", perMember: CAPS.kv },
+        serve: async (peerId, stream) => {
+          kvServed.push(peerId);
+          const ask = await readFrame(stream.recv);
+          await writeFrame(stream.send, { miss: `asked ${JSON.stringify(ask)}` });
+          await stream.send.finish();
+        },
+      }),
     log: quiet,
   });
 });
@@ -192,7 +199,7 @@ describe("the model protocol over the direct path", () => {
   }
 
   test.each(["model", "kv"] as const)("one member has at most its cap of %s connections served at once, apart from the other purpose's; its places come back", async (purpose) => {
-    const cap = MAX_STREAM_CONNECTIONS_PER_PEER[purpose];
+    const cap = CAPS[purpose];
     const other: StreamPurpose = purpose === "model" ? "kv" : "model";
     // Requests never sent: each holds its place until the serving side's request deadline.
     const before = servedOf(purpose);
