@@ -14,7 +14,6 @@
  * waits out its 3 s probe timeout before its endpoint is up; the two tables tell these apart.
  */
 import { parseArgs } from "node:util";
-import { ANSWERED_BY_HEADER } from "../placement/routing.ts";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { killAllChildren } from "../harness/children.ts";
 import { meshReady, TOKEN_MADE, type MeshTestNode } from "../harness/mesh.ts";
@@ -23,6 +22,7 @@ import { startNode, type StartNodeOptions, type TestNode } from "../harness/node
 import { Lab, labUnavailable } from "../harness/lab/lab.ts";
 import { waitFor } from "../harness/wait.ts";
 import { pct, printTable } from "./report.ts";
+import { ANSWERED_BY_HEADER } from "../mesh/mesh-headers.ts";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "3" }, lab: { type: "boolean", default: false } } });
 const RUNS = Number(values.runs);

@@ -1,10 +1,9 @@
+import { ANSWERED_BY_HEADER, RETRIED_FROM_HEADER } from "../mesh/mesh-headers.ts";
 /**
  * The requests of bench/replicas.ts: one streamed chat completion, read to its end, with what the
  * mesh and llama-server say about it (the node that answered, whether it was retried elsewhere, the
  * prompt tokens taken from the KV cache), and closed loops of them for a fixed time.
  */
-import { ANSWERED_BY_HEADER } from "../placement/routing.ts";
-import { RETRIED_FROM_HEADER } from "../router/serving/dispatch.ts";
 
 export interface ChatMessage {
   role: "system" | "user" | "assistant";

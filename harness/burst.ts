@@ -1,6 +1,6 @@
 /** Load that presses a model's servers, so the mesh adds a replica of it (`placement/replicas.ts`). */
-import { ANSWERED_BY_HEADER } from "../placement/routing.ts";
 import type { TestNode } from "./node.ts";
+import { ANSWERED_BY_HEADER } from "../mesh/mesh-headers.ts";
 
 /**
  * Keeps `width` chats in flight at the host until `stop` aborts: each client finishes the chat it

@@ -2,10 +2,10 @@
  * A rogue member's HTTP over the mesh: the request head a node's forwarder sends (the forwarding
  * marker included), but to any method, path and headers a test names, and the raw answer.
  */
-import { FORWARDED_HEADER } from "../mesh/http-stream.ts";
 import { encodeFrame, readFrame, StreamKind } from "../streams/wire.ts";
 import type { RogueMembership } from "./rogue-peer.ts";
 import { withDeadline } from "./wait.ts";
+import { FORWARDED_HEADER } from "../mesh/mesh-headers.ts";
 
 export type RogueAnswer = { status: number; headers: Record<string, string>; body: string } | { reset: string };
 

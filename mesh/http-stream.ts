@@ -13,9 +13,8 @@ import type { Admission } from "./member-stream-cap.ts";
 import { TimedRecv, TimedSend } from "../streams/read-deadline.ts";
 import type { RecvSide, SendSide, Stream } from "./transport.ts";
 import { encodeFrame, readFrame } from "../streams/wire.ts";
+import { FORWARDED_HEADER } from "./mesh-headers.ts";
 
-/** Marks a request that already crossed the mesh (the value: the sending member's id): it is answered where it lands, never forwarded again. */
-export const FORWARDED_HEADER = "x-mesh-forwarded";
 const READ_BUFFER = 64 * 1024;
 
 /** A peer's request head must arrive whole within this, and its body must not pause longer. */

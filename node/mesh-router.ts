@@ -8,11 +8,11 @@ import type { CatalogModel } from "../placement/catalog.ts";
 import type { AnnouncedLoad } from "../placement/pick-server.ts";
 import { routeInMesh, type Chooser, type Route } from "../placement/route.ts";
 import { counts, withNamedGuests } from "../placement/trust.ts";
-import type { MeshRouting } from "../placement/routing.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import type { ForwardedRequest, MeshForwarder } from "./mesh-forwarder.ts";
 import { hasFiles } from "./model-fields.ts";
 import { SILENT_MS, type MeshView } from "./mesh-view.ts";
+import { type MeshRouting } from "./mesh-routing.ts";
 
 export interface MeshRouterOptions {
   view: MeshView;

@@ -7,7 +7,6 @@ import { Hono, type Handler } from "hono";
 import { statSync } from "node:fs";
 import { basename } from "node:path";
 import type { CatalogModel } from "../../placement/catalog.ts";
-import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { badRequest, errorResponse } from "../http/errors.ts";
 import type { InferenceObserver } from "../http/request-metrics.ts";
 import { INFERENCE_ROUTES, LLAMA_ROUTES } from "../http/route-table.ts";
@@ -20,6 +19,7 @@ import type { Serving } from "../serving/serving.ts";
 import { TRANSLATORS } from "./dialects.ts";
 import { embeddingsRefusalOn } from "../serving/embedding-models.ts";
 import type { JsonObject } from "../http/json.ts";
+import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
 
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();

@@ -5,8 +5,8 @@
  */
 import { timingSafeEqual } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
-import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { errorResponse } from "./errors.ts";
+import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
 
 const digest = (text: string) => new Bun.CryptoHasher("sha256").update(text).digest();
 

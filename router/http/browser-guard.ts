@@ -12,9 +12,9 @@
  */
 import type { MiddlewareHandler } from "hono";
 import { isIPv4 } from "node:net";
-import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { errorResponse } from "./errors.ts";
 import { asApiV1 } from "./route-table.ts";
+import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
 
 export interface BrowserPolicy {
   /** `--listen`: on loopback, only loopback names and addresses may stand in `Host`. */

@@ -6,17 +6,16 @@
  * goes once more to another server of the model, so the client sees one answer. Never after a
  * byte went to the client, and never for a request another node sent us: that node retries.
  */
-import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { pickServer } from "../../placement/pick-server.ts";
 import type { Chooser, Route } from "../../placement/route.ts";
 import { PoolError } from "../../pool/errors.ts";
-import type { MeshRouting } from "../../placement/routing.ts";
 import { affinityKey } from "./affinity.ts";
 import { KV_HINT_MIN_BODY, type LastServers } from "./kv-hint.ts";
 import { untilBodyEnds, type Outstanding } from "./outstanding.ts";
+import { RETRIED_FROM_HEADER } from "../../mesh/mesh-headers.ts";
+import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
+import { type MeshRouting } from "../../node/mesh-routing.ts";
 
-/** On an answer that came from a second server: the node that failed the request first. */
-export const RETRIED_FROM_HEADER = "x-mesh-retried-from";
 
 /** What dispatching needs of its node, and what it keeps: the requests in flight per server, and the turn for requests without a key. */
 export interface Dispatching {

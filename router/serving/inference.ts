@@ -10,21 +10,21 @@ import type { KvFollow } from "../../kv/kv-follow.ts";
 import type { RequestStats } from "../../metrics/request-stats.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import type { Route } from "../../placement/route.ts";
-import { ANSWERED_BY_HEADER, type MeshRouting } from "../../placement/routing.ts";
-import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { serverGone } from "../../pool/errors.ts";
 import type { Pool } from "../../pool/pool.ts";
 import { INFERENCE_ROUTES, LLAMA_ROUTES } from "../http/route-table.ts";
 import { guardedAnswer } from "../http/sse-guard.ts";
 import { dispatch, type Dispatching } from "./dispatch.ts";
-import { applyKeepAlive, KEEP_ALIVE_HEADER, keepAliveHeaderValue, parseKeepAliveHeader, type MemberUnloads } from "./keep-alive.ts";
-import { isNodeId, KV_FROM_HEADER, KV_HINT_MIN_BODY } from "./kv-hint.ts";
+import { applyKeepAlive, keepAliveHeaderValue, parseKeepAliveHeader, type MemberUnloads } from "./keep-alive.ts";
+import { isNodeId, KV_HINT_MIN_BODY } from "./kv-hint.ts";
 import { untilBodyEnds } from "./outstanding.ts";
 import { recordPassingStats } from "./passing-stats.ts";
 import { proxyToServer } from "./proxy.ts";
 import { requestSource, takesSlot } from "./request-source.ts";
 import { toolChoiceRefusal } from "./tool-choice.ts";
 import { shortId } from "../../base/short-id.ts";
+import { ANSWERED_BY_HEADER, FORWARDED_HEADER, KEEP_ALIVE_HEADER, KV_FROM_HEADER } from "../../mesh/mesh-headers.ts";
+import { type MeshRouting } from "../../node/mesh-routing.ts";
 
 /** An answer refusing the request, in the shape of the API the client called. */
 export type Refusal = (status: ContentfulStatusCode, message: string, type: string, code: string, retryAfterS?: number) => Response;

@@ -12,8 +12,8 @@
  * large model takes minutes: members must not be able to keep a node reloading).
  */
 import type { Pool } from "../../pool/pool.ts";
+import { KEEP_ALIVE_HEADER } from "../../mesh/mesh-headers.ts";
 
-export const KEEP_ALIVE_HEADER = "x-mesh-keep-alive";
 
 /** The longest keep_alive the header carries either way (about 31 years): beyond it, dates stop being dates. */
 export const MAX_CARRIED_KEEP_ALIVE_MS = 1e12;

@@ -1,3 +1,4 @@
+import { KV_FROM_HEADER } from "../../mesh/mesh-headers.ts";
 /**
  * Where a conversation was answered last, so the server its next turn goes to can fetch its KV
  * cache from there (`kv/kv-follow.ts`) instead of reading the whole prompt again. The routing node
@@ -6,8 +7,6 @@
  * Only long prompts are remembered: a short one is read again faster than any fetch. Bounded.
  */
 
-/** On a request a member forwards: the node that answered this conversation's turn before. */
-export const KV_FROM_HEADER = "x-mesh-kv-from";
 /**
  * Bodies shorter than this never move a cache: the least that is fetched is two 64-token blocks,
  * and a token is a byte of text at the least, with the request's JSON around it. (The node that

@@ -6,9 +6,9 @@
  * and each would be a new turn. Sources only order the waiters of one
  * queue, whose bound caps them; a key is named by a hash, so the key itself is never kept.
  */
-import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { keyAccepted, presentedKey } from "../http/api-keys.ts";
 import { LLAMA_ROUTES } from "../http/route-table.ts";
+import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
 
 interface Headers {
   get(name: string): string | null;

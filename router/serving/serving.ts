@@ -6,7 +6,6 @@
  * store and the local pool; in a mesh, the mesh's routing joins them.
  */
 import type { CatalogModel } from "../../placement/catalog.ts";
-import type { MeshRouting } from "../../placement/routing.ts";
 import type { MeshStatus } from "../../mesh/status.ts";
 import type { ModelInfo, ModelStore } from "../../models/model-store.ts";
 import type { ModelAdminApi } from "../../node/model-admin.ts";
@@ -21,6 +20,7 @@ import { Outstanding } from "./outstanding.ts";
 import type { Dispatching } from "./dispatch.ts";
 import { LastServers } from "./kv-hint.ts";
 import { shortId } from "../../base/short-id.ts";
+import { type MeshRouting } from "../../node/mesh-routing.ts";
 
 /** What the serving core is built from (main.ts, or a test's bare node). */
 export interface ServingParts {

@@ -9,7 +9,7 @@ import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
 import { testModel } from "../../harness/models.ts";
 import { meshCommand, SMALL_LLAMA, type TestNode } from "../../harness/node.ts";
 import { waitFor } from "../../harness/wait.ts";
-import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
+import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
 
 const nodes: TestNode[] = [];
 afterEach(async () => {

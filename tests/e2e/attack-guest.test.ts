@@ -23,12 +23,10 @@ import { waitFor, withDeadline } from "../../harness/wait.ts";
 import { decodeJoinToken, type JoinToken } from "../../mesh/join-token.ts";
 import { issuePass, newSecretKey, ownClaim, publicKeyOf, revokePass } from "../../mesh/roster.ts";
 import { Transport } from "../../mesh/transport.ts";
-import { KEEP_ALIVE_HEADER } from "../../router/serving/keep-alive.ts";
-import { KV_FROM_HEADER } from "../../router/serving/kv-hint.ts";
-import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
 import { encodeFrame, readFrame, StreamKind } from "../../streams/wire.ts";
 import { connectDirect } from "../../tunnel/direct.ts";
 import { TEST_LINE } from "../../harness/node.ts";
+import { KEEP_ALIVE_HEADER, KV_FROM_HEADER, ANSWERED_BY_HEADER } from "../../mesh/mesh-headers.ts";
 
 const TINY = "tiny-q8_0";
 const OTHER = "tiny-f32";

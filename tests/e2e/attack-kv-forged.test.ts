@@ -31,8 +31,8 @@ import { KV_ASK_REFILL_MS, KV_ASKS_BURST } from "../../kv/kv-holder.ts";
 import { BLOCK_TOKENS, chainOf } from "../../kv/prefix-chain.ts";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
 import { MESH_LINE_FILE } from "../../mesh/mesh-line.ts";
-import { KV_FROM_HEADER } from "../../router/serving/kv-hint.ts";
 import { readFrame, StreamKind, writeFrame } from "../../streams/wire.ts";
+import { KV_FROM_HEADER } from "../../mesh/mesh-headers.ts";
 
 const MODEL = "wide-q8_0";
 const WORDS = ["river", "stone", "cloud", "harbor", "lantern", "delta", "gamma", "meadow"];

@@ -18,8 +18,8 @@ import { RoguePeer, type RogueMembership } from "../../harness/rogue-peer.ts";
 import { identityKnown } from "../../harness/slot-files.ts";
 import { waitFor } from "../../harness/wait.ts";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
-import { KV_FROM_HEADER } from "../../router/serving/kv-hint.ts";
 import { StreamKind } from "../../streams/wire.ts";
+import { KV_FROM_HEADER } from "../../mesh/mesh-headers.ts";
 
 const MODEL = "tiny-q8_0";
 let node: MeshTestNode;

@@ -6,7 +6,6 @@
  * serves its own clients throughout. A real node; the member is built from our own modules.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
 import { encodeFrame, readFrame, StreamKind } from "../../streams/wire.ts";
 import { killAllChildren } from "../../harness/children.ts";
@@ -14,6 +13,7 @@ import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
 import { rogueHttp } from "../../harness/rogue-http.ts";
 import { RoguePeer, type RogueMembership } from "../../harness/rogue-peer.ts";
 import { waitFor, withDeadline } from "../../harness/wait.ts";
+import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
 
 const LIMIT = 1024 * 1024;
 const STREAMS = 8;

@@ -7,7 +7,6 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
-import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
 import { StreamKind } from "../../streams/wire.ts";
 import { loaded, server } from "../../harness/api.ts";
 import { killAllChildren } from "../../harness/children.ts";
@@ -16,6 +15,7 @@ import { testModel } from "../../harness/models.ts";
 import { SMALL_LLAMA } from "../../harness/node.ts";
 import { RoguePeer, type RogueMembership } from "../../harness/rogue-peer.ts";
 import { waitFor } from "../../harness/wait.ts";
+import { ANSWERED_BY_HEADER } from "../../mesh/mesh-headers.ts";
 
 const TINY = "tiny-q8_0";
 let node: MeshTestNode;

@@ -9,9 +9,7 @@
  * llama-servers, the rogue on the same iroh transport as a node; loopback only.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
-import { KEEP_ALIVE_HEADER } from "../../router/serving/keep-alive.ts";
 import { loaded, post } from "../../harness/api.ts";
 import { killAllChildren } from "../../harness/children.ts";
 import { startMeshNode, type MeshTestNode } from "../../harness/mesh.ts";
@@ -20,6 +18,7 @@ import { SMALL_LLAMA } from "../../harness/node.ts";
 import { rogueHttp, type RogueAnswer } from "../../harness/rogue-http.ts";
 import { RoguePeer, type RogueMembership } from "../../harness/rogue-peer.ts";
 import { waitFor } from "../../harness/wait.ts";
+import { FORWARDED_HEADER, KEEP_ALIVE_HEADER } from "../../mesh/mesh-headers.ts";
 
 const MODEL = "tiny-q8_0";
 const EMBED = "embed";

@@ -18,10 +18,10 @@ import { waitFor, withDeadline } from "../../harness/wait.ts";
 import { decodeJoinToken, type JoinToken } from "../../mesh/join-token.ts";
 import type { Stream } from "../../streams/stream.ts";
 import { MAX_BLOCKS } from "../../kv/prefix-chain.ts";
-import { KV_FROM_HEADER } from "../../router/serving/kv-hint.ts";
 import { encodeFrame, readFrame, StreamKind } from "../../streams/wire.ts";
 import { connectDirect } from "../../tunnel/direct.ts";
 import { socketStream } from "../../tunnel/socket-stream.ts";
+import { KV_FROM_HEADER } from "../../mesh/mesh-headers.ts";
 
 const MODEL = "tiny-q8_0";
 let node: MeshTestNode;

@@ -10,7 +10,6 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { decodeJoinToken } from "../../mesh/join-token.ts";
 import { encodeFrame, StreamKind } from "../../streams/wire.ts";
 import { killAllChildren } from "../../harness/children.ts";
@@ -20,6 +19,7 @@ import { SMALL_LLAMA } from "../../harness/node.ts";
 import { rogueHttp, type RogueAnswer } from "../../harness/rogue-http.ts";
 import { RoguePeer, type RogueMembership } from "../../harness/rogue-peer.ts";
 import { waitFor } from "../../harness/wait.ts";
+import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
 
 const KEY = "attack-member-key";
 const MODEL = "tiny-q8_0";

@@ -14,7 +14,7 @@ import { SMALL_LLAMA } from "../../harness/node.ts";
 import { parseScrape, valueOf } from "../../harness/prometheus.ts";
 import { identityKnown, keepsSlots, savedSlots } from "../../harness/slot-files.ts";
 import { waitFor } from "../../harness/wait.ts";
-import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
+import { ANSWERED_BY_HEADER } from "../../mesh/mesh-headers.ts";
 
 const nodes: MeshTestNode[] = [];
 afterEach(async () => {

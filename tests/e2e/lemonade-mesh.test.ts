@@ -4,13 +4,13 @@
  */
 import { afterAll, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
 import { loaded } from "../../harness/api.ts";
 import { killAllChildren } from "../../harness/children.ts";
 import { startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
 import { testModel } from "../../harness/models.ts";
 import { SMALL_LLAMA } from "../../harness/node.ts";
 import { waitFor } from "../../harness/wait.ts";
+import { ANSWERED_BY_HEADER } from "../../mesh/mesh-headers.ts";
 
 const nodes: MeshTestNode[] = [];
 afterAll(async () => {

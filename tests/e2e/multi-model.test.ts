@@ -12,10 +12,10 @@ import { testModel } from "../../harness/models.ts";
 import { SMALL_LLAMA } from "../../harness/node.ts";
 import { waitFor } from "../../harness/wait.ts";
 import { loaded, server } from "../../harness/api.ts";
-import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ANSWERED_BY_HEADER } from "../../mesh/mesh-headers.ts";
 
 const nodes: MeshTestNode[] = [];
 afterEach(async () => {

@@ -15,8 +15,7 @@ import { testModel } from "../../harness/models.ts";
 import { SMALL_LLAMA } from "../../harness/node.ts";
 import { waitFor } from "../../harness/wait.ts";
 import { rankFor } from "../../placement/pick-server.ts";
-import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
-import { RETRIED_FROM_HEADER } from "../../router/serving/dispatch.ts";
+import { ANSWERED_BY_HEADER, RETRIED_FROM_HEADER } from "../../mesh/mesh-headers.ts";
 
 const nodes: MeshTestNode[] = [];
 afterAll(async () => {

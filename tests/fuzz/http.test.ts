@@ -16,7 +16,6 @@ import fc from "fast-check";
 import { join } from "node:path";
 import type { LlamaBinaries } from "../../llama/binaries.ts";
 import { createLog } from "../../base/log.ts";
-import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import type { MeshStatus } from "../../mesh/status.ts";
 import { ModelStore } from "../../models/model-store.ts";
 import { Pool } from "../../pool/pool.ts";
@@ -27,6 +26,7 @@ import { ServingCore } from "../../router/serving/serving.ts";
 import { withDeadline } from "../../harness/wait.ts";
 import { tempDirs } from "../../harness/transfer.ts";
 import { holdsAsync } from "./settings.ts";
+import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
 
 const RUNS = 250;
 const HANG_MS = 5_000;

@@ -3,11 +3,11 @@ import { existsSync, readdirSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { loaded, post } from "../../harness/api.ts";
 import type { TestNode } from "../../harness/node.ts";
-import { ANSWERED_BY_HEADER } from "../../placement/routing.ts";
 import { PARTIAL_DIR } from "../../models/model-transfer.ts";
 import { PULLS_DIR, REGISTRY_FILE } from "../../models/registry.ts";
 import { readGgufFacts } from "../../models/gguf-info.ts";
 import { needOf } from "../../models/model-need.ts";
+import { ANSWERED_BY_HEADER } from "../../mesh/mesh-headers.ts";
 
 /** `--vram` that makes a node hold `share` of what `model` needs at the test context (512). */
 export async function vramFor(model: string, share: number): Promise<string[]> {

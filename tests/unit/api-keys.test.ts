@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { fromOutside, keyMatches, presentedKey } from "../../router/http/api-keys.ts";
-import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
+import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
 
 test.each<[string, Record<string, string>, string | undefined]>([
   ["a bearer token", { authorization: "Bearer sk-1" }, "sk-1"],

@@ -2,11 +2,12 @@ import { describe, expect, test } from "bun:test";
 import type { CatalogModel } from "../../placement/catalog.ts";
 import { rankFor } from "../../placement/pick-server.ts";
 import { routeModel, type Route } from "../../placement/route.ts";
-import type { MeshRouting } from "../../placement/routing.ts";
 import { modelNotFound, serverGone } from "../../pool/errors.ts";
-import { dispatch, failedBeforeAnswer, outstandingOf, RETRIED_FROM_HEADER, retryAvoiding, type Dispatching, type Outcome } from "../../router/serving/dispatch.ts";
+import { dispatch, failedBeforeAnswer, outstandingOf, retryAvoiding, type Dispatching, type Outcome } from "../../router/serving/dispatch.ts";
 import { KV_HINT_MIN_BODY, LastServers } from "../../router/serving/kv-hint.ts";
 import { Outstanding } from "../../router/serving/outstanding.ts";
+import { type MeshRouting } from "../../node/mesh-routing.ts";
+import { RETRIED_FROM_HEADER } from "../../mesh/mesh-headers.ts";
 
 const peer = (peerId: string): Route => ({ to: "peer", peerId });
 const local: Route = { to: "local" };

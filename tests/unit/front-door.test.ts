@@ -4,7 +4,7 @@ import { Hono } from "hono";
 import type { AppEnv } from "../../router/app.ts";
 import { crashed, frontDoor, keepAliveMsFor, watchReader, type ServerControls } from "../../router/front-door.ts";
 import { waitFor } from "../../harness/wait.ts";
-import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
+import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
 
 function server(pending: number): ServerControls & { timeouts: number[] } {
   const timeouts: number[] = [];

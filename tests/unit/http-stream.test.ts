@@ -5,13 +5,14 @@
  * forwarding side gives up on a serving node that never answers or never takes the request.
  */
 import { describe, expect, spyOn, test } from "bun:test";
-import { FORWARDED_HEADER, forwardHttp, serveHttp, type ServeOptions } from "../../mesh/http-stream.ts";
+import { forwardHttp, serveHttp, type ServeOptions } from "../../mesh/http-stream.ts";
 import { MemberStreamCap } from "../../mesh/member-stream-cap.ts";
 import { memberMayRequest } from "../../mesh/member-routes.ts";
 import { encodeFrame, readFrame } from "../../streams/wire.ts";
 import type { Stream } from "../../mesh/transport.ts";
 import { drained, streamPair } from "../../harness/stream-pair.ts";
 import { withDeadline } from "../../harness/wait.ts";
+import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
 
 const opts: ServeOptions = { maxBodyBytes: 1024, allow: memberMayRequest, headMs: 300, idleMs: 300 };
 

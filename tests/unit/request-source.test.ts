@@ -1,9 +1,9 @@
 import { expect, test } from "bun:test";
 import { Hono } from "hono";
-import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
 import { requireApiKey } from "../../router/http/api-keys.ts";
 import { openAiUnderApi } from "../../router/dialects/openai-under-api.ts";
 import { requestSource, takesSlot } from "../../router/serving/request-source.ts";
+import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
 
 const headers = (h: Record<string, string>) => new Headers(h);
 

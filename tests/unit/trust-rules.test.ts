@@ -13,11 +13,11 @@ import { replicasToAdd, type ReplicaView } from "../../placement/replicas.ts";
 import { counts, mayServeClients, placementViews, withNamedGuests, type Standing } from "../../placement/trust.ts";
 import { nodeKv } from "../../node/kv-parts.ts";
 import { keepAliveOf } from "../../router/serving/inference.ts";
-import { MemberUnloads, KEEP_ALIVE_HEADER } from "../../router/serving/keep-alive.ts";
-import { FORWARDED_HEADER } from "../../mesh/http-stream.ts";
+import { MemberUnloads } from "../../router/serving/keep-alive.ts";
 import { streamPair } from "../../harness/stream-pair.ts";
 import { readFrame, writeFrame } from "../../streams/wire.ts";
 import type { SlotCache } from "../../pool/slot-cache.ts";
+import { KEEP_ALIVE_HEADER, FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
 
 const GB = 2 ** 30;
 const M = "alpha";

@@ -12,6 +12,7 @@ import { postSse } from "../stream.ts";
 import { Card } from "./parts.tsx";
 import { useChoice } from "./choice.ts";
 import { EmbedForm, RerankForm } from "./playground.tsx";
+import { ANSWERED_BY_HEADER } from "../../../mesh/mesh-headers.ts";
 
 interface AnswerMeta {
   node: string | null;
@@ -57,7 +58,7 @@ export function ChatView({ state }: { state: ConsoleState | null }) {
         { model, messages: history, stream: true, stream_options: { include_usage: true } },
         c.signal,
         (res) => {
-          m = { ...m, node: res.headers.get("x-mesh-node") };
+          m = { ...m, node: res.headers.get(ANSWERED_BY_HEADER) };
           setMeta(m);
         },
         (ev) => {

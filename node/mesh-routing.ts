@@ -1,10 +1,12 @@
-/** What the router needs from the mesh: its catalog, where a request for a model goes, and how to send it there. */
-import type { CatalogModel } from "./catalog.ts";
-import type { AnnouncedLoad } from "./pick-server.ts";
-import type { Chooser, Route } from "./route.ts";
-
-/** Names the node that answered a request, in its response (forwarded responses keep it). */
-export const ANSWERED_BY_HEADER = "x-mesh-node";
+/**
+ * What the serving core (`router/serving/`) needs from the mesh: this node's id, the catalog, where a request for a
+ * model goes (`placement/route.ts` decides), what servers announce of their load, and how to send
+ * a request to another node (`node/mesh-forwarder.ts`, over `mesh/http-stream.ts`). The node
+ * implements it (`node/mesh-router.ts`); placement, the pure floor, knows nothing of sending.
+ */
+import type { CatalogModel } from "../placement/catalog.ts";
+import type { AnnouncedLoad } from "../placement/pick-server.ts";
+import type { Chooser, Route } from "../placement/route.ts";
 
 export interface MeshRouting {
   /** This node's id, once its mesh endpoint is up. */
