@@ -1,19 +1,19 @@
 /**
  * This node's group in the multi-model mesh: the one owner of the group's state (which model it is
  * assigned, whether it hosts it, the models it let go idle, the split each loaded server runs over,
- * hand-overs, models it cannot get, its load schedule) and the loop that decides again on every
- * change it hears of: leave a group that went idle, take a model when it has none, move when it is
- * a spare, and host (load, reload over a changed group, or hand over) when elected. It reads the
+ * hand-overs, models it cannot get, its load schedule) and the shell that carries out what
+ * `decideGroup` (pure, `group-decision.ts`) decides on every change it hears of: leave a group,
+ * take or move to a model, host it (load, reload over a changed group, or hand over). It reads the
  * mesh's view and tells it of each change, so the catalog is worked out again then and only then.
  */
-import { allocate, type Assignment } from "../placement/allocation.ts";
-import { catalog, type CatalogModel, type NodeView } from "../placement/catalog.ts";
-import { holdsWhatTheyNeed, workerIds } from "../placement/election.ts";
-import { hostAllowed } from "../placement/route.ts";
+import type { Assignment } from "../placement/allocation.ts";
+import type { CatalogModel } from "../placement/catalog.ts";
+import { workerIds } from "../placement/election.ts";
 import type { Log } from "../base/log.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import type { EvictionCause, RpcSplit } from "../pool/pool-types.ts";
 import type { Pool } from "../pool/pool.ts";
+import { decideGroup, type GroupAction } from "./group-decision.ts";
 import { HostSchedule } from "./host-schedule.ts";
 import type { GroupFields } from "./model-announcer.ts";
 import type { FetchProgress, ModelFetcher } from "./model-fetcher.ts";
@@ -146,9 +146,8 @@ export class GroupReconciler {
   }
 
   /**
-   * Decides again: leave a group that went idle, take a model when we have none, host it if
-   * elected. Every change this node hears of (peers, pool, files) comes through here, so the view
-   * is told of it here too.
+   * Decides again (`decideGroup`) and carries the decision out. Every change this node hears of
+   * (peers, pool, files) comes through here, so the view is told of it here too.
    */
   reconcile(): void {
     this.o.view.heard();
@@ -156,32 +155,43 @@ export class GroupReconciler {
     // A fetch waiting for a member to pull its model looks again.
     this.o.fetcher.changed();
     const { views, catalog: models } = this.o.view.snapshot();
-
-    const mine = this.assigned;
-    if (this.o.guest()) {
-      if (mine) {
-        this.o.log.info("this node is a guest of its mesh: it leaves its group (the owner's machines do not count it)", { model: mine });
-        this.setAssigned(undefined);
-      }
-      return;
+    const name = this.assigned;
+    const server = name === undefined ? undefined : this.o.pool.server(name);
+    const action = decideGroup(
+      { assigned: name, hosting: this.hosting, loadedSplit: this.loadedSplit },
+      {
+        views,
+        models,
+        guest: this.o.guest(),
+        explicit: this.o.explicit,
+        peerCount: this.o.view.peerCount(),
+        candidates: this.candidatesFilter(),
+        hosts: this.o.hosts,
+        plan: (v, model, need) => this.o.splits.plan(v, model, need),
+        hasFiles: name !== undefined && this.o.store.list().some((m) => m.name === name && hasFiles(m)),
+        server,
+        loading: name !== undefined && this.o.pool.isLoading(name),
+        replicating: name !== undefined && (this.o.replicas?.announced().replicating.includes(name) ?? false),
+      },
+    );
+    switch (action.do) {
+      case "nothing":
+        return;
+      case "leave":
+        this.o.log.info(action.why === "guest" ? "this node is a guest of its mesh: it leaves its group (the owner's machines do not count it)" : "the group's host let the model go for lack of requests; leaving the group", { model: name });
+        return this.setAssigned(undefined);
+      case "none-to-take":
+        if (this.o.explicit.length && !this.toldUnknown) {
+          this.toldUnknown = true;
+          this.o.log.warn("no model asked for with --model can be served yet: none is in the mesh's catalog", { asked: this.o.explicit.join(","), catalog: models.map((m) => m.name).join(",") });
+        }
+        return;
+      case "take":
+        if (action.from) this.o.log.info("a spare in its group; moving to a model that needs it", { from: action.from, model: action.choice.model, rule: action.choice.rule });
+        return this.take(action.choice);
+      default:
+        return this.host(name!, action);
     }
-    if (mine && models.find((m) => m.name === mine)?.idle) {
-      this.o.log.info("the group's host let the model go for lack of requests; leaving the group", { model: mine });
-      return this.setAssigned(undefined);
-    }
-    // A node alone and given no model serves what it has on demand, like a single box.
-    if (!mine && (this.o.explicit.length > 0 || this.o.view.peerCount() > 0)) return this.choose(views, models);
-    // A spare (in a group that does not use it) moves to a model that cannot run without it or
-    // that nobody serves; it serves no request, so nothing is taken from anyone.
-    if (mine && this.isSpare(views, models)) {
-      const asIfFree = views.map((v, i) => (i === 0 ? { ...v, assigned: undefined, hosting: false } : v));
-      const better = allocate(asIfFree[0]!, catalog(asIfFree), this.candidatesFilter());
-      if (better && better.model !== mine && better.rule <= 2) {
-        this.o.log.info("a spare in its group; moving to a model that needs it", { from: mine, model: better.model, rule: better.rule });
-        return this.take(better);
-      }
-    }
-    if (mine) this.host(views, models.find((m) => m.name === mine));
   }
 
   /** Models this node may choose from: the --model ones if given, never one it failed to fetch. */
@@ -189,18 +199,6 @@ export class GroupReconciler {
     if (this.unfetchable.size === 0) return this.o.explicit.length ? [...this.o.explicit] : undefined;
     const names = this.o.explicit.length ? this.o.explicit : this.o.view.catalog().map((m) => m.name);
     return names.filter((n) => !this.unfetchable.has(n));
-  }
-
-  private choose(views: NodeView[], models: CatalogModel[]): void {
-    const choice = allocate(views[0]!, models, this.candidatesFilter());
-    if (!choice) {
-      if (this.o.explicit.length && !this.toldUnknown) {
-        this.toldUnknown = true;
-        this.o.log.warn("no model asked for with --model can be served yet: none is in the mesh's catalog", { asked: this.o.explicit.join(","), catalog: models.map((m) => m.name).join(",") });
-      }
-      return;
-    }
-    this.take(choice);
   }
 
   private take(choice: Assignment): void {
@@ -212,46 +210,27 @@ export class GroupReconciler {
     } else this.o.fetcher.cancel();
   }
 
-  /** In a group, but neither its host nor one of its workers. */
-  private isSpare(views: NodeView[], models: CatalogModel[]): boolean {
-    const mine = this.assigned!;
-    const entry = models.find((m) => m.name === mine);
-    const plan = entry && this.o.splits.plan(views, mine, entry.needBytes);
-    const self = views[0]!.nodeId;
-    return !this.hosting && plan !== undefined && plan.host !== self && !plan.workers.includes(self);
-  }
-
-  /** Loads (or reloads over a changed group) the assigned model when this node is its host. */
-  private host(views: NodeView[], entry: CatalogModel | undefined): void {
-    const name = this.assigned;
-    if (!name || !entry) return;
-    const model = this.o.store.list().find((m) => m.name === name && hasFiles(m));
-    const plan = this.o.splits.plan(views, name, entry.needBytes);
-    const wanted = plan?.workers.join(",");
-    const runnable = model && plan?.host === views[0]!.nodeId && entry.capacityBytes >= entry.needBytes;
-    this.schedule.layoutIs(name, wanted);
-    if (this.hosting !== Boolean(runnable)) {
-      this.hosting = Boolean(runnable);
+  /** Carries out a host decision of the assigned model `name`: hand over, settle, or (re)load once the group settles. */
+  private host(name: string, action: Extract<GroupAction, { hosting: boolean }>): void {
+    this.schedule.layoutIs(name, action.workers);
+    if (this.hosting !== action.hosting) {
+      this.hosting = action.hosting;
       this.o.announce();
     }
-    const server = this.o.pool.server(name);
-    // Another node hosts it now (one with more memory joined): ours goes once theirs answers, or at
-    // once when their split needs an rpc-server ours holds (this node's, or a worker's of ours): an
-    // rpc-server serves one client at a time, so theirs would wait for ours to go, and ours for theirs.
-    const handOver = plan && plan.host !== views[0]!.nodeId && hostAllowed(this.o.hosts, views[0]!.nodeId, plan.host);
-    if (server && !server.draining && plan && handOver && !this.o.replicas?.announced().replicating.includes(name) && (entry.servedBy === plan.host || holdsWhatTheyNeed(views[0]!.nodeId, this.loadedSplit, plan))) {
-      this.o.log.info("another node hosts the model now; unloading ours", { model: name, host: shortId(plan.host) });
+    if (action.do === "hand-over") {
+      this.o.log.info("another node hosts the model now; unloading ours", { model: name, host: shortId(action.host) });
       this.handingOver.add(name);
       void this.o.pool.unload(name).catch(() => this.handingOver.delete(name));
       return;
     }
-    if (!runnable || this.o.pool.isLoading(name) || (server && this.loadedSplit === wanted)) {
+    if (action.do === "settle") {
       clearTimeout(this.settleTimer);
       this.settleTimer = undefined;
       this.schedule.cancel();
       return;
     }
-    const delay = this.schedule.delay(wanted, Boolean(server || wanted), this.settleTimer !== undefined);
+    const wanted = action.workers;
+    const delay = this.schedule.delay(wanted, Boolean(action.reload || wanted), this.settleTimer !== undefined);
     if (delay === undefined) return;
     clearTimeout(this.settleTimer);
     this.settleTimer = setTimeout(() => {
@@ -262,6 +241,8 @@ export class GroupReconciler {
       // A request loaded it meanwhile (over this very layout, or still loading): nothing to do again;
       // that load's end is a change, and this node decides again then.
       if (this.o.pool.isLoading(name) || (again && this.loadedSplit === wanted)) return;
+      const model = this.o.store.list().find((m) => m.name === name && hasFiles(m));
+      if (!model) return;
       this.o.log.info(again ? "the group changed; loading the model again across it" : "hosting the model", { model: name, workers: wanted || "none" });
       const load = again ? this.o.pool.reload(model) : this.o.pool.load(model);
       load.then(
