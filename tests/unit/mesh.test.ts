@@ -3,7 +3,7 @@ import { AnnouncementSource } from "../../mesh/announcement.ts";
 import { authMac, newNonce, verifyMac, type AuthContext } from "../../mesh/auth.ts";
 import { decodeJoinToken, encodeJoinToken, type JoinToken } from "../../mesh/join-token.ts";
 import { bindAddresses, boundPorts } from "../../node/mesh-node.ts";
-import { closedAsDuplicate } from "../../mesh/membership.ts";
+import { closedAsDuplicate } from "../../mesh/replacements.ts";
 import { dueRedials, joinBackoffMs, keepWhich, membersToDial, silentPeers } from "../../mesh/membership-rules.ts";
 import { AnnouncementSchema, ControlMessageSchema } from "../../mesh/messages.ts";
 import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, WireError } from "../../streams/wire.ts";
