@@ -1,9 +1,15 @@
 /**
  * What a `--model` value names: a file, a model in the models dir, or a model by reference (pulled
  * once for the whole mesh) or by plain name (a peer may have it). Read before the node starts, so a
- * value that names nothing stops it with a clear error (`NodeSetupError`).
+ * value that names nothing stops it with a clear error (`NodeSetupError`); and the other settings
+ * read once at the start (the Hugging Face token).
  */
+import { homedir } from "node:os";
+import { resolve } from "node:path";
+import type { Config } from "../config/config.ts";
+import { hubConfigFromEnv, TOKEN_VARIABLES, type HubConfig } from "../models/hf-hub.ts";
 import { defaultModelName, parseModelRef } from "../models/model-ref.ts";
+import type { ModelInfo } from "../models/model-store.ts";
 
 /** `--model` values that may name files (rather than models in the models dir). */
 export const isPath = (v: string) => v.includes("/") || /\.gguf$/i.test(v);
@@ -34,3 +40,36 @@ export function modelArg(value: string, isFile: (path: string) => boolean, isKno
 }
 
 export class NodeSetupError extends Error {}
+
+/**
+ * The node's `--model`s against the models it `known`s (`files`: those given as paths that exist):
+ * the names it chooses among (`explicit`) and the references some were named by (announced with
+ * them, and pulled once for the whole mesh when nobody has them). A name nobody here knows is an
+ * error on a node that joins no mesh (a peer may have it, fetched once assigned, on one that does).
+ */
+export function resolveModelArgs(config: Pick<Config, "models" | "modelsDir" | "join">, files: readonly string[], known: readonly ModelInfo[]): { refs: Map<string, string>; explicit: string[] } {
+  const args = config.models.map((m) => modelArg(m, (p) => files.includes(p), (name) => known.some((k) => k.name === name)));
+  const refs = new Map(args.flatMap((a) => (a.kind === "name" && a.ref !== undefined ? [[a.name, a.ref] as const] : [])));
+  const unknown = args.flatMap((a) => (a.kind === "name" && a.ref === undefined && !known.some((k) => k.name === a.name) ? [a.name] : []));
+  if (unknown.length && !config.join) {
+    throw new NodeSetupError(`--model ${unknown.join(", ")}: not in ${config.modelsDir} (known: ${known.map((k) => k.name).join(", ") || "none"})`);
+  }
+  const explicit = args.map((a) => {
+    if (a.kind === "name") return a.name;
+    const model = known.find((k) => k.path === resolve(a.path));
+    if (!model) throw new NodeSetupError(`--model ${a.path}: not a model by itself (a later shard or a projector?); name the model's first shard`);
+    return model.name;
+  });
+  return { refs, explicit };
+}
+
+/** The Hugging Face settings from the environment, read once: its token variables are then removed, a secret the node's children must not inherit. */
+export function hubFromEnv(): HubConfig {
+  try {
+    return hubConfigFromEnv(process.env, homedir());
+  } catch (err) {
+    throw new NodeSetupError((err as Error).message);
+  } finally {
+    for (const variable of TOKEN_VARIABLES) delete process.env[variable];
+  }
+}

@@ -11,8 +11,7 @@
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { homedir, totalmem } from "node:os";
-import { join, resolve } from "node:path";
-import pkg from "../package.json" with { type: "json" };
+import { join } from "node:path";
 import type { Config } from "../config/config.ts";
 import type { LlamaBinaries } from "../llama/binaries.ts";
 import type { LlamaDevice } from "../llama/devices.ts";
@@ -21,21 +20,17 @@ import type { Log } from "../base/log.ts";
 import { serveHttp } from "../mesh/http-stream.ts";
 import { MemberStreamCap } from "../mesh/member-stream-cap.ts";
 import { memberMayRequest } from "../mesh/member-routes.ts";
-import { showJoinTokens, terminalOf } from "../mesh/join-token-file.ts";
-import { decodeJoinToken } from "../mesh/join-token.ts";
-import { guestToken } from "../mesh/roster-setup.ts";
-import { announcedDemand } from "../mesh/announcement.ts";
 import { startMesh, type MeshNode } from "./mesh-node.ts";
 import type { MeshStatus } from "../mesh/status.ts";
 import { StreamKind } from "../streams/wire.ts";
-import { hubConfigFromEnv, TOKEN_VARIABLES, type HubConfig } from "../models/hf-hub.ts";
 import { ModelAdmin } from "./model-admin.ts";
-import { isPath, modelArg, NodeSetupError } from "./model-arg.ts";
+import { hubFromEnv, isPath, resolveModelArgs } from "./model-arg.ts";
+import { showFirstTokens } from "./first-tokens.ts";
 import { ModelStore } from "../models/model-store.ts";
 import { modelStoreRoots, type StoreRoot } from "../models/stores/stores.ts";
 import { serveModelStream } from "../models/peer-transfer.ts";
 import type { Stream } from "../streams/stream.ts";
-import { capLogs } from "../pool/log-files.ts";
+import { capLogsEvery } from "../pool/log-files.ts";
 import { Pool } from "../pool/pool.ts";
 import { RpcServerChild } from "../pool/rpc-server.ts";
 import { connectDirect, directTarget, startDirectServer } from "../tunnel/direct.ts";
@@ -52,6 +47,7 @@ import { nodeReplicaKeeper } from "./replica-keeper.ts";
 import { nodeCpuShare } from "./cpu-share.ts";
 import { needAt } from "./model-fields.ts";
 import { ModelAnnouncer } from "./model-announcer.ts";
+import { nodeAnnouncement } from "./node-announcement.ts";
 import { MeshViewCache, type MeshView } from "./mesh-view.ts";
 import { SplitPlanner } from "./split-planner.ts";
 import { GroupReconciler } from "./group-reconciler.ts";
@@ -112,30 +108,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
   const files = config.models.filter((m) => isPath(m) && existsSync(m));
   const store = new ModelStore({ modelsDir: config.modelsDir, extraFiles: files, hasGpu: devices.length > 0, stores: storeRoots(config) });
-  const known = await store.refresh();
-  const args = config.models.map((m) => modelArg(m, (p) => files.includes(p), (name) => known.some((k) => k.name === name)));
-  // Models named by a reference: announced with it, and pulled (once for the whole mesh) when nobody has them.
-  const refs = new Map(args.flatMap((a) => (a.kind === "name" && a.ref !== undefined ? [[a.name, a.ref] as const] : [])));
-  // A joining node may ask for a model a peer has: it is fetched once assigned.
-  const unknown = args.flatMap((a) => (a.kind === "name" && a.ref === undefined && !known.some((k) => k.name === a.name) ? [a.name] : []));
-  if (unknown.length && !config.join) {
-    throw new NodeSetupError(`--model ${unknown.join(", ")}: not in ${config.modelsDir} (known: ${known.map((k) => k.name).join(", ") || "none"})`);
-  }
-  let hub: HubConfig;
-  try {
-    hub = hubConfigFromEnv(process.env, homedir());
-  } catch (err) {
-    throw new NodeSetupError((err as Error).message);
-  } finally {
-    // Read once, here: the token is a secret the node's children must not inherit.
-    for (const variable of TOKEN_VARIABLES) delete process.env[variable];
-  }
-  const explicit = args.map((a) => {
-    if (a.kind === "name") return a.name;
-    const model = known.find((k) => k.path === resolve(a.path));
-    if (!model) throw new NodeSetupError(`--model ${a.path}: not a model by itself (a later shard or a projector?); name the model's first shard`);
-    return model.name;
-  });
+  const { refs, explicit } = resolveModelArgs(config, files, await store.refresh());
+  const hub = hubFromEnv();
 
   let mesh: MeshNode | undefined;
   // Memory offered to the mesh: the GPUs', or RAM on a CPU node.
@@ -317,15 +291,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     .register({ name: "kv", kind: StreamKind.KV, direct: { purpose: "kv", perMember: 2 }, serve: (peerId, stream) => kv.holder.serve(peerId, stream) });
 
   // Children log into the state dir for as long as they run: keep those files bounded.
-  const logDir = join(config.stateDir, "logs");
-  const logCap = setInterval(() => {
-    try {
-      capLogs(logDir);
-    } catch (err) {
-      log.warn("could not cap the child logs", { error: (err as Error).message });
-    }
-  }, LOG_CAP_EVERY_MS);
-  logCap.unref();
+  const logCap = capLogsEvery(join(config.stateDir, "logs"), LOG_CAP_EVERY_MS, log);
 
   const start = (apiPort: number) => {
     void rpc.start().then(
@@ -342,23 +308,15 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     void startMesh(
       config,
       {
-        content: (nodeId, addresses, relayUrl) => ({
-          nodeId,
-          addresses,
-          ...(relayUrl ? { relayUrl } : {}),
-          role: pool.loaded().length ? "host" : rpc.port ? "worker" : "idle",
+        content: nodeAnnouncement({
+          pool,
+          models: announcer,
+          rpcPort: () => rpc.port,
           vramBytes,
-          ramBytes: totalmem(),
-          ...announcer.announced(),
           apiPort,
-          // To 10 s: every request would otherwise be an announcement to every peer.
-          lastRequest: Object.fromEntries(pool.loaded().map((s) => [s.model, Math.floor(s.lastUse / 10_000) * 10_000])),
-          // Every heartbeat's: `AnnouncementSource` does not count it as a change.
-          demand: announcedDemand(pool.queueFigures()),
-          meshVersion: pkg.version,
-          startedAt: startedAtMs,
-          llamaBuild: llama.build ?? "unknown",
-          ...(direct && identity ? { signedDirect: { port: direct.port, certSha256: identity.certSha256 } } : {}),
+          startedAtMs,
+          llamaBuild: llama.build,
+          direct: () => (direct && identity ? { port: direct.port, certSha256: identity.certSha256 } : undefined),
         }),
         onStream: (peerId, kind, stream) => protocols.dispatch(peerId, kind, stream),
         onPeersChange,
@@ -376,7 +334,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
         log.info("mesh endpoint up", { node: m.nodeId, mesh: m.founded ? "founded" : "joined", line: m.line });
         log.info(`join token in ${m.tokenFile.path}; \`mesh token\` ${isGuest() ? "prints none on a guest's node (only the owner invites)" : "prints it"}`);
         // A mesh moved to the other line has a new token, which its members join with.
-        if (m.tokenFile.first || m.moved) await showTokens(m);
+        if (m.tokenFile.first || m.moved) await showFirstTokens(m, config.stateDir, log);
         if (!identity) return;
         direct = await startDirectServer({
           identity,
@@ -402,24 +360,6 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
         process.exit(1);
       });
   };
-
-  /**
-   * The tokens a person at the terminal gets on a mesh's first start: a new mesh's owner's and a
-   * guest's (a pass named "guest", made only when someone is there to see it), else the one token.
-   */
-  async function showTokens(m: MeshNode): Promise<void> {
-    if (!m.founded || !m.roster.held?.secret || !terminalOf()) return void showJoinTokens([{ label: "Join token", token: m.token }]);
-    let guest: string | undefined;
-    try {
-      guest = await guestToken(config.stateDir, decodeJoinToken(m.token), "guest", undefined);
-    } catch (err) {
-      log.warn("could not make a first guest pass", { error: (err as Error).message });
-    }
-    showJoinTokens([
-      { label: "Owner token (your own machines join with it: `mesh --join TOKEN`)", token: m.token },
-      ...(guest ? [{ label: "Guest token (a pass for someone else's machine; `mesh guests revoke guest` takes it back)", token: guest }] : []),
-    ]);
-  }
 
   // A signal came: nothing loads, reloads or restarts a child from here (`stop` begins with it too).
   function beginShutdown(): void {

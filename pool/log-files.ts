@@ -6,6 +6,7 @@
  */
 import { closeSync, existsSync, openSync, readdirSync, readSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { Log } from "../base/log.ts";
 
 /** Over this a log is cut; the last `keep` bytes of it move to `.1`. */
 export const LOG_LIMIT_BYTES = 16 * 2 ** 20;
@@ -36,4 +37,17 @@ export function capLogs(dir: string, limit = LOG_LIMIT_BYTES, keep = LOG_KEEP_BY
     cut.push(name);
   }
   return cut;
+}
+
+/** Caps the logs in `dir` every `everyMs` for as long as the node runs (the timer holds no process open); stop it with `clearInterval`. */
+export function capLogsEvery(dir: string, everyMs: number, log: Log): Timer {
+  const timer = setInterval(() => {
+    try {
+      capLogs(dir);
+    } catch (err) {
+      log.warn("could not cap the child logs", { error: (err as Error).message });
+    }
+  }, everyMs);
+  timer.unref();
+  return timer;
 }
