@@ -11,23 +11,20 @@ import type { ModelInfo } from "../models/model-store.ts";
 import { badLoadRequest, loadFailed, loadTimedOut, modelNotFound, slotHeldForMesh, slotsPinned } from "./errors.ts";
 import { idleVictims, planLoad, planNuclear, type ServerView } from "./eviction.ts";
 import { IdleUnload } from "./idle-unload.ts";
-import { freePort } from "./free-port.ts";
 import { readyDeadlineMs, sameOptions, type EvictionCause, type Lease, type LoadOptions, type PendingLoad, type PoolOptions, type RpcSplit } from "./pool-types.ts";
-import { launchArgv, resolveDraft } from "./load-launch.ts";
+import { resolveDraft } from "./load-launch.ts";
+import { newServer } from "./server-spawn.ts";
+import { LoadQueue } from "./load-queue.ts";
 import { afterFailedStart } from "./load-retry.ts";
 import { loadArgs, ServerArgsError } from "./server-args.ts";
 import { takeLease } from "./lease.ts";
-import { DEFAULT_MAX_QUEUE, QueueObservers, type QueueFigures, type QueueObserver } from "./slot-queue.ts";
+import { QueueObservers, type QueueFigures, type QueueObserver } from "./slot-queue.ts";
 import { WrappedServer } from "./wrapped-server.ts";
 import type { SlotCacheCounters } from "./slot-cache.ts";
 import { newChildKey, type ChildKey } from "./child-key.ts";
 import { CRASH_VERDICT_DELAY_MS } from "./child-process.ts";
 
 export type { EvictionCause, Lease, LoadOptions, PoolOptions } from "./pool-types.ts";
-
-/** The threads and polling a server runs with, for its "loading model" line (undefined: llama.cpp's own). */
-const threadsOf = (argv: readonly string[]): string | undefined =>
-  argv.flatMap((a, i) => (["-t", "--threads", "-tb", "--threads-batch", "--poll"].includes(a.split("=")[0]!) ? [a.includes("=") ? a : `${a} ${argv[i + 1]}`] : [])).join(" ") || undefined;
 
 /** How long a stopping node waits for its servers' slots to be saved (a systemd stop allows 90 s in all). */
 const SAVE_AT_CLOSE_MS = 20_000;
@@ -37,11 +34,11 @@ export class Pool {
   /** The options each server was loaded with, to tell whether a new load asks for something else. */
   private readonly loadedWith = new WeakMap<WrappedServer, LoadOptions>();
   private readonly pending = new Map<string, PendingLoad>();
-  private queue: Promise<unknown> = Promise.resolve();
+  /** Loads and unloads, one at a time, and what waits for a server to change. */
+  private readonly loads = new LoadQueue();
   private closed = false;
   /** Models with an idle unload queued, so the sweep queues each once. */
   private readonly idleQueued = new Set<string>();
-  private changeWaiters: (() => void)[] = [];
   private readonly idle: IdleUnload;
   private readonly logDir: string;
   private readonly childKey: ChildKey;
@@ -111,25 +108,7 @@ export class Pool {
 
   private notifyChange(): void {
     this.opts.onChange?.();
-    this.wakeWaiters();
-  }
-
-  /** Wakes what waits inside the pool for a server to go idle; a request's release tells no one else. */
-  private wakeWaiters(): void {
-    const waiters = this.changeWaiters;
-    this.changeWaiters = [];
-    for (const w of waiters) w();
-  }
-
-  private nextChange(): Promise<void> {
-    return new Promise((resolve) => this.changeWaiters.push(resolve));
-  }
-
-  /** Runs `task` after everything queued before it; a failure does not stop the queue. */
-  private enqueue<T>(task: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(task);
-    this.queue = run.catch(() => undefined);
-    return run;
+    this.loads.wake();
   }
 
   /**
@@ -203,7 +182,7 @@ export class Pool {
       result: undefined,
       promise: Promise.resolve(undefined as never),
     };
-    p.promise = this.enqueue(() => this.runLoad(p)).finally(() => {
+    p.promise = this.loads.run(() => this.runLoad(p)).finally(() => {
       if (this.pending.get(model.name) === p) this.pending.delete(model.name);
     });
     p.promise.catch(() => undefined);
@@ -244,7 +223,7 @@ export class Pool {
       if (plan.action === "reject") throw (plan.heldForMesh ? slotHeldForMesh : slotsPinned)(`cannot load "${model.name}": ${plan.reason}`);
       if (plan.action === "wait") {
         this.opts.log.info("load waits for busy servers", { model: model.name, busy: plan.blockedBy.join(",") });
-        await this.nextChange();
+        await this.loads.nextChange();
         giveUpIfNeeded();
         continue;
       }
@@ -295,33 +274,11 @@ export class Pool {
 
   private async spawnReady(model: ModelInfo, options: LoadOptions, extraArgs: string[], split: RpcSplit, draft: ModelInfo | undefined): Promise<WrappedServer> {
     if (this.closed) throw new Error("the pool is closed");
-    const rpcWorkers = split.endpoints;
-    const port = freePort();
-    const cpu = this.opts.cpuShare?.(model);
-    // A split's KV lives on its workers' devices: saving it would pull every byte over the network while the eviction waits.
-    const slots = this.opts.slotCache;
-    const slotDir = split.endpoints.length === 0 ? slots?.folderFor(model) : undefined;
-    const { argv, ctxSize } = launchArgv({ binary: this.opts.llama.llamaServer, model, options, extraArgs, split, draft, localDevices: this.opts.localDevices ?? [], port, apiKeyFile: this.childKey.file, defaultCtxSize: this.opts.defaultCtxSize, cpu, ...(slotDir ? { slotDir } : {}) });
-    const server = new WrappedServer({
-      model: model.name,
-      checkpoint: model.path,
-      type: model.type,
-      devices: model.devices,
-      recipe: model.recipe,
-      pinned: options.pinned ?? false,
-      argv,
-      port,
-      headers: this.childKey.headers,
-      logPath: join(this.logDir, `llama-server-${model.name.replace(/[^\w.-]+/g, "_")}.log`),
-      maxQueue: this.opts.maxQueue ?? DEFAULT_MAX_QUEUE,
-      queueObserver: this.queueObservers,
-      ...(slotDir && slots ? { slotDir, prepare: (s: WrappedServer) => slots.restore(s) } : {}),
-    });
-    server.rpcWorkers = rpcWorkers;
-    server.ctxSize = ctxSize;
+    const { server, port, threads } = newServer({ ...this.opts, childKey: this.childKey, logDir: this.logDir, queueObserver: this.queueObservers }, { model, options, extraArgs, split, draft });
     this.servers.set(model.name, server);
-    server.onChange((s, why) => (why === "release" ? this.wakeWaiters() : this.onServerChange(s)));
-    this.opts.log.info("loading model", { model: model.name, type: model.type, port, pid: server.pid, rpc: rpcWorkers.join(",") || undefined, draft: draft?.name, threads: threadsOf(argv) });
+    // A request's release wakes what waits inside the pool for a server to go idle, and tells no one else.
+    server.onChange((s, why) => (why === "release" ? this.loads.wake() : this.onServerChange(s)));
+    this.opts.log.info("loading model", { model: model.name, type: model.type, port, pid: server.pid, rpc: split.endpoints.join(",") || undefined, draft: draft?.name, threads });
     const started = performance.now();
     try {
       await server.waitReady(readyDeadlineMs(model.sizeBytes));
@@ -346,16 +303,11 @@ export class Pool {
   private onServerChange(s: WrappedServer): void {
     if ((s.state === "failed" || s.state === "stopped") && this.servers.get(s.model) === s) {
       this.servers.delete(s.model);
-      if (s.state === "failed") this.judgeExit(s);
+      // A server that exited on its own crashed, unless the node shuts down by then (`CRASH_VERDICT_DELAY_MS`).
+      const crashed = () => void (this.closed || this.opts.log.error("llama-server exited unexpectedly; the next request reloads it", { model: s.model, log: s.logPath }));
+      if (s.state === "failed") setTimeout(crashed, CRASH_VERDICT_DELAY_MS).unref();
     }
     this.notifyChange();
-  }
-
-  /** A server that exited on its own crashed, unless the node shuts down by then (`CRASH_VERDICT_DELAY_MS`). */
-  private judgeExit(s: WrappedServer): void {
-    setTimeout(() => {
-      if (!this.closed) this.opts.log.error("llama-server exited unexpectedly; the next request reloads it", { model: s.model, log: s.logPath });
-    }, CRASH_VERDICT_DELAY_MS).unref();
   }
 
   private async evict(model: string, cause: EvictionCause): Promise<void> {
@@ -379,7 +331,7 @@ export class Pool {
     const server = this.servers.get(name);
     if (!server) return;
     server.draining = true;
-    while (server.busy && this.servers.get(name) === server) await this.nextChange();
+    while (server.busy && this.servers.get(name) === server) await this.loads.nextChange();
     await this.evict(name, cause);
   }
 
@@ -387,7 +339,7 @@ export class Pool {
   async reload(model: ModelInfo): Promise<WrappedServer> {
     const current = this.servers.get(model.name);
     if (current) current.draining = true;
-    await this.enqueue(() => this.drainAndEvict(model.name, "reload"));
+    await this.loads.run(() => this.drainAndEvict(model.name, "reload"));
     return this.load(model, (current && this.loadedWith.get(current)) ?? {});
   }
 
@@ -401,7 +353,7 @@ export class Pool {
       const server = this.servers.get(name);
       if (server) server.draining = true;
     }
-    return this.enqueue(async () => {
+    return this.loads.run(async () => {
       await Promise.all(names.map((name) => this.drainAndEvict(name, "unload")));
       return names;
     });
@@ -411,7 +363,7 @@ export class Pool {
     for (const model of idleVictims(this.views(), Date.now(), this.opts.idleUnloadMs)) {
       if (this.idleQueued.has(model)) continue;
       this.idleQueued.add(model);
-      void this.enqueue(async () => {
+      void this.loads.run(async () => {
         this.idleQueued.delete(model);
         // Still idle when its turn comes?
         if (idleVictims(this.views(), Date.now(), this.opts.idleUnloadMs).includes(model)) await this.evict(model, "idle");
@@ -438,7 +390,7 @@ export class Pool {
     await Promise.race([Promise.all(all.map((s) => this.saveSlots(s))), Bun.sleep(SAVE_AT_CLOSE_MS)]);
     await Promise.all(all.map((s) => s.stop()));
     // A load that was starting a server when we closed stops it on its own; wait for that.
-    await Promise.race([this.queue, Bun.sleep(10_000)]);
+    await this.loads.settled(10_000);
     await Promise.all(this.loaded().map((s) => s.stop()));
     // No child is left to read it; a crash leaves it, and the next start writes a new key over it.
     rmSync(this.childKey.file, { force: true });
