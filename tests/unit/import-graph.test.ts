@@ -144,3 +144,11 @@ test("the README's architecture table draws these floors, in this order", () => 
   const product = FLOORS.slice(FLOORS.indexOf("base"), FLOORS.indexOf("main") + 1).filter((f) => !f.startsWith("router/"));
   expect(drawn).toEqual(product);
 });
+
+/** Issue 45: a product file that outgrows this is doing more than one thing (the harness, benches and scripts are not held to it). */
+const MAX_PRODUCT_LINES = 400;
+test(`no product file is over ${MAX_PRODUCT_LINES} lines`, () => {
+  const product = files.filter((f) => !["scripts", "harness", "bench"].includes(floorOf(f)));
+  const long = product.map((f) => [f, texts.get(f)!.split("\n").length - 1] as const).filter(([, n]) => n > MAX_PRODUCT_LINES);
+  expect(long).toEqual([]);
+});
