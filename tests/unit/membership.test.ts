@@ -1,0 +1,133 @@
+/**
+ * Issue 45: membership at its seam, without a node: real `Membership`s over real iroh endpoints on
+ * loopback (relays off), each announcing what a test gives it. Admission both ways, the members a
+ * newcomer is told of dialed, a wrong secret refused on both sides, an announcement's change
+ * heard, a stream of another kind handed on and a control stream refused, a leave, a silence.
+ */
+import { afterEach, expect, test } from "bun:test";
+import { randomBytes } from "node:crypto";
+import { createLog } from "../../base/log.ts";
+import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
+import { waitFor } from "../../harness/wait.ts";
+import { Membership } from "../../mesh/membership.ts";
+import type { Announcement } from "../../mesh/messages.ts";
+import { Transport } from "../../mesh/transport.ts";
+import type { Stream } from "../../streams/stream.ts";
+import { StreamKind } from "../../streams/wire.ts";
+import { TEST_LINE } from "../../harness/node.ts";
+
+const SECRET = Uint8Array.from(randomBytes(32));
+
+interface Member {
+  m: Membership;
+  t: Transport;
+  mine: Announcement;
+  changes: number;
+  streams: { from: string; kind: number }[];
+  /** Its log lines (JSON), to read why it dropped a peer. */
+  lines: string[];
+}
+const started: Member[] = [];
+afterEach(async () => {
+  await Promise.all(started.splice(0).map(async (x) => (await x.m.leave(), await x.t.close())));
+});
+
+async function member(o: { secret?: Uint8Array; heartbeatMs?: number; peerTimeoutMs?: number } = {}): Promise<Member> {
+  let m: Membership | undefined;
+  const t = await Transport.bind({ secretKey: Uint8Array.from(randomBytes(32)), ipv4Addr: "127.0.0.1:0", ipv6Addr: "[::1]:0", relay: "disabled", line: TEST_LINE, onConnection: (conn) => void m?.accept(conn) });
+  const x: Member = { m: undefined as never, t, mine: { ...fakeAnnouncement(t.nodeId), addresses: t.addr().addresses }, changes: 0, streams: [], lines: [] };
+  m = new Membership({
+    transport: t,
+    secret: o.secret ?? SECRET,
+    announcement: () => x.mine,
+    log: createLog("json", (line) => void x.lines.push(line)),
+    heartbeatMs: o.heartbeatMs ?? 500,
+    peerTimeoutMs: o.peerTimeoutMs ?? 10_000,
+    onChange: () => void x.changes++,
+    onStream: (from: string, kind: number, stream: Stream) => {
+      x.streams.push({ from, kind });
+      void stream.send.reset(0).catch(() => undefined);
+    },
+  });
+  x.m = m;
+  started.push(x);
+  return x;
+}
+
+const addrOf = (x: Member) => x.t.addr();
+const peersOf = (x: Member) => [...x.m.peers.keys()].sort();
+/** Why `x` dropped `peer`, as its log says. */
+const whyDropped = (x: Member, peer: Member) =>
+  x.lines.map((l) => JSON.parse(l) as { msg: string; peer?: string; reason?: string }).find((l) => l.msg === "peer left" && l.peer === peer.t.nodeId.slice(0, 10))?.reason;
+
+test("a dial admits both ways: each holds the other with its announcement, and hears of the change", async () => {
+  const [a, b] = await Promise.all([member(), member()]);
+  await a.m.dial(addrOf(b));
+  await waitFor(() => b.m.peers.has(a.t.nodeId), { what: "b to admit a" });
+  expect(peersOf(a)).toEqual([b.t.nodeId]);
+  expect(a.m.peers.get(b.t.nodeId)!.announcement.instance).toBe(b.mine.instance);
+  expect(b.m.peers.get(a.t.nodeId)!.standing).toEqual({ standing: "member" });
+  expect(a.changes).toBeGreaterThan(0);
+  expect(b.changes).toBeGreaterThan(0);
+});
+
+test("a newcomer is told of the members it does not know, and dials them: three make a full mesh", async () => {
+  const [a, b, c] = await Promise.all([member(), member(), member()]);
+  await a.m.dial(addrOf(b));
+  await c.m.dial(addrOf(a));
+  const all = [a, b, c].map((x) => x.t.nodeId).sort();
+  for (const x of [a, b, c]) await waitFor(() => peersOf(x).length === 2, { what: "each to hold the other two" });
+  for (const x of [a, b, c]) expect(peersOf(x)).toEqual(all.filter((id) => id !== x.t.nodeId));
+});
+
+test("a member of another mesh (another secret) is refused, and neither side holds the other", async () => {
+  const [a, stranger] = await Promise.all([member(), member({ secret: Uint8Array.from(randomBytes(32)) })]);
+  await expect(stranger.m.dial(addrOf(a))).rejects.toThrow("could not prove the mesh secret");
+  expect(peersOf(a)).toEqual([]);
+  expect(peersOf(stranger)).toEqual([]);
+});
+
+test("an announcement's change reaches the peer with the next announce", async () => {
+  const [a, b] = await Promise.all([member(), member()]);
+  await a.m.dial(addrOf(b));
+  await waitFor(() => b.m.peers.has(a.t.nodeId), { what: "b to admit a" });
+  a.mine = { ...a.mine, seq: a.mine.seq + 1, serving: ["m"] };
+  a.m.announce();
+  await waitFor(() => b.m.peers.get(a.t.nodeId)?.announcement.serving.includes("m"), { what: "b to hear a serve m" });
+});
+
+test("a peer's stream of another kind is handed on with its kind; a second control stream is refused", async () => {
+  const [a, b] = await Promise.all([member(), member()]);
+  await a.m.dial(addrOf(b));
+  await waitFor(() => b.m.peers.has(a.t.nodeId), { what: "b to admit a" });
+  await a.m.openStream(b.t.nodeId, StreamKind.KV);
+  await waitFor(() => b.streams.length === 1, { what: "b to take the KV stream" });
+  expect(b.streams).toEqual([{ from: a.t.nodeId, kind: StreamKind.KV }]);
+  const control = await a.m.openStream(b.t.nodeId, StreamKind.CONTROL);
+  const ended = await control!.recv.read(new Uint8Array(1)).then(
+    (n) => (n === null ? "finished" : "bytes"),
+    () => "reset",
+  );
+  expect(ended).toBe("reset");
+  expect(b.streams).toHaveLength(1);
+});
+
+test("a member that leaves is dropped at once, saying so", async () => {
+  const [a, b, c] = await Promise.all([member(), member(), member()]);
+  await a.m.dial(addrOf(b));
+  await c.m.dial(addrOf(a));
+  for (const x of [a, b, c]) await waitFor(() => peersOf(x).length === 2, { what: "a full mesh of three" });
+  await c.m.leave();
+  for (const x of [a, b]) await waitFor(() => !x.m.peers.has(c.t.nodeId), { what: "c to be dropped" });
+  expect([whyDropped(a, c), whyDropped(b, c)]).toEqual(["left", "left"]);
+  expect(peersOf(a)).toEqual([b.t.nodeId]);
+});
+
+test("a peer silent past the timeout is dropped", async () => {
+  const [a, b] = await Promise.all([member({ heartbeatMs: 200, peerTimeoutMs: 1_000 }), member({ heartbeatMs: 60_000 })]);
+  await a.m.dial(addrOf(b));
+  await waitFor(() => a.m.peers.has(b.t.nodeId), { what: "a to admit b" });
+  // b announces only once a minute: a hears nothing from it past its timeout.
+  await waitFor(() => !a.m.peers.has(b.t.nodeId), { what: "a to drop the silent b", timeoutMs: 15_000 });
+  expect(whyDropped(a, b)).toBe("silent for over 1000 ms");
+});
