@@ -30,7 +30,7 @@ interface Member {
 const started: Member[] = [];
 afterEach(async () => {
   await Promise.all(started.splice(0).map(async (x) => (await x.m.leave(), await x.t.close())));
-});
+}, 30_000);
 
 async function member(o: { secret?: Uint8Array; heartbeatMs?: number; peerTimeoutMs?: number } = {}): Promise<Member> {
   let m: Membership | undefined;
@@ -69,7 +69,7 @@ test("a dial admits both ways: each holds the other with its announcement, and h
   expect(b.m.peers.get(a.t.nodeId)!.standing).toEqual({ standing: "member" });
   expect(a.changes).toBeGreaterThan(0);
   expect(b.changes).toBeGreaterThan(0);
-});
+}, 30_000);
 
 test("a newcomer is told of the members it does not know, and dials them: three make a full mesh", async () => {
   const [a, b, c] = await Promise.all([member(), member(), member()]);
@@ -78,14 +78,14 @@ test("a newcomer is told of the members it does not know, and dials them: three 
   const all = [a, b, c].map((x) => x.t.nodeId).sort();
   for (const x of [a, b, c]) await waitFor(() => peersOf(x).length === 2, { what: "each to hold the other two" });
   for (const x of [a, b, c]) expect(peersOf(x)).toEqual(all.filter((id) => id !== x.t.nodeId));
-});
+}, 30_000);
 
 test("a member of another mesh (another secret) is refused, and neither side holds the other", async () => {
   const [a, stranger] = await Promise.all([member(), member({ secret: Uint8Array.from(randomBytes(32)) })]);
   await expect(stranger.m.dial(addrOf(a))).rejects.toThrow("could not prove the mesh secret");
   expect(peersOf(a)).toEqual([]);
   expect(peersOf(stranger)).toEqual([]);
-});
+}, 30_000);
 
 test("an announcement's change reaches the peer with the next announce", async () => {
   const [a, b] = await Promise.all([member(), member()]);
@@ -94,7 +94,7 @@ test("an announcement's change reaches the peer with the next announce", async (
   a.mine = { ...a.mine, seq: a.mine.seq + 1, serving: ["m"] };
   a.m.announce();
   await waitFor(() => b.m.peers.get(a.t.nodeId)?.announcement.serving.includes("m"), { what: "b to hear a serve m" });
-});
+}, 30_000);
 
 test("a peer's stream of another kind is handed on with its kind; a second control stream is refused", async () => {
   const [a, b] = await Promise.all([member(), member()]);
@@ -110,7 +110,7 @@ test("a peer's stream of another kind is handed on with its kind; a second contr
   );
   expect(ended).toBe("reset");
   expect(b.streams).toHaveLength(1);
-});
+}, 30_000);
 
 test("a member that leaves is dropped at once, saying so", async () => {
   const [a, b, c] = await Promise.all([member(), member(), member()]);
@@ -121,7 +121,7 @@ test("a member that leaves is dropped at once, saying so", async () => {
   for (const x of [a, b]) await waitFor(() => !x.m.peers.has(c.t.nodeId), { what: "c to be dropped" });
   expect([whyDropped(a, c), whyDropped(b, c)]).toEqual(["left", "left"]);
   expect(peersOf(a)).toEqual([b.t.nodeId]);
-});
+}, 30_000);
 
 test("a peer silent past the timeout is dropped", async () => {
   const [a, b] = await Promise.all([member({ heartbeatMs: 200, peerTimeoutMs: 1_000 }), member({ heartbeatMs: 60_000 })]);
@@ -130,4 +130,4 @@ test("a peer silent past the timeout is dropped", async () => {
   // b announces only once a minute: a hears nothing from it past its timeout.
   await waitFor(() => !a.m.peers.has(b.t.nodeId), { what: "a to drop the silent b", timeoutMs: 15_000 });
   expect(whyDropped(a, b)).toBe("silent for over 1000 ms");
-});
+}, 30_000);
