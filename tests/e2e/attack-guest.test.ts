@@ -234,6 +234,8 @@ test("a guest that swaps its pass for a copy of A's vouch mid-session is dropped
   const [swapper, gossiper] = await Promise.all([RoguePeer.start(), RoguePeer.start()]);
   try {
     const s = await swapper.member(guest);
+    // Admitted first (the rogue hears A's hello a moment before A holds it as a peer), then the swap.
+    await waitFor(async () => (await meshStatus(a)).peers.some((p) => p.nodeId === swapper.transport.nodeId), { what: "A to admit the swapper" });
     s.mine.trust = onA.announcement!.trust!;
     await waitFor(async () => !(await meshStatus(a)).peers.some((p) => p.nodeId === swapper.transport.nodeId), { what: "A to drop the swapper" });
     expect(((await meshStatus(a)).refused ?? []).some((r) => r.nodeId === swapper.transport.nodeId && r.why.includes("copied vouch proves nothing"))).toBe(true);
