@@ -8,7 +8,16 @@
  * itself with SIGKILL; where that signal is not to be had they stay in its group, which cleanup kills.
  */
 import type { Subprocess } from "bun";
+import { appendFileSync } from "node:fs";
+import { join } from "node:path";
 import { withDeadline } from "./wait.ts";
+
+/**
+ * Where the test runner (`scripts/test.ts`) wants every child's output kept as well, one file per
+ * child, so a failed file's nodes can be read after the fact (it prints their tails, then keeps or
+ * removes the folder); unset, output lives only in memory.
+ */
+const CHILD_LOGS = process.env.MESH_TEST_CHILD_LOGS;
 
 export interface Child {
   proc: Subprocess<"ignore", "pipe", "pipe">;
@@ -55,8 +64,10 @@ export function spawnChild(name: string, argv: string[], opts: { env?: Record<st
   void proc.exited.then(() => live.delete(proc));
   let text = "";
   const waiters = new Set<() => void>();
+  const logFile = CHILD_LOGS ? join(CHILD_LOGS, `${name.replace(/[^\w.-]+/g, "_")}-${proc.pid}.log`) : undefined;
   const onText = (t: string) => {
     text += t;
+    if (logFile) appendFileSync(logFile, t);
     for (const w of waiters) w();
   };
   void pump(proc.stdout, onText);

@@ -245,8 +245,8 @@ export class Membership {
    * Whether the peer's connection `old`, on which something just failed, has been replaced: closed
    * as a duplicate (then waiting a while for the one kept), or already by another (`replacements.ts`).
    */
-  replacedAfterFailure(peerId: string, old: PeerConnection, onDuplicate?: () => void): Promise<boolean> {
-    return this.replacements.afterFailure(peerId, old, onDuplicate);
+  replacedAfterFailure(peerId: string, old: PeerConnection, o?: { onDuplicate?: () => void; reconnects?: boolean }): Promise<boolean> {
+    return this.replacements.afterFailure(peerId, old, o);
   }
 
   /**
@@ -256,7 +256,7 @@ export class Membership {
   private async ended(peer: Peer, reason: string): Promise<void> {
     if (this.peers.get(peer.id) !== peer) return;
     const waiting = () => this.opts.log.info("a member's connection closed as a duplicate; the member stays while the connection kept finishes its handshake", { peer: shortId(peer.id) });
-    if (await this.replacedAfterFailure(peer.id, peer.conn, waiting)) return;
+    if (await this.replacedAfterFailure(peer.id, peer.conn, { onDuplicate: waiting })) return;
     this.drop(peer, reason, false);
   }
 
@@ -309,6 +309,8 @@ export class Membership {
     if (junk) this.redials.forget(peer.id);
     else if (reason === "left") this.redials.left(peer.id);
     this.changed();
+    // After `changed`: whoever reacts to the loss sees it before a new connection could be admitted.
+    if (!junk && reason !== "left") this.redials.lostNow(peer.id);
     if (this.peers.size === 0) void this.redials.rejoin();
   }
 

@@ -78,18 +78,26 @@ export class Redials {
   due(now: number): void {
     if (this.o.stopped()) return;
     const busy = new Set([...this.o.busy(), ...this.remembered.left()]);
-    for (const id of dueRedials(this.remembered.ids(), busy, new Map([...this.lost].map(([k, v]) => [k, v.at])), now)) {
-      const addr = this.remembered.get(id)!;
-      const lost = this.lost.get(id);
-      // A member gone this long has left for good (or moved): it is not dialed for ever.
-      if (lost && now - lost.since > FORGET_LOST_AFTER_MS) {
-        this.forget(id);
-        continue;
-      }
-      const attempt = (lost?.attempt ?? -1) + 1;
-      this.lost.set(id, { attempt, at: now + joinBackoffMs(attempt), since: lost?.since ?? now });
-      // Failures are expected while the member is unreachable: the pause grows, nothing to log each time.
-      this.o.dial(addr).catch(() => undefined);
-    }
+    for (const id of dueRedials(this.remembered.ids(), busy, new Map([...this.lost].map(([k, v]) => [k, v.at])), now)) this.redial(id, now);
+  }
+
+  /**
+   * A member whose connection just ended is dialed again at once, not on the next tick: a live one
+   * (its endpoint reset a connection it had lost) is back before a request waiting on it gives up.
+   */
+  lostNow(id: string, now = Date.now()): void {
+    if (this.o.stopped() || !this.remembered.get(id) || new Set(this.o.busy()).has(id)) return;
+    this.redial(id, now);
+  }
+
+  private redial(id: string, now: number): void {
+    const addr = this.remembered.get(id)!;
+    const lost = this.lost.get(id);
+    // A member gone this long has left for good (or moved): it is not dialed for ever.
+    if (lost && now - lost.since > FORGET_LOST_AFTER_MS) return this.forget(id);
+    const attempt = (lost?.attempt ?? -1) + 1;
+    this.lost.set(id, { attempt, at: now + joinBackoffMs(attempt), since: lost?.since ?? now });
+    // Failures are expected while the member is unreachable: the pause grows, nothing to log each time.
+    this.o.dial(addr).catch(() => undefined);
   }
 }

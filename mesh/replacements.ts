@@ -10,6 +10,12 @@ import type { PeerConnection } from "./transport.ts";
 /** The reason a connection closed as a duplicate carries, as either side's `closed` reports it. */
 export const DUPLICATE_REASON = "duplicate connection";
 export const closedAsDuplicate = (reason: string): boolean => reason.includes(DUPLICATE_REASON);
+/**
+ * Whether a connection ended by a stateless reset: the peer's endpoint is alive but no longer knows
+ * the connection (its close was lost, say), so the member is dialed again at once (`redials.ts`).
+ * iroh 1.x says "reset by peer"; 0.35 wraps the same quinn error as "ConnectionLost(Reset)".
+ */
+export const resetByPeer = (reason: string): boolean => /reset by peer|\bReset\b/.test(reason);
 
 /** How long a connection on which a stream just failed takes to report why it closed. */
 const CLOSE_REASON_MS = 250;
@@ -31,13 +37,16 @@ export class Replacements {
   /**
    * Whether the peer's connection `old`, on which something just failed, has been replaced: closed
    * as a duplicate (then waiting up to REPLACEMENT_MS for the one kept), or already by another.
+   * `reconnects`: a connection the peer reset is waited for too (the member is dialed again at
+   * once); the membership itself does not wait for that, it drops the peer so the dial can start.
    */
-  async afterFailure(peerId: string, old: PeerConnection, onDuplicate?: () => void): Promise<boolean> {
+  async afterFailure(peerId: string, old: PeerConnection, o: { onDuplicate?: () => void; reconnects?: boolean } = {}): Promise<boolean> {
     const reason = await Promise.race([old.closed, Bun.sleep(CLOSE_REASON_MS).then(() => "")]);
     if (closedAsDuplicate(reason)) {
-      onDuplicate?.();
+      o.onDuplicate?.();
       return this.replaced(peerId, old, REPLACEMENT_MS);
     }
+    if (o.reconnects && resetByPeer(reason)) return this.replaced(peerId, old, REPLACEMENT_MS);
     return this.isReplaced(peerId, old);
   }
 

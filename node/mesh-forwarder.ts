@@ -2,7 +2,8 @@
  * Sends a request to the member that serves it, over an HTTP stream of the mesh connection, and
  * gives back its answer. Two members that dial each other at once keep one connection and close
  * the other: a request that went out on the closed one before any answer goes once more, on the
- * one kept.
+ * one kept. So does one whose connection the member reset (alive, it had lost the connection): it
+ * goes once more on the connection the membership dials at once.
  */
 import { forwardHttp, RESPONSE_IDLE_MS } from "../mesh/http-stream.ts";
 import type { Membership } from "../mesh/membership.ts";
@@ -38,7 +39,7 @@ export class MeshForwarder {
       } catch (err) {
         // The one kept may still be in its handshake here when the other side closed the duplicate first.
         if (attempt > 0 || signal.aborted || !mesh || !carrier) throw err;
-        if (!(await mesh.membership.replacedAfterFailure(peerId, carrier)) || signal.aborted) throw err;
+        if (!(await mesh.membership.replacedAfterFailure(peerId, carrier, { reconnects: true })) || signal.aborted) throw err;
       }
     }
   }

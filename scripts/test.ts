@@ -18,20 +18,21 @@
  * Most tests spend their time waiting on heartbeats, deadlines and settles, not on the CPU, so
  * more files run at once than there are cores; every test owns its ports, dirs and namespaces.
  */
-import { mkdirSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync, existsSync, statSync } from "node:fs";
+import { mkdirSync, mkdtempSync, openSync, closeSync, readFileSync, readdirSync, rmSync, writeFileSync, existsSync, statSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { provideChromium } from "./chromium-dev.ts";
 import { provideDevLlama } from "./llama-dev.ts";
 import { providePython } from "./python-dev.ts";
 import { durationKey, nextJob, planJobs, type TestFile, type TestJob } from "./test-runner/plan.ts";
-import { fileFailed, fileLine, parseCounts, summary, type FileResult } from "./test-runner/report.ts";
+import { fileFailed, fileLine, lastLines, parseCounts, summary, type FileResult } from "./test-runner/report.ts";
 
 const ROOT = join(import.meta.dir, "..");
 const COMMITTED_DURATIONS = join(ROOT, "tests", "durations.json");
 const CACHED_DURATIONS = join(process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "mesh", "test-durations.json");
 /** The outer bound of one file: a file that hangs is stopped and failed instead of holding the run. */
 const FILE_LIMIT_S = Number(process.env.MESH_TEST_FILE_LIMIT_S ?? 900);
+const CHILD_TAIL_LINES = 40;
 
 const argv = process.argv.slice(2);
 const flag = (name: string) => {
@@ -104,9 +105,12 @@ const results: FileResult[] = [];
 
 async function runJob(job: TestJob, n: number): Promise<void> {
   const logPath = join(logs, `${String(n).padStart(3, "0")}-${durationKey(job).replace(/[^\w.-]+/g, "_")}.log`);
+  const childLogs = logPath.replace(/\.log$/, ".children");
+  mkdirSync(childLogs);
   const fd = openSync(logPath, "w");
   const started = performance.now();
-  const proc = Bun.spawn([...BUN_TEST, job.file], { cwd: ROOT, stdio: ["ignore", fd, fd], env: { ...env, ...(job.line ? { MESH_TEST_TRANSPORT: job.line } : {}) } });
+  const jobEnv = { ...env, MESH_TEST_CHILD_LOGS: childLogs, ...(job.line ? { MESH_TEST_TRANSPORT: job.line } : {}) };
+  const proc = Bun.spawn([...BUN_TEST, job.file], { cwd: ROOT, stdio: ["ignore", fd, fd], env: jobEnv });
   closeSync(fd);
   running.set(job, proc);
   let killed: string | undefined;
@@ -120,9 +124,20 @@ async function runJob(job: TestJob, n: number): Promise<void> {
   const output = readFileSync(logPath, "utf8");
   const result: FileResult = { job, seconds: (performance.now() - started) / 1000, exitCode, counts: parseCounts(output), killed };
   results.push(result);
-  if (fileFailed(result)) console.log(`\n${"─".repeat(20)} ${durationKey(job)}\n${output.trimEnd()}\n${"─".repeat(20)}`);
-  else rmSync(logPath, { force: true });
+  if (fileFailed(result)) console.log(`\n${"─".repeat(20)} ${durationKey(job)}\n${output.trimEnd()}\n${childTails(childLogs)}${"─".repeat(20)}`);
+  else {
+    rmSync(logPath, { force: true });
+    rmSync(childLogs, { recursive: true, force: true });
+  }
   console.log(fileLine(result));
+}
+
+/** The last lines each child of a failed file wrote (nodes, servers): what it did is often only there. */
+function childTails(dir: string): string {
+  return readdirSync(dir)
+    .sort()
+    .map((name) => `· ${name}, last ${CHILD_TAIL_LINES} lines:\n${lastLines(readFileSync(join(dir, name), "utf8"), CHILD_TAIL_LINES)}\n`)
+    .join("");
 }
 
 const stopAll = (signal: NodeJS.Signals) => {

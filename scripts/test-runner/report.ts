@@ -79,3 +79,8 @@ export function summary(results: FileResult[], wallS: number, slots: number, slo
   );
   return lines.join("\n");
 }
+
+/** The last `n` lines of `text`, trailing blank lines left out. */
+export function lastLines(text: string, n: number): string {
+  return text.trimEnd().split("\n").slice(-n).join("\n");
+}

@@ -113,6 +113,7 @@ test("two models over four nodes: groups, hosts and splits follow the rules; eve
   const statuses = new Set<number>();
   let back = 0;
   let slowest = 0;
+  const said = new Map<string, number>();
   while (!back) {
     const started = performance.now();
     const res = await fetch(`${seeder.url}/v1/chat/completions`, {
@@ -120,12 +121,16 @@ test("two models over four nodes: groups, hosts and splits follow the rules; eve
       body: JSON.stringify({ model: WIDE, messages: [{ role: "user", content: "hi" }], max_tokens: 2 }),
       signal: AbortSignal.timeout(30_000),
     });
-    await res.arrayBuffer();
+    const text = await res.text();
     statuses.add(res.status);
     slowest = Math.max(slowest, performance.now() - started);
     if (res.status === 200) back = performance.now() - killedAt;
-    else await Bun.sleep(250);
-    expect(performance.now() - killedAt).toBeLessThan(60_000);
+    else {
+      said.set(text.slice(0, 200), (said.get(text.slice(0, 200)) ?? 0) + 1);
+      await Bun.sleep(250);
+    }
+    // What the refusals said, should it not come back (each node's log tail is in the runner's report).
+    if (performance.now() - killedAt > 60_000) throw new Error(`wide not back after 60 s; the answers it got, with their counts: ${JSON.stringify([...said])}`);
   }
   console.log(`wide answered again ${Math.round(back)} ms after its host was killed (statuses seen: ${[...statuses].join(", ")}; slowest answer ${Math.round(slowest)} ms)`);
   expect([...statuses].every((s) => s === 200 || s === 503)).toBe(true);

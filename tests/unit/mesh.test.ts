@@ -3,7 +3,7 @@ import { AnnouncementSource } from "../../mesh/announcement.ts";
 import { authMac, newNonce, verifyMac, type AuthContext } from "../../mesh/auth.ts";
 import { decodeJoinToken, encodeJoinToken, type JoinToken } from "../../mesh/join-token.ts";
 import { bindAddresses, boundPorts } from "../../node/mesh-node.ts";
-import { closedAsDuplicate } from "../../mesh/replacements.ts";
+import { closedAsDuplicate, resetByPeer } from "../../mesh/replacements.ts";
 import { dueRedials, joinBackoffMs, keepWhich, membersToDial, silentPeers } from "../../mesh/membership-rules.ts";
 import { AnnouncementSchema, ControlMessageSchema } from "../../mesh/messages.ts";
 import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, WireError } from "../../streams/wire.ts";
@@ -276,4 +276,17 @@ describe("closedAsDuplicate: a request on a connection closed for another one go
     ["TimedOut", false],
     ["", false],
   ])("%s", (reason, expected) => expect(closedAsDuplicate(reason)).toBe(expected));
+});
+
+describe("resetByPeer: a connection a live member reset is dialed again and a request waits for it", () => {
+  test.each([
+    ["reset by peer", true],
+    ["ConnectionLost(Reset)", true],
+    ["Reset", true],
+    ['ApplicationClosed(ApplicationClose { error_code: 409, reason: b"duplicate connection" })', false],
+    ["timed out", false],
+    ["ConnectionLost(TimedOut)", false],
+    ["reset the model", false],
+    ["", false],
+  ])("%s", (reason, expected) => expect(resetByPeer(reason)).toBe(expected));
 });

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { durationKey, guessS, isMeshSuite, MATRIX_LINE, nextJob, planJobs, type TestJob } from "../../scripts/test-runner/plan.ts";
-import { failedTests, fileFailed, fileLine, parseCounts, summary, type FileResult } from "../../scripts/test-runner/report.ts";
+import { failedTests, fileFailed, fileLine, lastLines, parseCounts, summary, type FileResult } from "../../scripts/test-runner/report.ts";
 
 const file = (path: string, source = "") => ({ path, source });
 const job = (f: string, o: Partial<TestJob> = {}): TestJob => ({ file: f, estimateS: 1, alone: false, ...o });
@@ -96,4 +96,10 @@ describe("report", () => {
     expect(text).toContain("4 files in 100 s, 4 at a time (116 s of files, 1.2 running on average)");
     expect(text.split("\n").at(-1)).toBe("total: 10 pass, 0 skip, 0 todo, 4 fail");
   });
+
+  test.each([
+    ["fewer lines than asked: all of them", "a\nb\n", 5, "a\nb"],
+    ["the last ones, trailing blank lines left out", "a\nb\nc\n\n", 2, "b\nc"],
+    ["nothing written", "", 3, ""],
+  ] as const)("lastLines: %s", (_why, text, n, expected) => expect(lastLines(text, n)).toBe(expected));
 });
