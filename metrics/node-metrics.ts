@@ -12,6 +12,7 @@ import type { KvFollowCounters } from "../kv/kv-follow.ts";
 import type { KvHolderCounters } from "../kv/kv-holder.ts";
 import type { PeerTunnelCounters } from "../tunnel/tunnels.ts";
 import { DURATION_BUCKETS, peerLabel, QUEUE_WAIT_BUCKETS, tunnelBytes } from "./labels.ts";
+import { isLoaded } from "../pool/wrapped-server.ts";
 
 export interface MetricSources {
   /** The pool; its queues (slots, waits, refusals) when it has them (a test's fake may not). */
@@ -163,7 +164,7 @@ export class NodeMetrics {
       help: "Models loaded and ready to answer",
       registers,
       collect() {
-        this.set(pool.loaded().filter((s) => s.state === "ready").length);
+        this.set(pool.loaded().filter((s) => isLoaded(s.state)).length);
       },
     });
     this.queueMetrics(sources.pool, registers);

@@ -10,6 +10,7 @@
  * a member of a group hosts its model when elected: loads it, reloads it over a changed group, or
  * hands it over to the node elected instead.
  */
+import type { ServerState } from "../pool/wrapped-server.ts";
 import { allocate, type Assignment } from "../placement/allocation.ts";
 import { catalog, type CatalogModel, type NodeView } from "../placement/catalog.ts";
 import { holdsWhatTheyNeed, type SplitPlan } from "../placement/election.ts";
@@ -40,7 +41,7 @@ export interface GroupInput {
   /** Whether this node has the assigned model's files whole. */
   hasFiles: boolean;
   /** Our server of the assigned model, if one runs (or is going). */
-  server: { draining: boolean } | undefined;
+  server: { state: ServerState } | undefined;
   /** A load of the assigned model is under way. */
   loading: boolean;
   /** This node serves the assigned model as a replica: never handed over as the group's. */
@@ -93,7 +94,7 @@ function hostAction(state: GroupState, input: GroupInput, entry: CatalogModel): 
   const plan = input.plan(input.views, entry.name, entry.needBytes);
   const workers = plan?.workers.join(",");
   const hosting = input.hasFiles && plan?.host === self && entry.capacityBytes >= entry.needBytes;
-  if (input.server && !input.server.draining && plan && mustHandOver(self, state.loadedSplit, plan, entry, input)) return { do: "hand-over", host: plan.host, hosting, workers };
+  if (input.server && input.server.state !== "draining" && plan && mustHandOver(self, state.loadedSplit, plan, entry, input)) return { do: "hand-over", host: plan.host, hosting, workers };
   if (!hosting || input.loading || (input.server && state.loadedSplit === workers)) return { do: "settle", hosting, workers };
   return { do: "load", hosting: true, workers, reload: input.server !== undefined };
 }

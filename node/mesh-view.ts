@@ -15,6 +15,7 @@ import { counts, type Standing } from "../placement/trust.ts";
 import type { Announcement } from "../mesh/messages.ts";
 import type { ModelInfo } from "../models/model-store.ts";
 import type { Pool } from "../pool/pool.ts";
+import { takesRequests } from "../pool/wrapped-server.ts";
 import { HEARTBEAT_MS } from "./mesh-node.ts";
 import { nodeView, type ModelFields } from "./model-fields.ts";
 
@@ -111,12 +112,12 @@ export class MeshViewCache implements MeshView {
       silentMs,
       answering: (model) => {
         const s = o.pool.server(model);
-        return s?.state === "ready" && !s.draining;
+        return s !== undefined && takesRequests(s.state);
       },
       // Live, per request with a choice; one draining for a reload or an eviction has no slot for a new request.
       ownLoad: (model) => {
         const s = o.pool.server(model);
-        return s?.state === "ready" && !s.draining ? s.queue.figures() : undefined;
+        return s !== undefined && takesRequests(s.state) ? s.queue.figures() : undefined;
       },
       contentIdentity: (m) => o.identities.of(m),
       standing: (id) => o.members()?.membership.peers.get(id)?.standing.standing,

@@ -10,6 +10,7 @@ import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import type { Pool } from "../pool/pool.ts";
 import type { ModelFetcher } from "./model-fetcher.ts";
 import { AnnouncedDisk, type ModelFields } from "./model-fields.ts";
+import { isLoaded } from "../pool/wrapped-server.ts";
 
 /** The group's part of the announcement (`GroupReconciler.announced`). */
 export type GroupFields = Pick<ModelFields, "assigned" | "hosting" | "idle" | "layout" | "loadFailed">;
@@ -58,7 +59,7 @@ export class ModelAnnouncer {
   /** What we announce about models. */
   announced(): ModelFields {
     if (!this.parts) throw new Error("ModelAnnouncer.announced before connect");
-    const serving = this.o.pool.loaded().filter((s) => s.state === "ready").map((s) => s.model);
+    const serving = this.o.pool.loaded().filter((s) => isLoaded(s.state)).map((s) => s.model);
     const group = this.parts.group.announced(serving);
     const fetching = this.o.fetcher.progress;
     return {

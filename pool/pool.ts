@@ -19,7 +19,7 @@ import { afterFailedStart } from "./load-retry.ts";
 import { loadArgs, ServerArgsError } from "./server-args.ts";
 import { takeLease } from "./lease.ts";
 import { QueueObservers, type QueueFigures, type QueueObserver } from "./slot-queue.ts";
-import { WrappedServer } from "./wrapped-server.ts";
+import { isLoaded, takesRequests, WrappedServer } from "./wrapped-server.ts";
 import type { SlotCacheCounters } from "./slot-cache.ts";
 import { newChildKey, type ChildKey } from "./child-key.ts";
 import { CRASH_VERDICT_DELAY_MS } from "./child-process.ts";
@@ -86,10 +86,10 @@ export class Pool {
     return this.loadedWith.get(server);
   }
 
-  /** Each ready server's queue figures: the demand on its model (for `/metrics` and announcements). */
+  /** Each loaded server's queue figures: the demand on its model (for `/metrics` and announcements). */
   queueFigures(): ({ model: string } & QueueFigures)[] {
     return this.loaded()
-      .filter((s) => s.state === "ready")
+      .filter((s) => isLoaded(s.state))
       .map((s) => ({ model: s.model, ...s.queue.figures() }));
   }
 
@@ -121,7 +121,7 @@ export class Pool {
   async acquire(model: ModelInfo, signal?: AbortSignal, source?: string): Promise<Lease> {
     signal?.throwIfAborted();
     const ready = this.servers.get(model.name);
-    if (ready?.state === "ready" && !ready.draining) {
+    if (ready && takesRequests(ready.state)) {
       ready.acquire();
       return takeLease(ready, source, signal);
     }
@@ -157,7 +157,7 @@ export class Pool {
   /** Explicit load (`/api/v1/load`, `--model`): resolves when the server is ready. */
   async load(model: ModelInfo, options: LoadOptions = {}): Promise<WrappedServer> {
     const existing = this.servers.get(model.name);
-    if (existing && !existing.draining && sameOptions(this.loadedWith.get(existing), options)) {
+    if (existing && takesRequests(existing.state) && sameOptions(this.loadedWith.get(existing), options)) {
       if (options.pinned !== undefined) existing.pinned = options.pinned;
       existing.touch();
       return existing;
@@ -297,7 +297,7 @@ export class Pool {
 
   /** A ready server's slots kept on disk before it stops (`slot-cache.ts`). */
   private async saveSlots(server: WrappedServer): Promise<void> {
-    if (server.state === "ready") await this.opts.slotCache?.save(server);
+    if (isLoaded(server.state)) await this.opts.slotCache?.save(server);
   }
 
   private onServerChange(s: WrappedServer): void {
@@ -330,7 +330,7 @@ export class Pool {
   private async drainAndEvict(name: string, cause: EvictionCause): Promise<void> {
     const server = this.servers.get(name);
     if (!server) return;
-    server.draining = true;
+    server.drain();
     while (server.busy && this.servers.get(name) === server) await this.loads.nextChange();
     await this.evict(name, cause);
   }
@@ -338,7 +338,7 @@ export class Pool {
   /** Loads a model again (after its requests finish), e.g. because the workers it splits over changed. */
   async reload(model: ModelInfo): Promise<WrappedServer> {
     const current = this.servers.get(model.name);
-    if (current) current.draining = true;
+    current?.drain();
     await this.loads.run(() => this.drainAndEvict(model.name, "reload"));
     return this.load(model, (current && this.loadedWith.get(current)) ?? {});
   }
@@ -351,7 +351,7 @@ export class Pool {
     const names = model === undefined ? [...this.servers.keys()] : [model];
     for (const name of names) {
       const server = this.servers.get(name);
-      if (server) server.draining = true;
+      server?.drain();
     }
     return this.loads.run(async () => {
       await Promise.all(names.map((name) => this.drainAndEvict(name, "unload")));

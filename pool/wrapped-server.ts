@@ -1,7 +1,8 @@
 /**
  * One `llama-server` child serving one model: a small state machine (starting -> ready ->
- * stopping -> stopped, or failed when the process dies on its own), an in-flight counter that
- * eviction and idle unload respect, and the last-use time LRU eviction reads. The child's output
+ * draining -> stopping -> stopped, or failed when the process dies on its own), an in-flight
+ * counter that eviction and idle unload respect, and the last-use time LRU eviction reads. A move
+ * the machine does not allow is a bug in its caller and throws. The child's output
  * goes straight to a log file under the state dir; its exit is noticed at once, and aborts the
  * signal every in-flight request to it is tied to.
  */
@@ -14,19 +15,35 @@ import { serverGone } from "./errors.ts";
 import { DEFAULT_SLOTS, httpThreadsFor, SlotQueue, slotsFromArgv, slotsFromProps, type QueueObserver } from "./slot-queue.ts";
 import { templateCapsFromProps, type TemplateCaps } from "./template-caps.ts";
 
-export type ServerState = "starting" | "ready" | "stopping" | "stopped" | "failed";
+/**
+ * `draining`: being unloaded (an eviction, a reload, an unload): it finishes what it serves and
+ * takes nothing new. A server told to drain while it starts never takes a request either.
+ */
+export type ServerState = "starting" | "ready" | "draining" | "stopping" | "stopped" | "failed";
 /** What a change told to listeners was: the server's state moved, or a request gave it back. */
 export type ServerChange = "state" | "release";
 
 const TRANSITIONS: Record<ServerState, readonly ServerState[]> = {
-  starting: ["ready", "stopping", "failed"],
-  ready: ["stopping", "failed"],
+  starting: ["ready", "draining", "stopping", "failed"],
+  ready: ["draining", "stopping", "failed"],
+  draining: ["stopping", "failed"],
   stopping: ["stopped", "failed"],
   stopped: [],
   failed: [],
 };
 
 export const canTransition = (from: ServerState, to: ServerState): boolean => TRANSITIONS[from].includes(to);
+
+/** A server in this state takes new requests. */
+export const takesRequests = (state: ServerState): boolean => state === "ready";
+/** A server in this state is loaded and serves (what it has, when draining): it holds its memory, it is listed. */
+export const isLoaded = (state: ServerState): boolean => state === "ready" || state === "draining";
+
+export class BadTransition extends Error {
+  constructor(model: string, from: ServerState, to: ServerState) {
+    super(`llama-server for ${model}: no move from ${from} to ${to}`);
+  }
+}
 
 /** A log over this size is moved aside (one old copy kept) when its server starts again. */
 
@@ -63,9 +80,8 @@ export class WrappedServer {
   readonly headers: Readonly<Record<string, string>>;
   readonly logPath: string;
   pinned: boolean;
-  state: ServerState = "starting";
-  /** Being unloaded: finishes what it serves, takes nothing new. */
-  draining = false;
+  /** Moved only by the server itself (its load, its exit) and by `drain` and `stop`. */
+  private current: ServerState = "starting";
   /** The RPC endpoints it was started with (`--rpc`). */
   rpcWorkers: string[] = [];
   /** The context it runs with (`--ctx-size`; 0 = the model's own). */
@@ -129,14 +145,23 @@ export class WrappedServer {
     return this.inflight > 0;
   }
 
+  get state(): ServerState {
+    return this.current;
+  }
+
   private setState(to: ServerState): void {
-    if (!canTransition(this.state, to)) return;
-    this.state = to;
+    if (!canTransition(this.current, to)) throw new BadTransition(this.model, this.current, to);
+    this.current = to;
     for (const l of this.listeners) l(this, "state");
   }
 
+  /** Takes it out of routing: it finishes what it serves and takes nothing new (an eviction, a reload or an unload stops it after). */
+  drain(): void {
+    if (this.current === "starting" || this.current === "ready") this.setState("draining");
+  }
+
   private onExit(code: number | null): number | null {
-    this.setState(this.state === "stopping" ? "stopped" : "failed");
+    this.setState(this.current === "stopping" ? "stopped" : "failed");
     const why = `llama-server for ${this.model} exited (${code ?? this.proc.signalCode})`;
     this.goneController.abort(new Error(why));
     this.queue.close(serverGone(`${why} while the request waited for a slot; retry to reload it`));
@@ -177,6 +202,8 @@ export class WrappedServer {
           await this.readProps();
           await this.prepare?.(this);
           this.touch();
+          // Told to drain or stop while it prepared: it never takes a request.
+          if (this.current !== "starting") break;
           this.setState("ready");
           return;
         }
@@ -191,6 +218,7 @@ export class WrappedServer {
       await Promise.race([Bun.sleep(25), this.exited]);
     }
     if (this.state !== "ready") {
+      // Drained while it started: it is stopped by whoever drained it.
       await this.exited;
       throw new Error(`llama-server for ${this.model} exited while loading (code ${this.proc.exitCode ?? this.proc.signalCode})\n${readLogTail(this.logPath)}`);
     }
@@ -214,8 +242,8 @@ export class WrappedServer {
 
   /** SIGTERM, then SIGKILL after `graceMs`; resolves once the process is gone. */
   async stop(graceMs = 5000): Promise<void> {
-    if (this.state === "stopped" || this.state === "failed") return;
-    this.setState("stopping");
+    if (this.current === "stopped" || this.current === "failed") return;
+    if (this.current !== "stopping") this.setState("stopping");
     await terminate(this.proc, graceMs);
     await this.exited;
   }

@@ -83,7 +83,7 @@ export function managementRoutes(serving: Serving, { backends, devices, keepAliv
         recipe: s.recipe,
         pinned: s.pinned,
         is_busy: s.busy,
-        state: s.draining ? "draining" : s.state,
+        state: s.state,
         backend_url: s.url,
         rpc_workers: s.rpcWorkers,
         pid: s.pid,

@@ -144,9 +144,9 @@ export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = K
     const models = [];
     const here = new Set<string>();
     const self = serving.nodeId();
-    for (const s of serving.servers()) {
+    for (const s of serving.loadedServers()) {
       const m = await serving.localModel(s.model);
-      if (!m || s.state !== "ready") continue;
+      if (!m) continue;
       models.push(psEntry(m, mtimeOf(m.path), s.lastUse, serving.idleUnloadMsOf(s.model), self));
       here.add(s.model);
     }

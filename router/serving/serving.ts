@@ -12,7 +12,7 @@ import type { ModelAdminApi } from "../../node/model-admin.ts";
 import { modelNotFound, modelNotOnThisNode } from "../../pool/errors.ts";
 import type { LoadOptions } from "../../pool/pool-types.ts";
 import type { Pool } from "../../pool/pool.ts";
-import type { WrappedServer } from "../../pool/wrapped-server.ts";
+import { isLoaded, type WrappedServer } from "../../pool/wrapped-server.ts";
 import type { RequestStats } from "../../metrics/request-stats.ts";
 import { answerInference, type InferenceCall, type InferenceParts } from "./inference.ts";
 import { applyKeepAlive, MemberUnloads } from "./keep-alive.ts";
@@ -74,6 +74,8 @@ export interface Serving {
 
   /** This node's servers, loaded or loading. */
   servers(): WrappedServer[];
+  /** Those of them loaded now (ready, or draining what they serve): not one still starting. */
+  loadedServers(): WrappedServer[];
   server(model: string): WrappedServer | undefined;
   /** The server of the model loaded last, while it is loaded. */
   lastLoaded(): WrappedServer | undefined;
@@ -158,12 +160,13 @@ export class ServingCore implements Serving {
 
   modelStatus(name: string): ModelStatus {
     const s = this.pool.server(name);
-    if (s?.state === "ready") return "loaded";
+    if (s && isLoaded(s.state)) return "loaded";
     if (s || this.pool.isLoading(name)) return "loading";
     return "unloaded";
   }
 
   servers = (): WrappedServer[] => this.pool.loaded();
+  loadedServers = (): WrappedServer[] => this.pool.loaded().filter((s) => isLoaded(s.state));
   server = (model: string): WrappedServer | undefined => this.pool.server(model);
   lastLoaded = (): WrappedServer | undefined => (this.pool.lastLoaded ? this.pool.server(this.pool.lastLoaded) : undefined);
   loadOptionsOf = (server: WrappedServer): LoadOptions | undefined => this.pool.loadOptionsOf(server);

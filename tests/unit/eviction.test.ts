@@ -1,7 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { Device } from "../../models/recipe-devices.ts";
 import { idleLimitMs, idleVictims, planLoad, planNuclear, type LoadPlan, type LoadWant, type ServerView, sweepPeriodMs } from "../../pool/eviction.ts";
-import { canTransition } from "../../pool/wrapped-server.ts";
 
 /** A server: model name, type, last use, and flags. */
 function s(model: string, lastUse: number, over: Partial<ServerView> = {}): ServerView {
@@ -94,13 +93,3 @@ test.each([
   [100, 100],
   [30 * 60_000, 10_000],
 ])("sweepPeriodMs(%p) = %p", (idle, period) => expect(sweepPeriodMs(idle)).toBe(period));
-
-test.each([
-  ["starting", "ready", true],
-  ["starting", "failed", true],
-  ["ready", "stopping", true],
-  ["stopping", "stopped", true],
-  ["ready", "starting", false],
-  ["stopped", "ready", false],
-  ["failed", "ready", false],
-] as const)("server state %s -> %s allowed: %p", (from, to, ok) => expect(canTransition(from, to)).toBe(ok));

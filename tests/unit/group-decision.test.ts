@@ -67,11 +67,11 @@ describe("hosting the assigned model", () => {
     ["elected, no server: load over no workers", state({ assigned: "m" }), input([view(A, { assigned: "m", vramBytes: 300 }), view(B, { assigned: "m" })]), { do: "load", hosting: true, workers: "", reload: false }],
     ["elected but without the files whole: not hosting", state({ assigned: "m" }), input([view(A, { assigned: "m", vramBytes: 300 }), view(B, { assigned: "m" })], { hasFiles: false }), { do: "settle", hosting: false, workers: "" }],
     ["elected, a load under way: settle", state({ assigned: "m" }), input([view(A, { assigned: "m", vramBytes: 300 }), view(B, { assigned: "m" })], { loading: true }), { do: "settle", hosting: true, workers: "" }],
-    ["elected, running over the layout wanted: settle", state({ assigned: "m", hosting: true, loadedSplit: "" }), input([view(A, { assigned: "m", vramBytes: 300 }), view(B, { assigned: "m" })], { server: { draining: false } }), { do: "settle", hosting: true, workers: "" }],
+    ["elected, running over the layout wanted: settle", state({ assigned: "m", hosting: true, loadedSplit: "" }), input([view(A, { assigned: "m", vramBytes: 300 }), view(B, { assigned: "m" })], { server: { state: "ready" as const } }), { do: "settle", hosting: true, workers: "" }],
     [
       "elected, running over another layout (the group changed): reload",
       state({ assigned: "m", hosting: true, loadedSplit: B }),
-      input([view(A, { assigned: "m", vramBytes: 300 }), view(B, { assigned: "m" })], { server: { draining: false } }),
+      input([view(A, { assigned: "m", vramBytes: 300 }), view(B, { assigned: "m" })], { server: { state: "ready" as const } }),
       { do: "load", hosting: true, workers: "", reload: true },
     ],
     [
@@ -89,11 +89,11 @@ describe("handing over to the node elected instead", () => {
   const running = (over: Partial<NodeView> = {}) => view(A, { assigned: "m", hosting: true, ready: ["m"], ...over });
   const elected = (over: Partial<NodeView> = {}) => view(B, { assigned: "m", vramBytes: 300, ...over });
   test.each<[string, GroupState, GroupInput, GroupAction["do"]]>([
-    ["theirs does not answer yet: ours keeps serving (no gap)", state({ assigned: "m", hosting: true, loadedSplit: "" }), input([running(), elected()], { server: { draining: false } }), "settle"],
-    ["theirs answers: ours goes", state({ assigned: "m", hosting: true, loadedSplit: "" }), input([running(), elected({ hosting: true, ready: ["m"] })], { server: { draining: false } }), "hand-over"],
-    ["ours is already going: nothing more", state({ assigned: "m", hosting: true, loadedSplit: "" }), input([running(), elected({ hosting: true, ready: ["m"] })], { server: { draining: true } }), "settle"],
-    ["--hosts leaves the elected node out: ours stays", state({ assigned: "m", hosting: true, loadedSplit: "" }), input([running(), elected({ hosting: true, ready: ["m"] })], { server: { draining: false }, hosts: [C] }), "settle"],
-    ["a replica of ours is never handed over as the group's", state({ assigned: "m", hosting: true, loadedSplit: "" }), input([running(), elected({ hosting: true, ready: ["m"] })], { server: { draining: false }, replicating: true }), "settle"],
+    ["theirs does not answer yet: ours keeps serving (no gap)", state({ assigned: "m", hosting: true, loadedSplit: "" }), input([running(), elected()], { server: { state: "ready" as const } }), "settle"],
+    ["theirs answers: ours goes", state({ assigned: "m", hosting: true, loadedSplit: "" }), input([running(), elected({ hosting: true, ready: ["m"] })], { server: { state: "ready" as const } }), "hand-over"],
+    ["ours is already going: nothing more", state({ assigned: "m", hosting: true, loadedSplit: "" }), input([running(), elected({ hosting: true, ready: ["m"] })], { server: { state: "draining" as const } }), "settle"],
+    ["--hosts leaves the elected node out: ours stays", state({ assigned: "m", hosting: true, loadedSplit: "" }), input([running(), elected({ hosting: true, ready: ["m"] })], { server: { state: "ready" as const }, hosts: [C] }), "settle"],
+    ["a replica of ours is never handed over as the group's", state({ assigned: "m", hosting: true, loadedSplit: "" }), input([running(), elected({ hosting: true, ready: ["m"] })], { server: { state: "ready" as const }, replicating: true }), "settle"],
   ])("%s", (_, s, i, expected) => expect(decideGroup(s, i).do).toBe(expected));
 
   test.each<[string, string | undefined, { host: string; workers: string[] }, string | undefined, boolean]>([

@@ -46,7 +46,7 @@ function routerOf(o: { peers?: Peer[]; serving?: boolean; ownFiles?: boolean; ho
   const members: ViewMembers = { nodeId: SELF, membership: { peers: peers as ViewMembers["membership"]["peers"], lastAnnounced: undefined } };
   const own = fakeAnnouncement(SELF);
   const info: ModelInfo | undefined = o.ownFiles ? ({ name: "m", path: "/models/m.gguf", files: [], sizeBytes: GIB } as unknown as ModelInfo) : undefined;
-  const ready = { state: "ready", draining: false, queue: { figures: () => ({ slots: 1, inFlight: 0, queued: 0, waitMs: 0 }) } };
+  const ready = { state: "ready", queue: { figures: () => ({ slots: 1, inFlight: 0, queued: 0, waitMs: 0 }) } };
   const view = new MeshViewCache({
     members: () => members,
     vramBytes: 8 * GIB,

@@ -22,7 +22,7 @@ function setup() {
   const peers = new Map<string, { id: string; announcement: Announcement; lastSeen: number; standing: { standing: Standing } }>();
   const members: ViewMembers = { nodeId: "me", membership: { peers, lastAnnounced: { demand: [{ model: "m", queued: 1 }] } } };
   let mesh: ViewMembers | undefined;
-  const servers = new Map<string, { state: string; draining: boolean; queue: { figures: () => { slots: number; inFlight: number; queued: number } } }>();
+  const servers = new Map<string, { state: string; queue: { figures: () => { slots: number; inFlight: number; queued: number } } }>();
   const pool = { server: (m: string) => servers.get(m) } as unknown as Pool;
   const view = new MeshViewCache({ members: () => mesh, vramBytes: 200, own: { announced: () => fields, version: 0 }, pool, identities: { of: () => "content" } });
   return { view, peers, servers, up: () => void (mesh = members), setOwn: (f: ModelFields) => void (fields = f) };
@@ -71,9 +71,9 @@ describe("MeshViewCache", () => {
     expect(view.verified.silentMs("a")).toBeGreaterThanOrEqual(5_000);
     expect(view.verified.silentMs("unknown")).toBe(0);
     const figures = { slots: 1, inFlight: 0, queued: 0 };
-    servers.set("m", { state: "ready", draining: false, queue: { figures: () => figures } });
-    servers.set("d", { state: "ready", draining: true, queue: { figures: () => figures } });
-    servers.set("l", { state: "loading", draining: false, queue: { figures: () => figures } });
+    servers.set("m", { state: "ready", queue: { figures: () => figures } });
+    servers.set("d", { state: "draining", queue: { figures: () => figures } });
+    servers.set("l", { state: "starting", queue: { figures: () => figures } });
     expect(["m", "d", "l", "none"].map((m) => view.verified.answering(m))).toEqual([true, false, false, false]);
     expect(view.verified.ownLoad("m")).toEqual(figures);
     expect(view.verified.ownLoad("d")).toBeUndefined();
