@@ -65,9 +65,9 @@ export function newServer(p: SpawnParts, r: SpawnRequest): { server: WrappedServ
     logPath: join(p.logDir, `llama-server-${model.name.replace(/[^\w.-]+/g, "_")}.log`),
     maxQueue: p.maxQueue ?? DEFAULT_MAX_QUEUE,
     queueObserver: p.queueObserver,
+    rpcWorkers: split.endpoints,
+    ctxSize,
     ...(slotDir && slots ? { slotDir, prepare: (s: WrappedServer) => slots.restore(s) } : {}),
   });
-  server.rpcWorkers = split.endpoints;
-  server.ctxSize = ctxSize;
   return { server, port, threads: threadsOf(argv) };
 }

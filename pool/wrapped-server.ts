@@ -63,6 +63,10 @@ export interface WrappedServerSpec {
   /** Requests that may wait for a slot (`--max-queue`); beyond them 429. */
   maxQueue: number;
   queueObserver?: QueueObserver;
+  /** The RPC endpoints it is started with (`--rpc`, in its argv too). */
+  rpcWorkers?: readonly string[];
+  /** The context it runs with (`--ctx-size`, in its argv too; 0 = the model's own). */
+  ctxSize?: number;
   /** The folder it saves its slots in (`--slot-save-path`, in its argv too), when it does (`slot-cache.ts`). */
   slotDir?: string;
   /** What is done with it once it answers and before it takes a request (its saved slots restored). */
@@ -83,9 +87,9 @@ export class WrappedServer {
   /** Moved only by the server itself (its load, its exit) and by `drain` and `stop`. */
   private current: ServerState = "starting";
   /** The RPC endpoints it was started with (`--rpc`). */
-  rpcWorkers: string[] = [];
+  readonly rpcWorkers: readonly string[];
   /** The context it runs with (`--ctx-size`; 0 = the model's own). */
-  ctxSize = 0;
+  readonly ctxSize: number;
   /** The folder it saves its slots in, when it does. */
   readonly slotDir: string | undefined;
   private readonly prepare: ((server: WrappedServer) => Promise<void>) | undefined;
@@ -113,6 +117,8 @@ export class WrappedServer {
     this.headers = spec.headers;
     this.logPath = spec.logPath;
     this.slotDir = spec.slotDir;
+    this.rpcWorkers = spec.rpcWorkers ?? [];
+    this.ctxSize = spec.ctxSize ?? 0;
     this.prepare = spec.prepare;
     this.gone = this.goneController.signal;
     this.queue = new SlotQueue({ model: spec.model, slots: slotsFromArgv(spec.argv) ?? DEFAULT_SLOTS, maxQueue: spec.maxQueue, observer: spec.queueObserver });
