@@ -17,7 +17,8 @@ import { templateCapsFromProps, type TemplateCaps } from "./template-caps.ts";
 
 /**
  * `draining`: being unloaded (an eviction, a reload, an unload): it finishes what it serves and
- * takes nothing new. A server told to drain while it starts never takes a request either.
+ * takes nothing new. A server told to drain while it starts still comes up, draining: the requests
+ * that waited for its load are what it serves (the unload that drained it waits behind that load).
  */
 export type ServerState = "starting" | "ready" | "draining" | "stopping" | "stopped" | "failed";
 /** What a change told to listeners was: the server's state moved, or a request gave it back. */
@@ -200,7 +201,8 @@ export class WrappedServer {
    */
   async waitReady(deadlineMs: number): Promise<void> {
     const deadline = Date.now() + deadlineMs;
-    while (this.state === "starting") {
+    // Drained while it starts, it still comes up (and serves only what waited for its load).
+    while (this.current === "starting" || this.current === "draining") {
       try {
         const res = await fetch(`${this.url}/health`, { headers: this.headers, signal: AbortSignal.any([AbortSignal.timeout(2000), this.gone]) });
         await res.body?.cancel();
@@ -208,9 +210,9 @@ export class WrappedServer {
           await this.readProps();
           await this.prepare?.(this);
           this.touch();
-          // Told to drain or stop while it prepared: it never takes a request.
-          if (this.current !== "starting") break;
-          this.setState("ready");
+          if (this.current === "starting") this.setState("ready");
+          // Told to stop while it prepared: it never serves.
+          if (!isLoaded(this.current)) break;
           return;
         }
       } catch {
@@ -223,11 +225,8 @@ export class WrappedServer {
       }
       await Promise.race([Bun.sleep(25), this.exited]);
     }
-    if (this.state !== "ready") {
-      // Drained while it started: it is stopped by whoever drained it.
-      await this.exited;
-      throw new Error(`llama-server for ${this.model} exited while loading (code ${this.proc.exitCode ?? this.proc.signalCode})\n${readLogTail(this.logPath)}`);
-    }
+    await this.exited;
+    throw new Error(`llama-server for ${this.model} exited while loading (code ${this.proc.exitCode ?? this.proc.signalCode})\n${readLogTail(this.logPath)}`);
   }
 
   /**

@@ -92,6 +92,19 @@ test("reload stops the server and starts another of the same model; unload lets 
   await expect(pool.unload("tiny-f32")).rejects.toThrow('model "tiny-f32" is not loaded');
 }, 90_000);
 
+// The bench's first step (router-overhead.ts): an unload comes while the model's server starts.
+test("an unload while its model loads: the request that waited is served, then the server stops", async () => {
+  const acquired = pool.acquire(model("tiny-f32"));
+  await waitFor(() => pool.server("tiny-f32")?.state === "starting", { what: "the server to start", timeoutMs: 30_000, intervalMs: 2 });
+  const unloaded = pool.unload("tiny-f32");
+  const lease = await acquired;
+  expect(lease.server.state).toBe("draining");
+  lease.release();
+  expect(await unloaded).toEqual(["tiny-f32"]);
+  expect(lease.server.state).toBe("stopped");
+  expect(pool.loaded()).toEqual([]);
+}, 90_000);
+
 test("a model whose file went missing is refused before anything is evicted for it", async () => {
   await pool.load(model("tiny-q8_0"));
   const gone = { ...model("tiny-f32"), name: "gone", path: join(dirs[0]!, "gone.gguf") };

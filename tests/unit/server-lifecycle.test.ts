@@ -1,13 +1,14 @@
 /**
  * A server's lifecycle as its state machine (`pool/wrapped-server.ts`): the moves it allows, in a
- * table, and a real child process taken through them (a `sleep` stands in for llama-server, which
- * never answers /health: what is tested is the machine, not the model; tests/e2e/pool-seam.test.ts
- * runs real llama-servers through the pool).
+ * table, and a real child process taken through them (a `sleep` stands in for a llama-server that
+ * never answers /health, a Bun one-liner for one that answers it: what is tested is the machine,
+ * not the model; tests/e2e/pool-seam.test.ts runs real llama-servers through the pool).
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freePort } from "../../pool/free-port.ts";
 import { canTransition, isLoaded, takesRequests, WrappedServer, type ServerState } from "../../pool/wrapped-server.ts";
 
 describe("the moves a server's state may make", () => {
@@ -49,18 +50,18 @@ describe("a real child through the machine", () => {
     for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
   });
 
-  function start(argv: string[]): { server: WrappedServer; seen: ServerState[] } {
+  // Port 9 (discard) by default: nothing answers /health there, so the server stays starting until told otherwise.
+  function start(argv: string[], port = 9): { server: WrappedServer; seen: ServerState[] } {
     const dir = mkdtempSync(join(tmpdir(), "mesh-lifecycle-"));
     dirs.push(dir);
-    // Port 9 (discard): nothing answers /health there, so the server stays starting until told otherwise.
-    const server = new WrappedServer({ model: "m", checkpoint: "m", type: "llm", devices: 1, recipe: "llamacpp", pinned: false, argv, port: 9, headers: {}, logPath: join(dir, "m.log"), maxQueue: 4 });
+    const server = new WrappedServer({ model: "m", checkpoint: "m", type: "llm", devices: 1, recipe: "llamacpp", pinned: false, argv, port, headers: {}, logPath: join(dir, "m.log"), maxQueue: 4 });
     servers.push(server);
     const seen: ServerState[] = [];
     server.onChange((s, why) => why === "state" && seen.push(s.state));
     return { server, seen };
   }
 
-  test("drained while it starts, it never takes a request; its load fails once it is stopped; draining again changes nothing", async () => {
+  test("drained while it starts, it takes no new request; its load fails once it is stopped; draining again changes nothing", async () => {
     const { server, seen } = start(["sleep", "30"]);
     const ready = server.waitReady(30_000);
     server.drain();
@@ -72,6 +73,19 @@ describe("a real child through the machine", () => {
     expect(seen).toEqual(["draining", "stopping", "stopped"]);
     server.drain();
     expect(server.state).toBe("stopped");
+  });
+
+  // An unload waits behind the load it drained (one queue): were the load to wait for the unload's
+  // stop, neither would end.
+  test("drained while it starts, it still comes up, draining, for what waited for its load", async () => {
+    const port = freePort();
+    const { server, seen } = start([process.execPath, "-e", `Bun.serve({ hostname: "127.0.0.1", port: ${port}, fetch: () => new Response("{}") }); setInterval(() => {}, 1000)`], port);
+    server.drain();
+    await server.waitReady(30_000);
+    expect(server.state).toBe("draining");
+    expect(isLoaded(server.state)).toBe(true);
+    await server.stop(1_000);
+    expect(seen).toEqual(["draining", "stopping", "stopped"]);
   });
 
   test("a child that exits on its own while draining has failed; a stop after it does nothing", async () => {
