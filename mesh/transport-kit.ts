@@ -115,14 +115,14 @@ export async function oneLine<T>(call: () => T | Promise<T>): Promise<T> {
   }
 }
 
-/** A free UDP port on `host` (the kernel's choice), or undefined when the family cannot bind there. */
-async function freeUdpPort(host: string): Promise<number | undefined> {
+/** `port` bound on `host` for a moment (0: the kernel's choice), or undefined when it cannot be (taken, or the family cannot bind there). */
+async function bindUdp(host: string, port: number): Promise<number | undefined> {
   const v6 = host.includes(":");
   const socket = createSocket({ type: v6 ? "udp6" : "udp4", ipv6Only: v6 });
   try {
     return await new Promise<number>((resolve, reject) => {
       socket.once("error", reject);
-      socket.bind({ port: 0, address: host, exclusive: true }, () => resolve(socket.address().port));
+      socket.bind({ port, address: host, exclusive: true }, () => resolve(socket.address().port));
     });
   } catch {
     return undefined;
@@ -131,10 +131,17 @@ async function freeUdpPort(host: string): Promise<number | undefined> {
   }
 }
 
+/** A free UDP port on `host` (the kernel's choice), or undefined when the family cannot bind there. */
+const freeUdpPort = (host: string): Promise<number | undefined> => bindUdp(host, 0);
+
+/** Whether UDP `port` on `host` can be bound now (no other process holds it). */
+export const udpPortFree = async (host: string, port: number): Promise<boolean> => (await bindUdp(host, port)) === port;
+
 /**
  * The sockets to hand iroh, each port 0 made a port free now, so that our address is known before
- * iroh's start (seconds of network probing) is over. Should another process take such a port
- * meanwhile, iroh binds elsewhere and `onAddress` says where. A family asked for that cannot be
+ * iroh's start (seconds of network probing) is over. Another process could take such a port in the
+ * moment between; iroh then fails to bind it (measured, 1.x: "Address already in use"), and the
+ * node says so. A family asked for that cannot be
  * probed goes to iroh as asked (iroh says what is wrong with it); one not asked for, left to iroh.
  */
 export async function chooseSockets(opts: Pick<TransportOptions, "ipv4Addr" | "ipv6Addr">): Promise<{ v4?: BoundSocket; v6?: BoundSocket; asked: Record<string, string> }> {

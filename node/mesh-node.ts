@@ -16,7 +16,8 @@ import { RosterState, type OwnTrust } from "../mesh/roster-state.ts";
 import type { RosterKeys } from "../mesh/roster.ts";
 import { decideLine, MEMBERS_KEPT, readRememberedMesh, rememberMesh, toRemember } from "../mesh/mesh-line.ts";
 import { meshStatus, relayShown, type MeshStatus } from "../mesh/status.ts";
-import { LEGACY_LINE, nodeSigner, Transport, type QuicPathKind, type Signer, type TransportLine } from "../mesh/transport.ts";
+import { LEGACY_LINE, nodeSigner, Transport, udpPortFree, type QuicPathKind, type Signer, type TransportLine } from "../mesh/transport.ts";
+import { parseSocketAddr } from "../mesh/bound-addresses.ts";
 import type { Stream } from "../streams/stream.ts";
 import { given, settingName } from "../config/layers.ts";
 
@@ -55,7 +56,7 @@ export function boundPorts(addresses: readonly string[]): { v4?: number; v6?: nu
   return { ...(v4 ? { v4 } : {}), ...(v6 ? { v6 } : {}) };
 }
 
-function readPorts(file: string): { v4?: number; v6?: number } {
+function readPorts(file: string): Ports {
   try {
     const parsed = JSON.parse(readFileSync(file, "utf8")) as { v4?: unknown; v6?: unknown };
     const ok = (p: unknown) => (typeof p === "number" && Number.isInteger(p) && p > 0 && p < 65536 ? p : undefined);
@@ -65,6 +66,23 @@ function readPorts(file: string): { v4?: number; v6?: number } {
   } catch {
     return {};
   }
+}
+
+type Ports = { v4?: number; v6?: number };
+
+/**
+ * The ports this node had last time that no other program has taken since it stopped: a taken one
+ * is let go, and the node binds a new port that its peers learn from its hello, rather than not
+ * starting at all (iroh fails to bind a port in use).
+ */
+async function portsStillFree(bind: Config["quicBind"], remembered: Ports): Promise<Ports> {
+  const addrs = bindAddresses(bind, remembered);
+  const free = async (addr: string | undefined, port: number | undefined) => {
+    const socket = addr === undefined ? undefined : parseSocketAddr(addr);
+    return port !== undefined && socket?.port === port && (await udpPortFree(socket.host, port)) ? port : undefined;
+  };
+  const [v4, v6] = await Promise.all([free(addrs.ipv4Addr, remembered.v4), free(addrs.ipv6Addr, remembered.v6)]);
+  return { ...(v4 ? { v4 } : {}), ...(v6 ? { v6 } : {}) };
 }
 
 /** The line the join token in the state dir names (a token that names none is 0.35's), or undefined when there is none to read. */
@@ -156,9 +174,12 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
   const early: Parameters<Membership["accept"]>[0][] = [];
   const portFile = join(config.stateDir, QUIC_PORT_FILE);
   let up = false;
+  const lastPorts = readPorts(portFile);
+  const ports = await portsStillFree(config.quicBind, lastPorts);
+  if (ports.v4 !== lastPorts.v4 || ports.v6 !== lastPorts.v6) log.info("a QUIC port this node had last time is taken now; it binds another, which its peers learn when it dials them", { was: JSON.stringify(lastPorts) });
   const transport = await Transport.start({
     secretKey,
-    ...bindAddresses(config.quicBind, readPorts(portFile)),
+    ...bindAddresses(config.quicBind, ports),
     relay,
     line,
     onConnection: (conn) => (membership ? void membership.accept(conn) : void early.push(conn)),

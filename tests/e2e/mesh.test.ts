@@ -3,7 +3,9 @@
  * joined by token; authentication, gossip, liveness, restarts and junk on the control stream.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { rmSync } from "node:fs";
+import { createSocket } from "node:dgram";
+import { readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { decodeJoinToken, encodeJoinToken } from "../../mesh/join-token.ts";
 import { killAllChildren } from "../../harness/children.ts";
 import { meshStatus, peerIds, startMeshNode, waitForFullMesh, type MeshTestNode } from "../../harness/mesh.ts";
@@ -160,6 +162,30 @@ test("a restart with the same state dir keeps the node id and rejoins", async ()
   const again = await node(["--join", a.token, "--state-dir", stateDir]);
   expect(again.nodeId).toBe(b.nodeId);
   await waitForFullMesh([a, again]);
+});
+
+test("a restart whose old QUIC port another program took meanwhile binds another, keeps its id and rejoins", async () => {
+  const a = await node();
+  const b = await node(["--join", a.token]);
+  await waitForFullMesh([a, b]);
+  const stateDir = b.stateDir;
+  expect(await b.child.stop()).toBe(0);
+  nodes.splice(nodes.indexOf(b), 1);
+  reused.push(stateDir);
+  const { v4 } = JSON.parse(readFileSync(join(stateDir, "quic-ports.json"), "utf8")) as { v4: number };
+  const squatter = createSocket("udp4");
+  await new Promise<void>((resolve, reject) => {
+    squatter.once("error", reject);
+    squatter.bind({ port: v4, address: "127.0.0.1", exclusive: true }, resolve);
+  });
+  try {
+    const again = await node(["--join", a.token, "--state-dir", stateDir]);
+    expect(again.nodeId).toBe(b.nodeId);
+    expect(again.child.output()).toContain("a QUIC port this node had last time is taken now");
+    await waitForFullMesh([a, again]);
+  } finally {
+    squatter.close();
+  }
 });
 
 test("members that lose every peer find the mesh again: a founder killed and restarted is rejoined", async () => {
