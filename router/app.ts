@@ -18,11 +18,11 @@ import { anthropicErrors } from "./dialects/anthropic-errors.ts";
 import { KEEP_ALIVE_MS } from "./serving/proxy.ts";
 import { managementRoutes } from "./dialects/management.ts";
 import { requestMetrics, scrapeMetrics } from "./http/request-metrics.ts";
-import { openAiCall, ollamaRoutes } from "./dialects/ollama.ts";
-import { llamaRoutes, LLAMA_ROUTES, openAiRoutes } from "./dialects/openai.ts";
+import { ollamaRoutes } from "./dialects/ollama.ts";
+import { llamaRoutes, LLAMA_ROUTES, openAiInference, openAiRoutes } from "./dialects/openai.ts";
 import { noRoute } from "./dialects/no-route.ts";
-import { openAiUnderApi } from "./dialects/openai-under-api.ts";
-import { LEMONADE_BASES } from "./http/route-table.ts";
+import { countedAsV1 } from "./dialects/openai-under-api.ts";
+import { LEMONADE_BASES, OLLAMA_INFERENCE_PATHS } from "./http/route-table.ts";
 import type { Serving } from "./serving/serving.ts";
 
 export interface AppOptions {
@@ -51,6 +51,7 @@ export interface ConnectionHooks {
   bodyRead(): void;
 }
 
+/** What the listener a request came in on tells the app (a member's forwarded request comes with none). */
 export type AppEnv = {
   Bindings: {
     connection?: ConnectionHooks;
@@ -65,7 +66,7 @@ export type AppEnv = {
  */
 export function viaListener(app: Hono<AppEnv>, listen: string): Hono<AppEnv> {
   const door = new Hono<AppEnv>();
-  door.all("*", (c) => app.fetch(c.req.raw, { ...(c.env as AppEnv["Bindings"] | undefined), listen }));
+  door.all("*", (c) => app.fetch(c.req.raw, { ...c.env, listen }));
   return door;
 }
 
@@ -73,7 +74,7 @@ export function viaListener(app: Hono<AppEnv>, listen: string): Hono<AppEnv> {
 const readBody: MiddlewareHandler<AppEnv> = async (c, next) => {
   if (c.req.raw.body) await c.req.arrayBuffer();
   // Forwarded requests come with no bindings at all.
-  (c.env as AppEnv["Bindings"] | undefined)?.connection?.bodyRead();
+  c.env?.connection?.bodyRead();
   await next();
 };
 
@@ -85,12 +86,13 @@ export function createApp(serving: Serving, opts: AppOptions): Hono<AppEnv> {
   app.use("*", anthropicErrors);
   // First, so requests the guard, the API keys or the body limit refuse are counted too.
   app.use("/v1/*", count);
-  for (const path of Object.keys(LLAMA_ROUTES)) app.use(path, count);
+  for (const path of [...Object.keys(LLAMA_ROUTES), ...OLLAMA_INFERENCE_PATHS]) app.use(path, count);
+  for (const base of LEMONADE_BASES) app.use(`${base}/*`, countedAsV1(countAs, base));
   const browser = opts.browser ?? { listen: "127.0.0.1", corsOrigins: [] };
   // One guard per listener (the host each is held to); the listen values come from the node's own code.
   const guards = new Map<string, MiddlewareHandler>([[browser.listen, browserGuard(browser)]]);
   const guardFor = (listen: string) => guards.get(listen) ?? guards.set(listen, browserGuard({ ...browser, listen })).get(listen)!;
-  app.use("*", (c, next) => guardFor((c.env as AppEnv["Bindings"] | undefined)?.listen ?? browser.listen)(c, next));
+  app.use("*", (c, next) => guardFor(c.env?.listen ?? browser.listen)(c, next));
   app.get("/health", (c) => c.json({ status: "ok" }));
   // Lemonade's liveness probe: no work beyond answering.
   app.get("/live", (c) => c.json({ status: "ok" }));
@@ -114,20 +116,21 @@ export function createApp(serving: Serving, opts: AppOptions): Hono<AppEnv> {
   }
   app.get("/api/status", (c) => c.json({ version: serving.version, ...serving.status() }));
   // Ollama's own root answers this, and its tools probe for it where they look for Ollama (`--ollama-listen`).
-  app.get("/", (c, next) => ((c.env as AppEnv["Bindings"] | undefined)?.listen !== undefined ? c.text("Ollama is running") : next()));
+  app.get("/", (c, next) => (c.env?.listen !== undefined ? c.text("Ollama is running") : next()));
   const feed = opts.console ? new ConsoleFeed(opts.console, metrics) : undefined;
   app.route("/", consoleRoutes(feed, opts.keepAliveMs ?? KEEP_ALIVE_MS));
-  const v1 = openAiRoutes(serving, observer, opts.keepAliveMs);
-  app.route("/v1", v1);
+  // Every dialect's inference goes this one way into serving, counted under the route it came by.
+  const infer = openAiInference(serving, observer, opts.keepAliveMs);
+  app.route("/v1", openAiRoutes(serving, infer));
   // llama-server's own model routes (`/tokenize`...) at the root, where its clients call them.
-  app.route("/", llamaRoutes(serving, observer, opts.keepAliveMs));
-  // Ollama's routes are `/api/<name>`, beside `/api/v1` and `/api/status`; they are served by `v1`.
-  app.route("/api", ollamaRoutes(serving, openAiCall(v1, countAs), opts.keepAliveMs));
+  app.route("/", llamaRoutes(infer));
+  // Ollama's routes are `/api/<name>`, beside `/api/v1` and `/api/status`.
+  app.route("/api", ollamaRoutes(serving, infer, opts.keepAliveMs));
   // Lemonade's base URLs (each alike) serve the OpenAI routes too; what is not one of them is management.
-  const underApi = openAiRoutes(serving, observer, opts.keepAliveMs);
+  const underApi = openAiRoutes(serving, infer, { fallThrough: true });
   const management = managementRoutes(serving, { backends: opts.backends, devices: opts.devices ?? [], keepAliveMs: opts.keepAliveMs });
   for (const base of LEMONADE_BASES) {
-    app.use(`${base}/*`, openAiUnderApi<AppEnv>(underApi, count, base));
+    app.route(base, underApi);
     app.route(base, management);
   }
   // A known path with the wrong method: 405 with `Allow`; an unknown path: 404.

@@ -1,24 +1,24 @@
 /**
  * Ollama's API (`/api/version`, `/api/tags`, `/api/ps`, `/api/show`, `/api/chat`, `/api/generate`,
  * `/api/embed`, `/api/embeddings`; `/api/pull` and `/api/delete` in `ollama-pull.ts`) as a thin
- * adapter over the `/v1` routes: each inference request is translated (`ollama-mapping.ts`) into
- * the OpenAI request it means and served by the same code as `/v1` (model lookup, loading,
- * routing to the peer that hosts the model, proxying), and the answer is translated back: SSE to
- * NDJSON, JSON to Ollama's JSON. Members of the mesh forward only `/v1` routes, so a request
+ * translator over the one way into serving (`openAiInference`): each inference request is
+ * translated (`ollama-mapping.ts`) into the OpenAI request it means and served by the same code as
+ * `/v1` (model lookup, loading, routing to the peer that hosts the model, proxying), and the answer
+ * is translated back: SSE to NDJSON in the answer's one tap (`stream-tap.ts`), JSON to Ollama's JSON. Members of the mesh forward only `/v1` routes, so a request
  * crosses the mesh in OpenAI's words, its `keep_alive` beside it for the node that answers
  * (`keep-alive.ts`). `/api/ps` lists the models loaded anywhere in the mesh, and `/api/show` and
  * `/api/tags` describe another node's model as its catalog entry does (what its holders announce).
  * Errors are Ollama's `{"error": "..."}` with the status `/v1` gave.
  */
-import { Hono, type Context, type MiddlewareHandler } from "hono";
+import { Hono, type Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { statSync } from "node:fs";
 import type { CatalogModel } from "../../placement/catalog.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import { PoolError } from "../../pool/errors.ts";
 import { linkModelAs, ModelCopyError } from "../../models/model-copy.ts";
-import { inProcessV1, type InProcessV1 } from "../http/in-process.ts";
-import type { KeepAliveBinding } from "../serving/keep-alive.ts";
+import { tapStream } from "../http/stream-tap.ts";
+import type { OpenAiInference } from "./openai.ts";
 import { keepAliveMs, mapChat, mapEmbed, mapGenerate, modelName, ollamaError, StreamTranslator, wholeAnswer, type AnswerKind, type JsonObject, type Mapped } from "./ollama-mapping.ts";
 import { meshPsEntries, psEntry, remoteShowAnswer, remoteTagsEntry, showAnswer, tagsEntry } from "./ollama-models.ts";
 import { ollamaModelFileRoutes } from "./ollama-pull.ts";
@@ -27,27 +27,17 @@ import type { Serving } from "../serving/serving.ts";
 import { jsonWithin, MAX_ERROR_BODY_BYTES, MAX_REWRITTEN_ANSWER_BYTES, textWithin } from "../http/bounded-body.ts";
 
 /**
- * Serves one OpenAI request (`path` under `/v1`) the way `/v1` does, for the Ollama route `route`,
- * with the request's `keep_alive` in ms (undefined: none given), which the node that answers applies.
+ * Serves one OpenAI request (`path` under `/v1`) for the Ollama route `c`, with the request's
+ * `keep_alive` in ms (undefined: none given), which the node that answers applies.
  */
-export type OpenAiCall = (route: string, path: string, body: JsonObject, signal: AbortSignal, keepAliveMs: number | undefined) => Promise<Response>;
+type OpenAiCall = (c: Context, path: string, body: JsonObject, keepAliveMs: number | undefined) => Promise<Response>;
 
-/**
- * Calls the `/v1` routes in-process, as a request of their own: the same lookup, routing and
- * proxying, and errors in their OpenAI shape with the status they carry. Each is counted once in
- * the request metrics, under the Ollama route it serves (`countAs`), with the model it names.
- */
-export function openAiCall(v1: Hono, countAs: (route: string) => MiddlewareHandler): OpenAiCall {
-  // One per Ollama route (a handful): the middleware knows its label.
-  const byRoute = new Map<string, InProcessV1>();
-  return (route, path, body, signal, keepAliveMs) => {
-    let inner = byRoute.get(route);
-    if (!inner) byRoute.set(route, (inner = inProcessV1(v1, countAs(route))));
-    // In the bindings, where no client can put one: `/v1` applies it here or carries it to the peer that answers.
-    const env: KeepAliveBinding = { ollamaKeepAlive: { ms: keepAliveMs } };
-    return inner(new Request(`http://mesh.local/v1${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal }), env);
-  };
-}
+const encoder = new TextEncoder();
+
+const openAiCall =
+  (infer: OpenAiInference): OpenAiCall =>
+  (c, path, body, keepAliveMs) =>
+    infer(c, { path: `/v1${path}`, body: encoder.encode(JSON.stringify(body)).buffer as ArrayBuffer, keepAlive: { ms: keepAliveMs } });
 
 /** Routes of Ollama's that make or publish models, which this node does not do: a clear error each. */
 const OLLAMA_ERRORS = {
@@ -82,7 +72,7 @@ async function answer(c: Context, call: OpenAiCall, kind: AnswerKind, mapped: Ma
   if (!mapped.ok) return ollamaFail(c, 400, mapped.error);
   const started = performance.now();
   // Its keep_alive is applied by the node that answers, once the answer is complete (`keep-alive.ts`).
-  const res = await call(c.req.path, mapped.path, mapped.body, c.req.raw.signal, keepAliveMs);
+  const res = await call(c, mapped.path, mapped.body, keepAliveMs);
   if (!res.ok) return errorOf(c, res);
   const isSse = (res.headers.get("content-type") ?? "").includes("text/event-stream");
   if (!mapped.stream || !isSse || !res.body) {
@@ -92,29 +82,15 @@ async function answer(c: Context, call: OpenAiCall, kind: AnswerKind, mapped: Ma
   }
   const translator = new StreamTranslator(kind, mapped.model);
   const decoder = new TextDecoder();
-  const encoder = new TextEncoder();
-  const reader = res.body.getReader();
-  const stream = new ReadableStream<Uint8Array>(
-    {
-      async pull(controller) {
-        // Until there is a line to give: a pull that enqueues nothing is not called again.
-        for (;;) {
-          const { done, value } = await reader.read().catch(() => ({ done: true as const, value: undefined }));
-          if (done) {
-            controller.enqueue(encoder.encode(translator.close(new Date(), performance.now() - started)));
-            controller.close();
-            return;
-          }
-          const lines = translator.push(decoder.decode(value, { stream: true }), new Date());
-          if (lines.length) return controller.enqueue(encoder.encode(lines.join("")));
-        }
-      },
-      cancel() {
-        void reader.cancel().catch(() => undefined);
-      },
+  // Hooks on the answer's one tap, after the proxy's and the guard's: a broken stream has been
+  // ended with an error event by then, which is translated like any other.
+  const stream = tapStream(res.body, {
+    onChunk: (chunk) => {
+      const lines = translator.push(decoder.decode(chunk, { stream: true }), new Date());
+      return lines.length ? encoder.encode(lines.join("")) : [];
     },
-    { highWaterMark: 0 },
-  );
+    onEnd: () => ({ add: encoder.encode(translator.close(new Date(), performance.now() - started)), end: { done: true } }),
+  });
   return new Response(stream, { headers: { "content-type": "application/x-ndjson" } });
 }
 
@@ -126,8 +102,9 @@ async function describe(serving: Serving, name: string): Promise<{ local: ModelI
   return remote ? { remote } : undefined;
 }
 
-export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = KEEP_ALIVE_MS): Hono {
+export function ollamaRoutes(serving: Serving, infer: OpenAiInference, keepAliveMs = KEEP_ALIVE_MS): Hono {
   const api = new Hono();
+  const call = openAiCall(infer);
 
   // Ours is the mesh's version, which Ollama clients only display.
   api.get("/version", (c) => c.json({ version: serving.version }));
@@ -206,7 +183,7 @@ export function ollamaRoutes(serving: Serving, call: OpenAiCall, keepAliveMs = K
       const mapped = mapEmbed(body, legacy);
       if (!mapped.ok) return ollamaFail(c, 400, mapped.error);
       const started = performance.now();
-      const res = await call(c.req.path, mapped.path, mapped.body, c.req.raw.signal, keepAliveMsOf(body));
+      const res = await call(c, mapped.path, mapped.body, keepAliveMsOf(body));
       if (!res.ok) return errorOf(c, res);
       const data = (JSON.parse(await textWithin(res, MAX_REWRITTEN_ANSWER_BYTES)) as { data?: { embedding: number[] }[]; usage?: { prompt_tokens?: number } } | null) ?? {};
       const vectors = (data.data ?? []).map((d) => d.embedding);
@@ -239,7 +216,7 @@ function keepAliveMsOf(body: unknown): number | undefined {
 async function preload(c: Context, serving: Serving, call: OpenAiCall, model: string, keepAliveMs: number | undefined): Promise<Response> {
   const done = { model, created_at: new Date().toISOString(), response: "", done: true, done_reason: keepAliveMs === 0 ? "unload" : "load" };
   if ((await serving.preload(model, keepAliveMs)) === "elsewhere") {
-    const res = await call(c.req.path, "/messages/count_tokens", { model, messages: [{ role: "user", content: "" }] }, c.req.raw.signal, 0);
+    const res = await call(c, "/messages/count_tokens", { model, messages: [{ role: "user", content: "" }] }, 0);
     await res.body?.cancel().catch(() => undefined);
     if (!res.ok) return ollamaFail(c, res.status as ContentfulStatusCode, `could not reach the node serving "${model}" to unload it (${res.status})`);
   }

@@ -3,7 +3,7 @@
  * (`/tokenize`...). Inference routes read `model` from the JSON body, get that model's server
  * (loading it when needed) or the peer that serves it, and proxy the original bytes there.
  */
-import { Hono, type Handler } from "hono";
+import { Hono, type Context } from "hono";
 import { statSync } from "node:fs";
 import { basename } from "node:path";
 import type { CatalogModel } from "../../placement/catalog.ts";
@@ -12,7 +12,6 @@ import type { InferenceObserver } from "../http/request-metrics.ts";
 import { INFERENCE_ROUTES, LLAMA_ROUTES } from "../http/route-table.ts";
 import { noRoute } from "./no-route.ts";
 import { remoteMediaUrl } from "../serving/media-urls.ts";
-import type { KeepAliveBinding } from "../serving/keep-alive.ts";
 import { catalogListing } from "./catalog-listing.ts";
 import { knownModels } from "../../models/known-models.ts";
 import type { Serving } from "../serving/serving.ts";
@@ -99,7 +98,11 @@ function remoteEntry(m: CatalogModel) {
   return { id: m.name, object: "model" as const, created: 0, owned_by: "mesh", size: m.sizeBytes, ...meshFields(m), status: MESH_STATUS[m.status] };
 }
 
-export function openAiRoutes(serving: Serving, observer?: InferenceObserver, keepAliveMs?: number): Hono {
+/**
+ * The `/v1` routes. Mounted under a Lemonade base URL beside the management routes, it leaves what
+ * is not one of them to those (`fallThrough`): no catch-all of its own.
+ */
+export function openAiRoutes(serving: Serving, infer: OpenAiInference, { fallThrough = false } = {}): Hono {
   const v1 = new Hono();
 
   v1.get("/models", async (c) => {
@@ -126,33 +129,48 @@ export function openAiRoutes(serving: Serving, observer?: InferenceObserver, kee
     return c.json(modelEntry(serving, m.name, entry, c.req.header(FORWARDED_HEADER) !== undefined));
   });
 
-  for (const route of Object.keys(INFERENCE_ROUTES)) v1.post(route, inference(serving, `/v1${route}`, observer, keepAliveMs));
+  for (const route of Object.keys(INFERENCE_ROUTES)) v1.post(route, async (c) => infer(c, { path: `/v1${route}`, body: await c.req.arrayBuffer() }));
 
-  v1.all("*", noRoute);
+  if (!fallThrough) v1.all("*", noRoute);
   return v1;
 }
 
 /** llama-server's own model routes at the root (`/tokenize`, `/detokenize`, `/apply-template`). */
-export function llamaRoutes(serving: Serving, observer?: InferenceObserver, keepAliveMs?: number): Hono {
+export function llamaRoutes(infer: OpenAiInference): Hono {
   const root = new Hono();
-  for (const route of Object.keys(LLAMA_ROUTES)) root.post(route, inference(serving, route, observer, keepAliveMs));
+  for (const route of Object.keys(LLAMA_ROUTES)) root.post(route, async (c) => infer(c, { path: route, body: await c.req.arrayBuffer() }));
   return root;
 }
 
+/** One inference request in OpenAI's words, whichever dialect's route `c` it came by. */
+export interface OpenAiRequest {
+  /** The public path it is for (`/v1/...`, or llama-server's own at the root). */
+  path: string;
+  /** The JSON body's bytes. */
+  body: ArrayBuffer;
+  /** An Ollama client's keep_alive in ms (undefined: it gave none); a member's comes in its header. */
+  keepAlive?: { ms: number | undefined };
+}
+
 /**
- * One inference route (`path`, as public: `/v1/...` or llama-server's own at the root): the body's
- * model, served here or by the peer the mesh routes it to, translated first when its dialect is
- * one the mesh does not pass on as it is (`TRANSLATORS`).
+ * Answers one inference request, as `/v1` does for its own and every dialect does for what it
+ * translated (`c` is the route the client called: its metrics, headers, signal and key are the
+ * request's). Errors thrown reach that route's error handler, in its dialect's shape.
  */
-function inference(serving: Serving, path: string, observer: InferenceObserver | undefined, keepAliveMs: number | undefined): Handler {
-  return async (c) => {
+export type OpenAiInference = (c: Context, req: OpenAiRequest) => Promise<Response>;
+
+/**
+ * The one way into serving: the body's model, served here or by the peer the mesh routes it to,
+ * translated first when its dialect is one the mesh does not pass on as it is (`TRANSLATORS`).
+ */
+export function openAiInference(serving: Serving, observer: InferenceObserver | undefined, keepAliveMs: number | undefined): OpenAiInference {
+  return async (c, { path, body, keepAlive }) => {
     const started = performance.now();
-    let body = await c.req.arrayBuffer();
     const parsed = modelOfBody(decoder.decode(body));
     if ("error" in parsed) return badRequest(c, parsed.error, "invalid_body");
     const translation = TRANSLATORS[path]?.(parsed.json as JsonObject);
     if (translation && "error" in translation) return badRequest(c, translation.error, "invalid_body");
-    if (translation) body = encoder.encode(JSON.stringify(translation.body)).buffer as ArrayBuffer;
+    const sentBody = translation ? (encoder.encode(JSON.stringify(translation.body)).buffer as ArrayBuffer) : body;
     const sentTo = translation?.path ?? path;
     observer?.named(c, parsed.model);
     // Checked here, on the node a client or a member sent it to, before it goes anywhere.
@@ -166,14 +184,15 @@ function inference(serving: Serving, path: string, observer: InferenceObserver |
     const res = await serving.infer({
       model: parsed.model,
       path: sentTo,
-      body,
+      body: sentBody,
       // What is sent, for its affinity key and the serving node's checks.
       json: translation?.body ?? parsed.json,
       started,
       headers: c.req.raw.headers,
+      acceptedKey: c.get("acceptedKey"),
       signal: c.req.raw.signal,
       forwarded: c.req.header(FORWARDED_HEADER) !== undefined,
-      keepAlive: (c.env as KeepAliveBinding | undefined)?.ollamaKeepAlive,
+      keepAlive,
       refuse: (status, message, type, code, retryAfterS) => errorResponse(c, status, message, type, code, retryAfterS),
       onForwarded: (peer) => observer?.forwarded(peer),
       onAnswered: (stats, stream) => observer?.answered(c, stats, stream),

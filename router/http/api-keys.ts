@@ -25,19 +25,15 @@ export function keyMatches(key: string, keys: readonly string[]): boolean {
   return ok;
 }
 
-/**
- * The headers of requests whose key this node checked and accepted (a request's `headers` is one
- * object for its life). Only such a key names a request's fair-queue turn: with no `--api-key`,
- * any bearer value a client invents would be a new turn of its own.
- */
-const accepted = new WeakSet<object>();
-
-/** Whether the key these headers present was one of the node's `--api-key` values. */
-export const keyAccepted = (headers: object): boolean => accepted.has(headers);
-
-/** `to` carries the key `from` did (a request handed on in-process with the same headers). */
-export function keepKeyAccepted(from: object, to: object): void {
-  if (accepted.has(from)) accepted.add(to);
+declare module "hono" {
+  interface ContextVariableMap {
+    /**
+     * The key this request presented when it was one of the node's `--api-key` values. Only such a
+     * key names a request's fair-queue turn: with no `--api-key`, any bearer value a client
+     * invents would be a new turn of its own.
+     */
+    acceptedKey: string;
+  }
 }
 
 export function requireApiKey(keys: readonly string[]): MiddlewareHandler {
@@ -45,7 +41,7 @@ export function requireApiKey(keys: readonly string[]): MiddlewareHandler {
     if (keys.length === 0 || c.req.header(FORWARDED_HEADER) !== undefined) return next();
     const key = presentedKey(c.req.raw.headers);
     if (key && keyMatches(key, keys)) {
-      accepted.add(c.req.raw.headers);
+      c.set("acceptedKey", key);
       return next();
     }
     c.header("WWW-Authenticate", 'Bearer realm="mesh"');

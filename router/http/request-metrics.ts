@@ -1,7 +1,7 @@
 /**
- * The router's part in the node's metrics: a middleware that counts every `/v1` request by route,
+ * The router's part in the node's metrics: a middleware that counts every inference request by route,
  * model and status and times the answers that are complete when the handler returns (`countAs`: the
- * same for a request another route serves through `/v1` in-process, under that route); what the
+ * same under another route's name, for Lemonade's bases counted as `/v1`); what the
  * inference handlers tell it (the model a body names, a request sent to a peer, the end of a model's
  * answer, whose tokens and, for a stream, duration and first byte are counted then); `GET /metrics`.
  */
@@ -31,12 +31,13 @@ export interface InferenceObserver {
   answered(c: Context, stats: () => RequestStats, stream: { firstByteAt: number | undefined } | undefined): void;
 }
 
-const isEventStream = (res: Response) => (res.headers.get("content-type") ?? "").includes("text/event-stream");
+/** A generation streamed as it goes: SSE, or Ollama's NDJSON. */
+const isStreamed = (res: Response) => /text\/event-stream|application\/x-ndjson/.test(res.headers.get("content-type") ?? "");
 
 export interface RequestMetrics {
   /** Counts a request under its own path. */
   count: MiddlewareHandler;
-  /** Counts a request under `path` instead: one that route serves through `/v1` in-process. */
+  /** Counts a request under `path` instead (an OpenAI route under a Lemonade base, as its `/v1` one). */
   countAs(path: string): MiddlewareHandler;
   observer: InferenceObserver;
 }
@@ -52,7 +53,7 @@ export function requestMetrics(metrics: NodeMetrics): RequestMetrics {
       await next();
       const status = c.res.status;
       // A stream is timed when it ends (`answered`), not when its head goes out.
-      const seconds = isEventStream(c.res) ? undefined : secondsSince(c);
+      const seconds = isStreamed(c.res) ? undefined : secondsSince(c);
       metrics.answered(c.get("requestRoute"), modelLabel(c.get("requestModel"), status), status, seconds);
     };
   const observer: InferenceObserver = {

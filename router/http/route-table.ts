@@ -31,7 +31,7 @@ export const INFERENCE_PATHS: readonly string[] = [...Object.keys(INFERENCE_ROUT
 /** GET routes outside the inference table: ours, Ollama's (`router/dialects/ollama.ts`), the management API's (`router/dialects/management.ts`). */
 const GET_PATHS = new Set(["/health", "/live", "/metrics", LOCAL_PROOF_PATH, "/api/status", "/v1/models", "/api/version", "/api/tags", "/api/ps", "/api/v1/models", "/api/v1/health", "/api/v1/stats", "/api/v1/system-info"]);
 
-/** Ollama's inference routes (served through `/v1` in-process, counted in the metrics under their own path). */
+/** Ollama's inference routes (translated into OpenAI's and served the same way, counted in the metrics under their own path). */
 export const OLLAMA_INFERENCE_PATHS: readonly string[] = ["/api/chat", "/api/generate", "/api/embed", "/api/embeddings"];
 
 /** POST routes outside the inference table: Ollama's and the management API's (`/api/pull` streams a pull's progress). */

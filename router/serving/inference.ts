@@ -40,6 +40,8 @@ export interface InferenceCall {
   /** performance.now() when the request came. */
   started: number;
   headers: Headers;
+  /** The client's key, when it is one of the node's `--api-key` values (its fair-queue turn). */
+  acceptedKey?: string | undefined;
   /** The client's: a request it gave up on is neither sent again nor answered. */
   signal: AbortSignal;
   /** It came from another node of the mesh: answered here, never forwarded or retried here. */
@@ -116,7 +118,7 @@ async function send(parts: InferenceParts, call: InferenceCall, route: Route | u
   }
   if (route?.to === "unavailable") return call.refuse(503, route.message, "service_unavailable", "model_not_ready", route.retryAfterS);
   const upstreamPath = upstreamPathOf(call.path);
-  const lease = await parts.pool.acquire(await parts.findModel(call.model), call.signal, takesSlot(upstreamPath) ? requestSource(call.headers) : undefined);
+  const lease = await parts.pool.acquire(await parts.findModel(call.model), call.signal, takesSlot(upstreamPath) ? requestSource(call.headers, call.acceptedKey) : undefined);
   // Only the node that serves the model knows its chat template: a tool call it cannot make is refused here, whoever sent the request.
   const noTools = toolChoiceRefusal(call.path, call.model, call.json, lease.server.templateCaps);
   if (noTools !== undefined) {

@@ -1,6 +1,6 @@
 /**
  * A client's Ollama `keep_alive` applies where its model is answered, whichever node that is. The
- * Ollama adapter hands it to the `/v1` routes in-process (`KeepAliveBinding`); the node that
+ * Ollama adapter hands it with its request to the one way into serving (`openAiInference`); the node that
  * answers applies it once the answer is complete, and a node that forwards the request to a peer
  * carries it there in one header (`x-mesh-keep-alive`: whole milliseconds, nothing else), which
  * that peer applies by the same rules. Only a request a member forwarded is read for the header
@@ -17,15 +17,6 @@ import { KEEP_ALIVE_HEADER } from "../../mesh/mesh-headers.ts";
 
 /** The longest keep_alive the header carries either way (about 31 years): beyond it, dates stop being dates. */
 export const MAX_CARRIED_KEEP_ALIVE_MS = 1e12;
-
-/**
- * What the Ollama adapter passes the `/v1` routes with its request (in the bindings, which no
- * client can set): the request's keep_alive in ms, undefined when it gave none (the node's idle
- * unload again, where it is answered here).
- */
-export interface KeepAliveBinding {
-  ollamaKeepAlive?: { ms: number | undefined };
-}
 
 /** The header's value for a keep_alive (pure): whole ms within the bound; none when there is nothing to carry. */
 export function keepAliveHeaderValue(ms: number | undefined): string | undefined {

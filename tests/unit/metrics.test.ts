@@ -209,21 +209,38 @@ describe("the request middleware", () => {
     expect(valueOf(s, "mesh_tokens_total", { model: "m", direction: "out" })).toBe(8);
   });
 
-  test("countAs counts a request another route serves in-process once, under that route", async () => {
+  test("countAs counts a request once, under another route's name (an OpenAI route under a Lemonade base, as its /v1 one)", async () => {
     const metrics = new NodeMetrics(fakeSources().sources);
     const { countAs, observer } = requestMetrics(metrics);
     const a = new Hono();
-    a.use("/v1/*", countAs("/api/chat"));
-    a.post("/v1/chat/completions", (c) => {
+    a.use("/api/v1/*", countAs("/v1/chat/completions"));
+    a.post("/api/v1/chat/completions", (c) => {
       observer.named(c, "m");
       queueMicrotask(() => observer.answered(c, () => stats("m", 1, 2), { firstByteAt: performance.now() }));
       return sse();
     });
-    expect((await a.request("/v1/chat/completions", { method: "POST", body: "{}" })).status).toBe(200);
+    expect((await a.request("/api/v1/chat/completions", { method: "POST", body: "{}" })).status).toBe(200);
+    await Promise.resolve();
+    const s = parseScrape(await metrics.scrape());
+    expect(valueOf(s, "mesh_requests_total", { model: "m", route: "/v1/chat/completions", status: "200" })).toBe(1);
+    expect(valueOf(s, "mesh_requests_total", { route: "/api/v1/chat/completions" })).toBe(0);
+    expect(observationsOf(s, "mesh_request_duration_seconds", { model: "m", route: "/v1/chat/completions" })).toBe(1);
+  });
+
+  test("Ollama's NDJSON stream is timed once, by its end, like SSE", async () => {
+    const metrics = new NodeMetrics(fakeSources().sources);
+    const { count, observer } = requestMetrics(metrics);
+    const a = new Hono();
+    a.use("/api/chat", count);
+    a.post("/api/chat", (c) => {
+      observer.named(c, "m");
+      queueMicrotask(() => observer.answered(c, () => stats("m", 1, 2), { firstByteAt: performance.now() }));
+      return new Response('{"done":true}\n', { headers: { "content-type": "application/x-ndjson" } });
+    });
+    expect((await a.request("/api/chat", { method: "POST", body: "{}" })).status).toBe(200);
     await Promise.resolve();
     const s = parseScrape(await metrics.scrape());
     expect(valueOf(s, "mesh_requests_total", { model: "m", route: "/api/chat", status: "200" })).toBe(1);
-    expect(valueOf(s, "mesh_requests_total", { route: "/v1/chat/completions" })).toBe(0);
     expect(observationsOf(s, "mesh_request_duration_seconds", { model: "m", route: "/api/chat" })).toBe(1);
   });
 
