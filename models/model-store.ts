@@ -51,6 +51,8 @@ export interface ModelInfo {
   quant: string | undefined;
   /** Its weights, every shard's together; absent when a header could not be read. */
   parameters?: number;
+  /** When its (first) file was last written, in ms since the epoch; absent when it is not there. */
+  modifiedMs?: number;
 }
 
 export interface ModelStoreOptions {
@@ -85,6 +87,14 @@ function fileSize(path: string): number {
     return statSync(path).size;
   } catch {
     return 0;
+  }
+}
+
+function modifiedMsOf(path: string): number | undefined {
+  try {
+    return statSync(path).mtimeMs;
+  } catch {
+    return undefined;
   }
 }
 
@@ -135,6 +145,7 @@ export class ModelStore {
     const parameters = await this.parameters(files, facts);
     const labels = entry.labels ?? [];
     const recipe = entry.recipe ?? "llamacpp";
+    const modifiedMs = modifiedMsOf(path);
     return {
       name,
       path,
@@ -156,6 +167,7 @@ export class ModelStore {
       pulled: entry.pulled === true,
       quant: quantName(facts?.fileType),
       ...(parameters !== undefined ? { parameters } : {}),
+      ...(modifiedMs !== undefined ? { modifiedMs } : {}),
     };
   }
 

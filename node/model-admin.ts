@@ -20,6 +20,7 @@ import { deletePlan, foldersToPrune, registryWithout, type DeletePlan } from "..
 import { defaultModelName, pullableRef } from "../models/model-ref.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import { isSafeModelName } from "../models/model-transfer.ts";
+import { linkModelAs, ModelCopyError } from "../models/model-copy.ts";
 import { PullError, type PullErrorCode } from "../models/pull-error.ts";
 import { pullModel, type PulledModel, type PullProgress } from "../models/pull.ts";
 import { REGISTRY_FILE, updateRegistry } from "../models/registry.ts";
@@ -55,6 +56,8 @@ export const PULL_ERROR_STATUS: Record<PullErrorCode, AdminStatus> = {
 export interface ModelAdminApi {
   pull(ref: string, name: string | undefined, onProgress: (p: PullProgress) => void, signal: AbortSignal): Promise<PulledModel>;
   remove(name: string): Promise<RemovedModel>;
+  /** A second name for a model on this node's disk: its files hard-linked under `dest` in the models dir. */
+  copy(source: string, dest: string): Promise<void>;
 }
 
 export interface RemovedModel {
@@ -263,6 +266,20 @@ export class ModelAdmin implements ModelAdminApi {
         },
       );
     });
+  }
+
+  async copy(source: string, dest: string): Promise<void> {
+    const from = await this.o.store.find(source);
+    if (!from) throw new AdminError(`model '${source.slice(0, 200)}' not found on this node`, 404, "model_not_found");
+    try {
+      linkModelAs(from, dest, this.o.store.modelsDir);
+    } catch (err) {
+      if (err instanceof ModelCopyError) throw new AdminError(err.message, err.status, "copy_failed");
+      throw err;
+    }
+    await this.o.store.refresh();
+    this.o.onChange();
+    this.o.log.info("model copied", { from: source, to: dest });
   }
 
   async remove(name: string): Promise<RemovedModel> {

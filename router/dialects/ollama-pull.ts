@@ -1,5 +1,5 @@
 /**
- * Ollama's `/api/pull` and `/api/delete` over the node's model admin. A pull takes Ollama's
+ * Ollama's `/api/pull`, `/api/delete` and `/api/copy` over the node's model admin. A pull takes Ollama's
  * `model` (or the older `name`) as a reference (`hf.co/org/repo:Q4_K_M`, `org/repo:QUANT`, a URL,
  * a catalog id) and names the model as typed, so `ollama run` with the same words finds it. It
  * streams NDJSON progress unless `stream` is false (Ollama's default is to stream), and ends with
@@ -23,6 +23,7 @@ const PullBody = z.object({
 });
 
 const DeleteBody = z.object({ model: z.string().max(MAX_NAME).optional(), name: z.string().max(MAX_NAME).optional() });
+const CopyBody = z.object({ source: z.string().max(MAX_NAME).optional(), destination: z.string().max(MAX_NAME).optional() });
 
 const fail = (c: Context, e: AdminError) => {
   if (e.status === 429) c.header("Retry-After", "10");
@@ -72,6 +73,24 @@ export function ollamaModelFileRoutes(api: Hono, serving: Serving, keepAliveMs: 
     if (!serving.admin) return noAdmin(c);
     try {
       await serving.admin.remove(modelName(raw));
+    } catch (err) {
+      return fail(c, pullErrorToAdmin(err));
+    }
+    return c.body(null, 200);
+  });
+
+  // A second name for a model on this node's disk: its files hard-linked under the new name.
+  api.post("/copy", async (c) => {
+    const b = await readJsonBody(c, CopyBody);
+    if (!b.ok) return c.json({ error: b.error }, 400);
+    const { source, destination } = b.value;
+    if (!source || !destination) return c.json({ error: '"source" and "destination" are required' }, 400);
+    if (!serving.admin) return noAdmin(c);
+    // A name the node or the mesh already knows would be shadowed by the new file, not replaced.
+    const dest = modelName(destination);
+    if ((await serving.localModel(dest)) || serving.meshEntry(dest)) return c.json({ error: `a model named '${destination}' already exists in the mesh; choose another name` }, 409);
+    try {
+      await serving.admin.copy(modelName(source), dest);
     } catch (err) {
       return fail(c, pullErrorToAdmin(err));
     }

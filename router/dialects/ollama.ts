@@ -12,11 +12,9 @@
  */
 import { Hono, type Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { statSync } from "node:fs";
 import type { CatalogModel } from "../../placement/catalog.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import { PoolError } from "../../pool/errors.ts";
-import { linkModelAs, ModelCopyError } from "../../models/model-copy.ts";
 import { tapStream } from "../http/stream-tap.ts";
 import type { OpenAiInference } from "./openai.ts";
 import { keepAliveMs, mapChat, mapEmbed, mapGenerate, modelName, ollamaError, StreamTranslator, wholeAnswer, type AnswerKind, type JsonObject, type Mapped } from "./ollama-mapping.ts";
@@ -47,13 +45,7 @@ const OLLAMA_ERRORS = {
 
 const ollamaFail = (c: Context, status: ContentfulStatusCode, error: string) => c.json({ error }, status);
 
-function mtimeOf(path: string): number {
-  try {
-    return statSync(path).mtimeMs;
-  } catch {
-    return 0;
-  }
-}
+const mtimeOf = (m: ModelInfo): number => m.modifiedMs ?? 0;
 
 async function jsonBody(c: Context): Promise<unknown> {
   try {
@@ -113,7 +105,7 @@ export function ollamaRoutes(serving: Serving, infer: OpenAiInference, keepAlive
     const models = await serving.refreshModels();
     const local = new Set(models.map((m) => m.name));
     const remote = serving.catalog().filter((m) => !local.has(m.name)).map(remoteTagsEntry);
-    return c.json({ models: [...models.map((m) => tagsEntry(m, mtimeOf(m.path))), ...remote] });
+    return c.json({ models: [...models.map((m) => tagsEntry(m, mtimeOf(m))), ...remote] });
   });
 
   // The mesh's loaded models: this node's own, then those other nodes serve (`meshPsEntries`).
@@ -124,7 +116,7 @@ export function ollamaRoutes(serving: Serving, infer: OpenAiInference, keepAlive
     for (const s of serving.loadedServers()) {
       const m = await serving.localModel(s.model);
       if (!m) continue;
-      models.push(psEntry(m, mtimeOf(m.path), s.lastUse, serving.idleUnloadMsOf(s.model), self));
+      models.push(psEntry(m, mtimeOf(m), s.lastUse, serving.idleUnloadMsOf(s.model), self));
       here.add(s.model);
     }
     return c.json({ models: [...models, ...meshPsEntries(serving.catalog(), here, self)] });
@@ -138,29 +130,7 @@ export function ollamaRoutes(serving: Serving, infer: OpenAiInference, keepAlive
     const found = await describe(serving, name);
     if (!found) return ollamaFail(c, 404, `model '${raw}' not found`);
     if ("remote" in found) return c.json(remoteShowAnswer(found.remote));
-    return c.json(showAnswer(found.local, mtimeOf(found.local.path)));
-  });
-
-  // A second name for a model on this node's disk: its files hard-linked under the new name.
-  api.post("/copy", async (c) => {
-    const body = await jsonBody(c);
-    const { source, destination } = (typeof body === "object" && body !== null ? body : {}) as { source?: unknown; destination?: unknown };
-    if (typeof source !== "string" || source === "" || typeof destination !== "string" || destination === "") return ollamaFail(c, 400, '"source" and "destination" are required');
-    const from = await serving.localModel(modelName(source));
-    if (!from) return ollamaFail(c, 404, `model '${source}' not found on this node`);
-    // A name the node or the mesh already knows would be shadowed by the new file, not replaced.
-    const dest = modelName(destination);
-    if ((await serving.localModel(dest)) || serving.meshEntry(dest)) {
-      return ollamaFail(c, 409, `a model named '${destination}' already exists in the mesh; choose another name`);
-    }
-    try {
-      linkModelAs(from, dest, serving.modelsDir);
-    } catch (err) {
-      if (err instanceof ModelCopyError) return ollamaFail(c, err.status, err.message);
-      throw err;
-    }
-    await serving.refreshModels();
-    return c.body(null, 200);
+    return c.json(showAnswer(found.local, mtimeOf(found.local)));
   });
 
   api.post("/chat", async (c) => {

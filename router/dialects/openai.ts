@@ -4,7 +4,6 @@
  * (loading it when needed) or the peer that serves it, and proxy the original bytes there.
  */
 import { Hono, type Context } from "hono";
-import { statSync } from "node:fs";
 import { basename } from "node:path";
 import type { CatalogModel } from "../../placement/catalog.ts";
 import { badRequest, errorResponse } from "../http/errors.ts";
@@ -68,12 +67,8 @@ function meshFields(entry: CatalogModel | undefined) {
 /** `forMember`: asked by another node of the mesh, which learns the file's name but not where this node keeps it. */
 function modelEntry(serving: Serving, name: string, entry: CatalogModel | undefined, forMember: boolean) {
   const m = serving.localModels().find((x) => x.name === name)!;
-  let created = 0;
-  try {
-    created = Math.floor(statSync(m.path).mtimeMs / 1000);
-  } catch {
-    // listed in the registry, file not there (yet)
-  }
+  // Listed in the registry with its file not there (yet): 0.
+  const created = Math.floor((m.modifiedMs ?? 0) / 1000);
   const local = serving.modelStatus(m.name);
   return {
     id: m.name,
