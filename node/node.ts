@@ -89,11 +89,12 @@ export interface NodeParts {
   admin: ModelAdmin;
   /** Conversations' KV caches between members: fetched when one moves here, given to members that ask. */
   kv: NodeKv;
-  /** The API that answers requests peers forward to us (set once the HTTP app exists). */
-  setHttpHandler: (handler: (req: Request) => Promise<Response>) => void;
   meshStatus: () => MeshStatus;
-  /** Starts the mesh (identity and token at once, the endpoint seconds later: iroh probes the network) and loads `--model`s. */
-  start: (apiPort: number) => void;
+  /**
+   * Starts the mesh (identity and token at once, the endpoint seconds later: iroh probes the
+   * network) and loads `--model`s; `serveMembers` answers the requests peers forward to us (the API).
+   */
+  start: (apiPort: number, serveMembers: (req: Request) => Promise<Response>) => void;
   /**
    * Shutdown began (a signal): nothing loads, reloads or restarts a child from here, and a child
    * that exits is not a crash; the requests in flight still finish before `stop`.
@@ -271,29 +272,28 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     group.reconcile();
   };
 
-  let httpHandler: ((req: Request) => Promise<Response>) | undefined;
   // Members' requests get as many places as the outside door's, and no member all of them; the
   // bodies they hold at once come to two of the largest a request may have per member, four in all.
   const memberStreams = new MemberStreamCap(config.maxConnections, 0.5, { perPeerBytes: 2 * config.maxBodyBytes, totalBytes: 4 * config.maxBodyBytes });
 
-  // What this node serves its peers, over the mesh connection and the direct path alike.
-  const protocols = new PeerProtocols()
-    .register({ name: "rpc", kind: StreamKind.RPC, serve: (peerId, stream) => tunnels.incoming(peerId, stream) })
-    .register({
-      name: "http",
-      kind: StreamKind.HTTP,
-      serve: (peerId, stream) =>
-        httpHandler ? serveHttp(stream, httpHandler, { maxBodyBytes: config.maxBodyBytes, allow: memberMayRequest, admit: () => memberStreams.take(peerId), from: peerId }) : stream.send.reset(2).catch(() => undefined),
-    })
-    // A model copy asks one file at a time; a few spare connections for retries and one still closing.
-    .register({ name: "model", kind: StreamKind.MODEL, direct: { purpose: "model", perMember: 4 }, serve: (_peerId, stream) => serveModel(stream) })
-    // The holder serves one KV stream per member (`kv-holder.ts`); one spare for a connection still closing.
-    .register({ name: "kv", kind: StreamKind.KV, direct: { purpose: "kv", perMember: 2 }, serve: (peerId, stream) => kv.holder.serve(peerId, stream) });
-
   // Children log into the state dir for as long as they run: keep those files bounded.
   const logCap = capLogsEvery(join(config.stateDir, "logs"), LOG_CAP_EVERY_MS, log);
 
-  const start = (apiPort: number) => {
+  const start = (apiPort: number, serveMembers: (req: Request) => Promise<Response>) => {
+    // What this node serves its peers, over the mesh connection and the direct path alike.
+    const protocols = new PeerProtocols()
+      .register({ name: "rpc", kind: StreamKind.RPC, serve: (peerId, stream) => tunnels.incoming(peerId, stream) })
+      .register({
+        name: "http",
+        kind: StreamKind.HTTP,
+        serve: (peerId, stream) =>
+          serveHttp(stream, serveMembers, { maxBodyBytes: config.maxBodyBytes, allow: memberMayRequest, admit: () => memberStreams.take(peerId), from: peerId }),
+      })
+      // A model copy asks one file at a time; a few spare connections for retries and one still closing.
+      .register({ name: "model", kind: StreamKind.MODEL, direct: { purpose: "model", perMember: 4 }, serve: (_peerId, stream) => serveModel(stream) })
+      // The holder serves one KV stream per member (`kv-holder.ts`); one spare for a connection still closing.
+      .register({ name: "kv", kind: StreamKind.KV, direct: { purpose: "kv", perMember: 2 }, serve: (peerId, stream) => kv.holder.serve(peerId, stream) });
+
     void rpc.start().then(
       () => {
         // Said once at start: otherwise every split over this node fails at its first request.
@@ -381,7 +381,6 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     group,
     admin,
     kv,
-    setHttpHandler: (handler) => void (httpHandler = handler),
     meshStatus: () => mesh?.status() ?? { state: "starting", nodeId: null, peers: [] },
     start,
     beginShutdown,

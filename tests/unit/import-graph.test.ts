@@ -97,6 +97,7 @@ const FLOORS = [
   "router",
   "service",
   "commands",
+  "app",
   "main",
   "scripts",
   "harness",
