@@ -158,7 +158,7 @@ export class Pool {
   async load(model: ModelInfo, options: LoadOptions = {}): Promise<WrappedServer> {
     const existing = this.servers.get(model.name);
     if (existing && takesRequests(existing.state) && sameOptions(this.loadedWith.get(existing), options)) {
-      if (options.pinned !== undefined) existing.pinned = options.pinned;
+      if (options.pinned !== undefined) existing.pin(options.pinned);
       existing.touch();
       return existing;
     }
@@ -166,7 +166,7 @@ export class Pool {
     if (pending && sameOptions(pending.options, options)) {
       pending.explicit = true;
       const server = await pending.promise;
-      if (options.pinned !== undefined) server.pinned = options.pinned;
+      if (options.pinned !== undefined) server.pin(options.pinned);
       return server;
     }
     return this.startLoad(model, options, true).promise;
@@ -256,7 +256,6 @@ export class Pool {
         throw loadFailed(`model "${model.name}" failed to load: ${(second as Error).message}`);
       }
     }
-    if (options.pinned) server.pinned = true;
     this.loadedWith.set(server, options);
     this.lastLoaded = model.name;
     this.counters.loads++;

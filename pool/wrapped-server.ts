@@ -84,7 +84,8 @@ export class WrappedServer {
   /** What every request to it carries (its key); never shown or sent anywhere else. */
   readonly headers: Readonly<Record<string, string>>;
   readonly logPath: string;
-  pinned: boolean;
+  /** Held loaded until it is unloaded by name: eviction passes it over (`pin` moves it). */
+  private isPinned: boolean;
   /** Moved only by the server itself (its load, its exit) and by `drain` and `stop`. */
   private current: ServerState = "starting";
   /** The RPC endpoints it was started with (`--rpc`). */
@@ -113,7 +114,7 @@ export class WrappedServer {
     this.type = spec.type;
     this.devices = spec.devices;
     this.recipe = spec.recipe;
-    this.pinned = spec.pinned;
+    this.isPinned = spec.pinned;
     this.url = `http://127.0.0.1:${spec.port}`;
     this.headers = spec.headers;
     this.logPath = spec.logPath;
@@ -154,6 +155,15 @@ export class WrappedServer {
 
   get state(): ServerState {
     return this.current;
+  }
+
+  get pinned(): boolean {
+    return this.isPinned;
+  }
+
+  /** An explicit load asked for it pinned, or not, again. */
+  pin(on: boolean): void {
+    this.isPinned = on;
   }
 
   private setState(to: ServerState): void {
