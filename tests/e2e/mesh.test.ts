@@ -149,29 +149,27 @@ test("kill -9 of a node removes it from every view; a graceful exit does too", a
   expect(a.child.output()).toContain("reason=left");
 });
 
-test("a restart with the same state dir keeps the node id and rejoins", async () => {
+/** A founder a and a member b, stopped with its state dir kept: the dir it restarts from. */
+async function memberStopped(): Promise<{ a: MeshTestNode; b: MeshTestNode; stateDir: string }> {
   const a = await node();
   const b = await node(["--join", a.token]);
   await waitForFullMesh([a, b]);
-  const stateDir = b.stateDir;
-  // Keep b's state dir: stop the process only.
   expect(await b.child.stop()).toBe(0);
   nodes.splice(nodes.indexOf(b), 1);
+  reused.push(b.stateDir);
+  return { a, b, stateDir: b.stateDir };
+}
+
+test("a restart with the same state dir keeps the node id and rejoins", async () => {
+  const { a, b, stateDir } = await memberStopped();
   await waitFor(async () => (await peerIds(a)).length === 0, { what: "b to leave" });
-  reused.push(stateDir);
   const again = await node(["--join", a.token, "--state-dir", stateDir]);
   expect(again.nodeId).toBe(b.nodeId);
   await waitForFullMesh([a, again]);
 });
 
 test("a restart whose old QUIC port another program took meanwhile binds another, keeps its id and rejoins", async () => {
-  const a = await node();
-  const b = await node(["--join", a.token]);
-  await waitForFullMesh([a, b]);
-  const stateDir = b.stateDir;
-  expect(await b.child.stop()).toBe(0);
-  nodes.splice(nodes.indexOf(b), 1);
-  reused.push(stateDir);
+  const { a, b, stateDir } = await memberStopped();
   const { v4 } = JSON.parse(readFileSync(join(stateDir, "quic-ports.json"), "utf8")) as { v4: number };
   const squatter = createSocket("udp4");
   await new Promise<void>((resolve, reject) => {
