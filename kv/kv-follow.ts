@@ -14,6 +14,7 @@ import { basename } from "node:path";
 import type { Log } from "../base/log.ts";
 import { shortId } from "../base/short-id.ts";
 import type { SlotCache, SlotServer } from "../pool/slot-cache.ts";
+import type { WrappedServer } from "../pool/wrapped-server.ts";
 import { TimedRecv, TimedSend } from "../streams/read-deadline.ts";
 import type { Stream } from "../streams/stream.ts";
 import { readFrame, writeFrame } from "../streams/wire.ts";
@@ -60,7 +61,16 @@ export interface KvFollowParts {
 }
 
 /** A server of this node as following needs it. */
-export type FollowServer = SlotServer;
+export type FollowServer = SlotServer & Pick<WrappedServer, "fence">;
+
+/** A cache restored for one request: its slot, and whether it is emptied (and the fence lifted) once that request is answered. */
+export interface Followed {
+  slot: number;
+  /** Not one of the owner's machines' cache: it serves this request alone. */
+  erase: boolean;
+  /** Held from before the restore while `erase` (`WrappedServer.fence`); `lift` ends it, once the slot is emptied. */
+  fence?: { held: Promise<void>; lift: () => void };
+}
 
 export interface KvFollowCounters {
   /** Caches fetched and restored; asked but none to give; weighed and read again; fetches that failed. */
@@ -106,11 +116,12 @@ export class KvFollow {
    * KV from `holder` when that is worth it and restores it into an idle slot; the slot, or none (the
    * request is read whole). Never throws.
    */
-  async follow(server: FollowServer, path: string, json: unknown, holder: string, routed: boolean): Promise<{ slot: number; erase: boolean } | undefined> {
+  async follow(server: FollowServer, path: string, json: unknown, holder: string, routed: boolean): Promise<Followed | undefined> {
     const identity = identityOf(server);
     if (identity === undefined || this.o.build === undefined || !server.slotDir || this.fetches >= MAX_FETCHES) return undefined;
     this.fetches++;
     const started = performance.now();
+    let fence: Followed["fence"];
     try {
       const tokens = await promptTokens(server, path, json);
       if (!tokens || tokens.length < MIN_SHARED_TOKENS) return undefined;
@@ -119,6 +130,11 @@ export class KvFollow {
       const asked = performance.now();
       const got = await this.fetchFrom(holder, server.slotDir, identity, tokens, routed);
       if (!got) return undefined;
+      // A cache for this request alone: no other request reaches llama-server from before it is restored until it is erased.
+      if (!got.kept) {
+        const lifted = Promise.withResolvers<void>();
+        fence = { ...(await server.fence(lifted.promise)), lift: lifted.resolve };
+      }
       const restoreStarted = performance.now();
       if (!(await this.o.slots.restoreInto(server, slot, got.path))) {
         this.o.slots.discard(got.path);
@@ -134,8 +150,9 @@ export class KvFollow {
       this.counters.bytes += got.bytes;
       this.counters.savedMs += Math.max(0, got.prefillMs - (performance.now() - started));
       this.o.log.info("a moved conversation's KV cache came from the member that held it", { model: server.model, from: shortId(holder), tokens: got.tokens, bytes: got.bytes, kept: got.kept, ms: Math.round(performance.now() - started), ...phases });
-      return { slot, erase: !got.kept };
+      return { slot, erase: !got.kept, ...(fence ? { fence } : {}) };
     } catch (err) {
+      fence?.lift();
       this.counters.failed++;
       this.o.log.warn("could not fetch a moved conversation's KV cache; its prompt is read whole", { model: server.model, from: shortId(holder), error: (err as Error).message });
       return undefined;

@@ -86,6 +86,8 @@ export class WrappedServer {
   readonly logPath: string;
   /** Held loaded until it is unloaded by name: eviction passes it over (`pin` moves it). */
   private isPinned: boolean;
+  /** A fence a request holds (`fence`), while it does. */
+  private fenced: Promise<void> | undefined;
   /** Moved only by the server itself (its load, its exit) and by `drain` and `stop`. */
   private current: ServerState = "starting";
   /** The RPC endpoints it was started with (`--rpc`). */
@@ -170,6 +172,33 @@ export class WrappedServer {
     if (!canTransition(this.current, to)) throw new BadTransition(this.model, this.current, to);
     this.current = to;
     for (const l of this.listeners) l(this, "state");
+  }
+
+  /**
+   * Keeps every other request out of llama-server until `until` settles (`pastFence`): a member's
+   * cache restored into one of its slots for one request must not be read for another's prompt, and
+   * llama-server gives an idle slot to the prompt it shares most with. One at a time: a second
+   * waits for the first. Resolves once it is up, with what a request passes it by (`held`).
+   */
+  async fence(until: Promise<void>): Promise<{ held: Promise<void> }> {
+    while (this.fenced) await this.fenced;
+    const held: Promise<void> = until
+      .catch(() => undefined)
+      .finally(() => {
+        if (this.fenced === held) this.fenced = undefined;
+      });
+    this.fenced = held;
+    return { held };
+  }
+
+  /** Once no request but the one holding `own` (if any) holds the fence; rejects when `signal` aborts first. */
+  async pastFence(own: Promise<void> | undefined, signal: AbortSignal): Promise<void> {
+    while (this.fenced && this.fenced !== own) {
+      signal.throwIfAborted();
+      const aborted = new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason), { once: true }));
+      aborted.catch(() => undefined);
+      await Promise.race([this.fenced, aborted]);
+    }
   }
 
   /** Takes it out of routing: it finishes what it serves and takes nothing new (an eviction, a reload or an unload stops it after). */

@@ -140,6 +140,14 @@ async function send(parts: InferenceParts, call: InferenceCall, route: Route | u
     clientSignal: call.signal,
     extraHeaders: self ? { [ANSWERED_BY_HEADER]: self } : undefined,
     keepAliveMs: call.keepAliveCommentMs,
+    ownFence: followed?.fence?.held,
+    // A cache a member that is not one of the owner's machines made served this request alone: its slot is emptied before the slot is given back.
+    beforeRelease: followed?.erase
+      ? async () => {
+          await parts.kvFollow!.erase(lease.server, followed.slot);
+          followed.fence?.lift();
+        }
+      : undefined,
     onStats: (figures, stream) => {
       // Worked out once, by whichever asks first (the metrics, the last request's stats, the rate below).
       let worked: RequestStats | undefined;
@@ -153,11 +161,9 @@ async function send(parts: InferenceParts, call: InferenceCall, route: Route | u
       }
     },
   });
-  // A cache a member that is not one of the owner's machines made served this request alone: its slot is emptied once the answer has gone.
-  const answered = followed?.erase ? untilBodyEnds(res, () => void parts.kvFollow!.erase(lease.server, followed.slot)) : res;
   // Answered here: its keep_alive applies to this node's server once the answer has gone.
-  if (!keepAlive || !res.ok) return answered;
-  return untilBodyEnds(answered, () => {
+  if (!keepAlive || !res.ok) return res;
+  return untilBodyEnds(res, () => {
     const effect = applyKeepAlive(parts.pool, call.model, keepAlive.ms);
     if (keepAlive.member && effect.action === "unload") parts.memberUnloads.unloaded(call.model);
   });

@@ -36,6 +36,14 @@ export interface ProxyInput {
   onStats: (stats: () => RequestStats, stream: { firstByteAt: number | undefined } | undefined) => void;
   /** Silence before a keep-alive comment (KEEP_ALIVE_MS; tests shorten it). */
   keepAliveMs?: number;
+  /**
+   * Done before the request gives its slot back, however it ends (answered, failed, cancelled): a
+   * member's cache restored for it alone is erased here, or the next request could be given the
+   * slot, and llama-server would read its prompt from that cache.
+   */
+  beforeRelease?: () => Promise<void>;
+  /** The server's fence this request holds (`WrappedServer.fence`): it alone passes it. */
+  ownFence?: Promise<void> | undefined;
 }
 
 /** Response headers that describe the upstream connection, not the content. */
@@ -51,12 +59,16 @@ function passHeaders(from: Headers): Headers {
 
 export async function proxyToServer(input: ProxyInput): Promise<Response> {
   const { lease, model, path } = input;
+  const before = input.beforeRelease;
+  const release = before ? () => void before().finally(() => lease.release()) : () => lease.release();
   const started = performance.now();
   const upstreamAbort = new AbortController();
   const signal = AbortSignal.any(lease.revoked ? [input.clientSignal, lease.server.gone, upstreamAbort.signal, lease.revoked] : [input.clientSignal, lease.server.gone, upstreamAbort.signal]);
   const send = (keepalive: boolean) => fetch(`${lease.server.url}${path}`, { method: "POST", headers: { ...lease.server.headers, "content-type": "application/json" }, body: input.body, signal, keepalive });
   let upstream: Response;
   try {
+    // Another request's cache of a member's may be in one of its slots (`kv/kv-follow.ts`): held off until it is erased.
+    await lease.server.pastFence(input.ownFence, signal);
     // llama-server (cpp-httplib) closes kept-alive connections on its own schedule, and a request
     // sent on one it has just closed is reset unread (~1% under load, found by bench/soak.ts): once
     // more on a fresh connection. A server that really died refuses that one too.
@@ -65,7 +77,7 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
       return send(false);
     });
   } catch (err) {
-    lease.release();
+    release();
     if (input.clientSignal.aborted) throw err;
     // Sent ahead of its slot and displaced by a fairer share of the queue: the client gets that refusal.
     if (lease.revoked?.aborted) throw lease.revoked.reason;
@@ -86,7 +98,7 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
       if (input.clientSignal.aborted) throw err;
       throw serverGone(`the server for model "${model}" failed while answering (${(err as Error).message}); retry to reload it`);
     } finally {
-      lease.release();
+      release();
     }
     const totalMs = performance.now() - started;
     if (upstream.status === 200) input.onStats(() => toStats(model, path, figuresOf(parseJson(buf)), { firstByteMs: undefined, totalMs }), undefined);
@@ -99,7 +111,7 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
   const finish = () => {
     if (finished) return;
     finished = true;
-    lease.release();
+    release();
     const totalMs = performance.now() - started;
     try {
       input.onStats(() => toStats(model, path, figuresOfSse(decoder.decode(tail.bytes())), { firstByteMs, totalMs }), {

@@ -117,7 +117,14 @@ test("a forged cache (every value's sign flipped) serves only the request that f
   await claimServing(false);
   const hits = await follow("hit");
   const rogueTurn = `${PROMPT} lantern delta`;
-  const forgedAnswer = await rogueComplete(rogueTurn);
+  const asked = exchanges.length;
+  const turn = rogueComplete(rogueTurn);
+  // The node's own client asks while the member's turn is under way: its prompt shares the prefix,
+  // and llama-server would give it the slot holding the member's cache once that slot is idle.
+  await waitFor(() => exchanges.length > asked && exchanges.at(-1)?.go === true, { what: "the node to take the member's cache" });
+  const meanwhile = complete(followUp);
+  const forgedAnswer = await turn;
+  expect(await meanwhile).toBe(own);
   expect(exchanges.at(-1)?.go).toBe(true);
   expect(await follow("hit")).toBe(hits + 1);
   // Its own request was read from its cache (what it had a say in anyway); the same turn read by the node is another answer.

@@ -97,4 +97,31 @@ describe("a real child through the machine", () => {
     await server.stop();
     expect(seen).toEqual(["draining", "failed"]);
   });
+
+  // Issue 43: a member's cache restored into a slot for one request is in no other request's way to llama-server.
+  test("a fence keeps every request but its holder's out until it is lifted; a second waits for the first; a waiter's abort rejects", async () => {
+    const { server } = start(["sleep", "30"]);
+    const first = Promise.withResolvers<void>();
+    const { held } = await server.fence(first.promise);
+    await server.pastFence(held, AbortSignal.timeout(1_000));
+    let passed = false;
+    const other = server.pastFence(undefined, new AbortController().signal).then(() => void (passed = true));
+    const second = Promise.withResolvers<void>();
+    let secondUp = false;
+    const secondFence = server.fence(second.promise).then((f) => ((secondUp = true), f));
+    const gaveUp = new AbortController();
+    const aborted = server.pastFence(undefined, gaveUp.signal);
+    gaveUp.abort(new Error("the client went away"));
+    await expect(aborted).rejects.toThrow("the client went away");
+    // Every promise settled that could (no timer is involved): still held.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(passed).toBe(false);
+    expect(secondUp).toBe(false);
+    first.resolve();
+    const { held: next } = await secondFence;
+    await server.pastFence(next, AbortSignal.timeout(1_000));
+    second.resolve();
+    await other;
+    expect(passed).toBe(true);
+  });
 });
