@@ -78,7 +78,7 @@ const upstream = Bun.serve({
 afterAll(() => upstream.stop(true));
 
 async function proxied(path: string): Promise<string> {
-  const lease = { server: { url: `http://127.0.0.1:${upstream.port}`, gone: new AbortController().signal }, release: () => undefined } as unknown as Lease;
+  const lease = { server: { url: `http://127.0.0.1:${upstream.port}`, gone: new AbortController().signal, pastFence: async () => undefined }, release: () => undefined } as unknown as Lease;
   const res = await proxyToServer({ lease, model: "m", path, body: new ArrayBuffer(0), clientSignal: new AbortController().signal, onStats: () => undefined });
   return res.text();
 }

@@ -32,7 +32,7 @@ afterAll(() => upstream.stop(true));
 
 async function proxied(path: string, keepAliveMs: number): Promise<{ text: string; released: boolean }> {
   let released = false;
-  const lease = { server: { url: `http://127.0.0.1:${upstream.port}`, gone: new AbortController().signal }, release: () => void (released = true) } as unknown as Lease;
+  const lease = { server: { url: `http://127.0.0.1:${upstream.port}`, gone: new AbortController().signal, pastFence: async () => undefined }, release: () => void (released = true) } as unknown as Lease;
   const res = await proxyToServer({ lease, model: "m", path, body: new ArrayBuffer(0), clientSignal: new AbortController().signal, onStats: () => undefined, keepAliveMs });
   return { text: await res.text(), released };
 }
@@ -64,7 +64,7 @@ test.each<[string, boolean]>([
 
 test("a stats observer that throws neither adds an error event after [DONE] nor keeps the lease", async () => {
   let released = false;
-  const lease = { server: { url: `http://127.0.0.1:${upstream.port}`, gone: new AbortController().signal }, release: () => void (released = true) } as unknown as Lease;
+  const lease = { server: { url: `http://127.0.0.1:${upstream.port}`, gone: new AbortController().signal, pastFence: async () => undefined }, release: () => void (released = true) } as unknown as Lease;
   const onStats = () => {
     throw new TypeError("Value is not a valid number: NaN");
   };
