@@ -37,9 +37,18 @@ export function isMeshSuite(file: TestFile): boolean {
 
 /**
  * A file that cannot share the machine says why on a line of its own:
- * `// test-runner: alone, <why>`. Nothing else does: a file flaky beside others is a bug to fix.
+ * `// test-runner: alone, <why>`. Nothing else does: a file flaky beside others is a bug to fix
+ * (see `runAgain`).
  */
 export const ALONE = /^\s*\/\/\s*test-runner:\s*alone\b/m;
+
+/**
+ * Whether a failed file is run once more, alone, after the others: the files that start real
+ * processes and wait on them under the whole suite's load (e2e, lab, browser). One that passes
+ * then is reported as flaky, with its first failure's output, and does not fail the run; unit and
+ * fuzz files decide without processes or clocks, and a failure there is never run again.
+ */
+export const runAgain = (job: TestJob): boolean => /^tests\/(e2e|lab|browser)\//.test(job.file);
 
 /** A guess for a file never measured, by its folder: it only orders the first run. */
 export function guessS(path: string): number {

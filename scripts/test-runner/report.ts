@@ -38,6 +38,8 @@ export interface FileResult {
   counts: Counts;
   /** Why the runner stopped it, when it did. */
   killed?: string;
+  /** This is the file's second run, alone (`runAgain`): how its first, beside the others, ended. */
+  first?: FileResult;
 }
 
 /**
@@ -55,22 +57,28 @@ export function fileLine(r: FileResult): string {
   const c = r.counts;
   const verdict = fileFailed(r) ? "FAIL" : "ok  ";
   const extra = r.killed ? `, ${r.killed}` : r.exitCode !== 0 && c.fail === 0 ? `, exit ${r.exitCode}` : "";
-  return `${verdict} ${secs(r.seconds)}  ${label(r)}  (${c.pass} pass, ${c.skip} skip, ${c.fail} fail${extra})`;
+  const again = r.first ? ", run again alone" : "";
+  return `${verdict} ${secs(r.seconds)}  ${label(r)}  (${c.pass} pass, ${c.skip} skip, ${c.fail} fail${extra}${again})`;
 }
 
 /** Failed tests, where a file that failed outside any test (or crashed) counts as one. */
 export const failedTests = (results: FileResult[]) => results.reduce((n, r) => n + (fileFailed(r) ? Math.max(r.counts.fail, 1) : 0), 0);
 
-/** The end of a run: the slowest files, the failed ones, the totals. The last line is the one CI reads. */
+/**
+ * The end of a run: the slowest files, the flaky ones, the failed ones, the totals. `results` holds
+ * one result a file: a file run again is there by its second run. The last line is the one CI reads.
+ */
 export function summary(results: FileResult[], wallS: number, slots: number, slowest = 10): string {
   const total = results.reduce((t, r) => addCounts(t, r.counts), NO_COUNTS);
   const failed = results.filter(fileFailed);
+  const flaky = results.filter((r) => r.first && !fileFailed(r));
   const busyS = results.reduce((t, r) => t + r.seconds, 0);
   const lines = [
     "",
     `the slowest ${Math.min(slowest, results.length)} of ${results.length} files:`,
     ...[...results].sort((a, b) => b.seconds - a.seconds).slice(0, slowest).map((r) => `${secs(r.seconds)}  ${label(r)}`),
   ];
+  if (flaky.length > 0) lines.push("", `${flaky.length} flaky (failed beside the others, passed run again alone; each a bug to fix, its first output above):`, ...flaky.map((r) => fileLine(r.first!)));
   if (failed.length > 0) lines.push("", `${failed.length} failed:`, ...failed.map(fileLine));
   lines.push(
     "",

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { durationKey, guessS, isMeshSuite, MATRIX_LINE, nextJob, planJobs, type TestJob } from "../../scripts/test-runner/plan.ts";
+import { durationKey, guessS, isMeshSuite, MATRIX_LINE, nextJob, planJobs, runAgain, type TestJob } from "../../scripts/test-runner/plan.ts";
 import { failedTests, fileFailed, fileLine, lastLines, parseCounts, summary, type FileResult } from "../../scripts/test-runner/report.ts";
 
 const file = (path: string, source = "") => ({ path, source });
@@ -95,6 +95,26 @@ describe("report", () => {
     expect(text).toContain(fileLine(results[3]!));
     expect(text).toContain("4 files in 100 s, 4 at a time (116 s of files, 1.2 running on average)");
     expect(text.split("\n").at(-1)).toBe("total: 10 pass, 0 skip, 0 todo, 4 fail");
+  });
+
+  test.each([
+    ["tests/e2e/mesh.test.ts", true],
+    ["tests/lab/partition.test.ts", true],
+    ["tests/browser/console.test.ts", true],
+    ["tests/unit/router.test.ts", false],
+    ["tests/fuzz/gossip.test.ts", false],
+  ] as const)("runAgain: %s when it failed, %p", (path, expected) => expect(runAgain(job(path, { line: MATRIX_LINE }))).toBe(expected));
+
+  test("a file that passed run again alone is listed as flaky and not failed; one that failed again is failed", () => {
+    const first = result({ job: job("tests/e2e/flaky.test.ts"), seconds: 60, exitCode: 1, counts: parseCounts(" 3 pass\n 1 fail\n") });
+    const again = result({ job: first.job, seconds: 20, counts: parseCounts(" 4 pass\n 0 fail\n"), first });
+    const firstHard = result({ job: job("tests/e2e/hard.test.ts"), seconds: 10, exitCode: 1, counts: parseCounts(" 0 pass\n 2 fail\n") });
+    const againHard = result({ job: firstHard.job, seconds: 10, exitCode: 1, counts: parseCounts(" 0 pass\n 2 fail\n"), first: firstHard });
+    expect(fileLine(again)).toContain("(4 pass, 0 skip, 0 fail, run again alone)");
+    const text = summary([again, againHard], 100, 4);
+    expect(text).toContain(`1 flaky (failed beside the others, passed run again alone; each a bug to fix, its first output above):\n${fileLine(first)}\n`);
+    expect(text).toContain(`1 failed:\n${fileLine(againHard)}`);
+    expect(text.split("\n").at(-1)).toBe("total: 4 pass, 0 skip, 0 todo, 2 fail");
   });
 
   test.each([
