@@ -20,6 +20,13 @@ const ALPN_BYTES = [...ALPN];
 /** How often the endpoint's own address is looked at for a change (its home relay arriving, a new interface). */
 const ADDRESS_CHECK_MS = 2_000;
 const hex = (bytes: number[]) => Buffer.from(bytes).toString("hex");
+const closeQuietly = (conn: Connection, reason = "") => {
+  try {
+    conn.close(0n, [...new TextEncoder().encode(reason)]);
+  } catch {
+    // already closed
+  }
+};
 
 export async function describeIroh1(): Promise<string> {
   const { Endpoint } = await load();
@@ -83,7 +90,8 @@ class Iroh1Connection implements PeerConnection {
 
 export class Iroh1Transport implements Transport {
   readonly line = "iroh1" as const;
-  readonly ready: Promise<void>;
+  /** The endpoint up now: at start, and again while one that stopped on its own is replaced. */
+  ready: Promise<void>;
   private endpoint: IrohEndpoint | undefined;
   private readonly live = new Set<Connection>();
   private watch: Timer | undefined;
@@ -93,7 +101,7 @@ export class Iroh1Transport implements Transport {
     readonly nodeId: string,
     private address: MemberAddr,
     private readonly opts: TransportOptions,
-    asked: Record<string, string>,
+    private readonly asked: Record<string, string>,
   ) {
     this.ready = this.startIroh(asked);
     this.ready.catch(() => undefined);
@@ -126,6 +134,10 @@ export class Iroh1Transport implements Transport {
       await endpoint.close().catch(() => undefined);
       throw new Error(`iroh gives this key node id ${id}, not ${this.nodeId} as announced`);
     }
+    if (this.closing) {
+      await endpoint.close().catch(() => undefined);
+      throw new Error("the transport was closed while its endpoint started");
+    }
     this.endpoint = endpoint;
     void this.acceptLoop(endpoint);
     this.noteAddress(endpoint.addr());
@@ -155,7 +167,7 @@ export class Iroh1Transport implements Transport {
   private async acceptLoop(endpoint: IrohEndpoint): Promise<void> {
     for (;;) {
       const incoming = await endpoint.acceptNext().catch(() => null);
-      if (!incoming) return;
+      if (!incoming) return this.stoppedOnItsOwn(endpoint);
       void incoming
         .accept()
         .then((accepting) => accepting.connect())
@@ -165,6 +177,40 @@ export class Iroh1Transport implements Transport {
           this.opts.onConnection(this.track(conn));
         }, () => undefined);
     }
+  }
+
+  /**
+   * An endpoint's accepts end only when it is closed, and QUIC's driver refuses dials ("endpoint
+   * stopping") only once it ended. One this transport did not close stopped on its own: nothing
+   * reaches it and every dial on it fails from then on, and the node would stay deaf for good. A
+   * new one is bound with the same key (`replace`); the old one's connections are gone, and the
+   * node redials its members as for any loss.
+   */
+  private stoppedOnItsOwn(dead: IrohEndpoint): void {
+    if (this.closing || this.endpoint !== dead) return;
+    this.endpoint = undefined;
+    this.opts.log?.warn("the QUIC endpoint stopped on its own; binding a new one with the same key", { sockets: Object.values(this.asked).join(",") });
+    clearInterval(this.watch);
+    for (const conn of this.live) closeQuietly(conn);
+    this.live.clear();
+    // Closed here and not kept: its sockets go when its native object does.
+    this.ready = this.replace(dead.close().catch(() => undefined));
+    this.ready.catch((err: unknown) => this.opts.log?.error("could not bind a new QUIC endpoint; the mesh cannot reach this node", { error: (err as Error).message }));
+  }
+
+  /**
+   * Binds the same ports where the closed endpoint let go of them; it mostly holds them a while
+   * (its native object does), and then others are bound: the node dials its members again, and
+   * its hello and announcement carry the new ports.
+   */
+  private async replace(closed: Promise<void>): Promise<void> {
+    await closed;
+    try {
+      await this.startIroh(this.asked);
+    } catch {
+      await this.startIroh(Object.fromEntries(Object.entries(this.asked).map(([k, v]) => [k, v.replace(/:\d+$/, ":0")])));
+    }
+    this.opts.log?.info("a new QUIC endpoint is up", { addresses: this.address.addresses.join(",") });
   }
 
   private track(conn: Connection): PeerConnection {
@@ -187,23 +233,35 @@ export class Iroh1Transport implements Transport {
   }
 
   async dial(addr: MemberAddr): Promise<PeerConnection> {
-    await this.ready;
     const { EndpointAddr, EndpointId } = await load();
     const relayUrl = dialableRelay(addr.relayUrl, this.opts.relay, "iroh1");
     // The id is parsed by the binding too: a member's address that is no key fails as one line.
-    return this.track(await oneLine(() => this.endpoint!.connect(new EndpointAddr(EndpointId.fromBytes([...Buffer.from(addr.nodeId, "hex")]), relayUrl, addr.addresses), ALPN_BYTES)));
+    const connect = (endpoint: IrohEndpoint) => oneLine(() => endpoint.connect(new EndpointAddr(EndpointId.fromBytes([...Buffer.from(addr.nodeId, "hex")]), relayUrl, addr.addresses), ALPN_BYTES));
+    const endpoint = await this.up();
+    try {
+      return this.track(await connect(endpoint));
+    } catch (err) {
+      // QUIC's own word for an endpoint whose driver ended, though iroh's is not closed.
+      if (this.closing || !/endpoint stopping/i.test((err as Error).message)) throw err;
+      this.stoppedOnItsOwn(endpoint);
+      return this.track(await connect(await this.up()));
+    }
+  }
+
+  /** The endpoint once it is up; one found closed that this transport did not close is replaced first. */
+  private async up(): Promise<IrohEndpoint> {
+    await this.ready;
+    const endpoint = this.endpoint!;
+    if (this.closing || !endpoint.isClosed()) return endpoint;
+    this.stoppedOnItsOwn(endpoint);
+    await this.ready;
+    return this.endpoint!;
   }
 
   async close(): Promise<void> {
     this.closing = true;
     await this.ready.catch(() => undefined);
-    for (const conn of this.live) {
-      try {
-        conn.close(0n, [...new TextEncoder().encode("shutdown")]);
-      } catch {
-        // already closed
-      }
-    }
+    for (const conn of this.live) closeQuietly(conn, "shutdown");
     clearInterval(this.watch);
     await this.endpoint?.close();
   }

@@ -5,6 +5,7 @@
  * `transport-iroh035.ts`) import this file and nothing of `transport.ts`, which loads them
  * lazily: no circle of imports, lazy or not.
  */
+import type { Log } from "../base/log.ts";
 import { createPrivateKey, createPublicKey, sign, verify } from "node:crypto";
 import { createSocket } from "node:dgram";
 import type { PeerConnection, RecvSide, SendSide, Stream } from "../streams/stream.ts";
@@ -49,6 +50,8 @@ export interface TransportOptions {
   onConnection: (conn: PeerConnection) => void;
   /** The endpoint's own address, once it is up, when it differs from the one worked out at start. */
   onAddress?: (addr: MemberAddr) => void;
+  /** Where the transport says what it did on its own (an endpoint bound again). */
+  log?: Log;
 }
 
 /** A started endpoint of either line. */

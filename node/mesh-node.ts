@@ -182,6 +182,7 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
     ...bindAddresses(config.quicBind, ports),
     relay,
     line,
+    log,
     onConnection: (conn) => (membership ? void membership.accept(conn) : void early.push(conn)),
     onAddress: (addr) => {
       log.info("the endpoint's address differs from the one worked out at start; the join token is made again", { addresses: addr.addresses.join(",") });

@@ -54,6 +54,19 @@ describe.each(TRANSPORT_LINES)("%s", (line) => {
     expect(a.accepted.map((c) => c.remoteId)).toEqual([b.t.nodeId]);
   });
 
+  test.if(line === "iroh1")("an endpoint that stopped on its own is replaced by one with the same key, which dials out and is dialed", async () => {
+    const [a, b] = await Promise.all([start(line), start(line)]);
+    expect((await b.t.dial(a.t.addr())).remoteId).toBe(a.t.nodeId);
+    // As when iroh's QUIC driver ends: a's endpoint closes under the transport, which did not close it.
+    await (a.t as unknown as { endpoint: { close(): Promise<void> } }).endpoint.close();
+    // Dials wait for the new endpoint; the old one's ports are mostly still held, so the new one
+    // says its address, and b reaches a there.
+    expect((await a.t.dial(b.t.addr())).remoteId).toBe(b.t.nodeId);
+    expect((await b.t.dial(a.t.addr())).remoteId).toBe(a.t.nodeId);
+    await waitFor(() => a.accepted.length === 2, { what: "a to accept b's second connection", timeoutMs: 10_000 });
+    expect(a.accepted.map((c) => c.remoteId)).toEqual([b.t.nodeId, b.t.nodeId]);
+  });
+
   test("an address that cannot be bound makes `ready` fail, naming it", async () => {
     // TEST-NET-3 (RFC 5737): no interface here has it.
     const { t } = await start(line, { ipv4Addr: "203.0.113.7:0" });
