@@ -57,7 +57,9 @@ test.each(PATHS)("a chat moved off a released replica: the host fetches its KV f
   nodes.push(a);
   const identity = await identityKnown(a, MODEL);
   await keepsSlots(a, MODEL, identity);
-  const b = await startMeshNode([...SMALL_LLAMA, ...args, "--vram", "256MiB", "--replica-idle", "6s", "--join", a.token], { models: { [`${MODEL}.gguf`]: file }, name: "b" });
+  // The replica's idle time outlasts the burst's last answers at a (six chats of 48 tokens, queued
+  // on a loaded machine: a clean-clone CI saw b's replica let go before the chat's first turn).
+  const b = await startMeshNode([...SMALL_LLAMA, ...args, "--vram", "256MiB", "--replica-idle", "15s", "--join", a.token], { models: { [`${MODEL}.gguf`]: file }, name: "b" });
   nodes.push(b);
   await waitForFullMesh([a, b]);
   // b's replica keeps its slots only when b knows the model's content as it loads it (its saved slots are filed by it).
