@@ -2,7 +2,8 @@
  * Issue 45: membership at its seam, without a node: real `Membership`s over real iroh endpoints on
  * loopback (relays off), each announcing what a test gives it. Admission both ways, the members a
  * newcomer is told of dialed, a wrong secret refused on both sides, an announcement's change
- * heard, a stream of another kind handed on and a control stream refused, a leave, a silence.
+ * heard, a stream of another kind handed on and a control stream refused, a leave, a silence, an
+ * endpoint that stopped on its own.
  */
 import { afterEach, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
@@ -34,13 +35,16 @@ afterEach(async () => {
 
 async function member(o: { secret?: Uint8Array; heartbeatMs?: number; peerTimeoutMs?: number } = {}): Promise<Member> {
   let m: Membership | undefined;
-  const t = await Transport.bind({ secretKey: Uint8Array.from(randomBytes(32)), ipv4Addr: "127.0.0.1:0", ipv6Addr: "[::1]:0", relay: "disabled", line: TEST_LINE, onConnection: (conn) => void m?.accept(conn) });
-  const x: Member = { m: undefined as never, t, mine: { ...fakeAnnouncement(t.nodeId), addresses: t.addr().addresses }, changes: 0, streams: [], lines: [] };
+  const lines: string[] = [];
+  const log = createLog("json", (line) => void lines.push(line));
+  const t = await Transport.bind({ secretKey: Uint8Array.from(randomBytes(32)), ipv4Addr: "127.0.0.1:0", ipv6Addr: "[::1]:0", relay: "disabled", line: TEST_LINE, log, onConnection: (conn) => void m?.accept(conn) });
+  const x: Member = { m: undefined as never, t, mine: { ...fakeAnnouncement(t.nodeId), addresses: t.addr().addresses }, changes: 0, streams: [], lines };
   m = new Membership({
     transport: t,
     secret: o.secret ?? SECRET,
-    announcement: () => x.mine,
-    log: createLog("json", (line) => void x.lines.push(line)),
+    // Where the endpoint is now, as a node's announcement says it (an endpoint bound again moves).
+    announcement: () => ({ ...x.mine, addresses: t.addr().addresses }),
+    log,
     heartbeatMs: o.heartbeatMs ?? 500,
     peerTimeoutMs: o.peerTimeoutMs ?? 10_000,
     onChange: () => void x.changes++,
@@ -131,3 +135,23 @@ test("a peer silent past the timeout is dropped", async () => {
   await waitFor(() => !a.m.peers.has(b.t.nodeId), { what: "a to drop the silent b", timeoutMs: 15_000 });
   expect(whyDropped(a, b)).toBe("silent for over 1000 ms");
 }, 30_000);
+
+test.if(TEST_LINE === "iroh1")("a member whose endpoint stopped on its own is the others' peer again, on the endpoint bound in its place", async () => {
+  const [a, b, c] = await Promise.all([member(), member(), member()]);
+  await a.m.dial(addrOf(b));
+  await c.m.dial(addrOf(a));
+  for (const x of [a, b, c]) await waitFor(() => peersOf(x).length === 2, { what: "a full mesh of three" });
+  const before = new Set([a, b, c].flatMap((x) => [...x.m.peers.values()].map((p) => p.conn)));
+  // As when iroh's QUIC driver ends: a's endpoint closes under its transport, which did not close it.
+  await (a.t as unknown as { endpoint: { close(): Promise<void> } }).endpoint.close();
+  await waitFor(() => a.lines.some((l) => l.includes("a new QUIC endpoint is up")), { what: "a to bind a new endpoint" });
+  // a dials the members it lost on its new endpoint: each holds a on a new connection, and a holds them.
+  const holdsAnew = (x: Member, others: Member[]) =>
+    others.every((o) => {
+      const p = x.m.peers.get(o.t.nodeId);
+      return p !== undefined && !before.has(p.conn);
+    });
+  await waitFor(() => holdsAnew(a, [b, c]) && holdsAnew(b, [a]) && holdsAnew(c, [a]), { what: "a and its members to hold each other on new connections", timeoutMs: 20_000 });
+  expect(peersOf(b)).toEqual([a.t.nodeId, c.t.nodeId].sort());
+  await waitFor(() => b.m.peers.get(a.t.nodeId)?.announcement.addresses.join() === addrOf(a).addresses.join(), { what: "b to know a's new address" });
+}, 45_000);
