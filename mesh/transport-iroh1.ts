@@ -250,12 +250,15 @@ export class Iroh1Transport implements Transport {
 
   /** The endpoint once it is up; one found closed that this transport did not close is replaced first. */
   private async up(): Promise<IrohEndpoint> {
-    await this.ready;
-    const endpoint = this.endpoint!;
-    if (this.closing || !endpoint.isClosed()) return endpoint;
-    this.stoppedOnItsOwn(endpoint);
-    await this.ready;
-    return this.endpoint!;
+    for (;;) {
+      const ready = this.ready;
+      await ready;
+      const endpoint = this.endpoint;
+      if (endpoint && (this.closing || !endpoint.isClosed())) return endpoint;
+      if (endpoint) this.stoppedOnItsOwn(endpoint);
+      // Replaced between `ready` and here: the new one's `ready` is awaited next.
+      else if (this.ready === ready) throw new Error("the QUIC endpoint is not up");
+    }
   }
 
   async close(): Promise<void> {
