@@ -14,6 +14,7 @@ import { createLog } from "../base/log.ts";
 import { LogRing } from "../base/log-ring.ts";
 import { consoleSource } from "../node/console-source.ts";
 import { createNode, type NodeParts } from "../node/node.ts";
+import { meshIdentity } from "../node/mesh-node.ts";
 import { NodeSetupError } from "../node/model-arg.ts";
 import { concreteHost, LocalProofKey } from "../node/local-proof.ts";
 import { createApp, viaListener } from "../router/app.ts";
@@ -49,7 +50,11 @@ export async function runNode(config: Config): Promise<void> {
   const devices = await listDevices(llama);
   let node: NodeParts;
   try {
-    node = await createNode(config, llama, devices, log);
+    // Who this node is in its mesh (no network yet): a token against the flags, a roster that does not read, refuse the start.
+    const identity = await meshIdentity(config, log).catch((err: unknown) => {
+      throw new CommandError((err as Error).message);
+    });
+    node = await createNode(config, identity, llama, devices, log);
   } catch (err) {
     if (err instanceof NodeSetupError) throw new CommandError(err.message);
     throw err;

@@ -17,26 +17,14 @@ import { describeStanding, PeerStandings, RefusedError, type PeerJudge, type Sta
 import { shortId } from "../base/short-id.ts";
 import { memberAddr } from "./remembered-members.ts";
 import { Redials, REMEMBER_MAX } from "./redials.ts";
-import { DUPLICATE_REASON, Replacements } from "./replacements.ts";
+import { DUPLICATE_REASON } from "./replacements.ts";
 import type { PeerConnection, Stream, Transport } from "./transport.ts";
+import { PeerTable, type Peer } from "./peer-table.ts";
 import { readFrame, StreamKind, WireError, writeFrame } from "../streams/wire.ts";
 
 /** QUIC application close codes we use. */
 export const CloseCode = { SHUTDOWN: 0, AUTH_FAILED: 401, DUPLICATE: 409, PROTOCOL: 400, TIMEOUT: 408 } as const;
 
-
-export interface Peer {
-  id: string;
-  conn: PeerConnection;
-  control: Stream;
-  dialer: string;
-  announcement: Announcement;
-  lastSeen: number;
-  /** The connection has closed (it may still be the peer's while its replacement is in its handshake). */
-  ended?: boolean;
-  /** How it stands with this node, checked at admission and whenever its claim or the roster changes (`peer-standings.ts`). */
-  standing: Standing;
-}
 
 export interface MembershipOptions {
   transport: Transport;
@@ -52,10 +40,12 @@ export interface MembershipOptions {
   onStream?: (peerId: string, kind: number, stream: Stream) => void;
   /** The roster this node checks its peers against (none: it holds none, and every peer is a member). */
   judge?: PeerJudge;
+  /** Where the peers it admits are kept (the node's parts are built with it first); a table of its own where none is given. */
+  peers?: PeerTable;
 }
 
 export class Membership {
-  readonly peers = new Map<string, Peer>();
+  readonly peers: PeerTable;
   private readonly dialing = new Set<string>();
   /** Members we have known, to find the mesh (or the part of it we lost) again. */
   /** The members this node has known, to find the mesh (or the part of it it lost) again. */
@@ -66,7 +56,6 @@ export class Membership {
   private readonly warnDropped: (fields: LogFields) => void;
   private readonly warnStanding: (fields: LogFields) => void;
   /** Connections closed as duplicates, and whoever waits for the one kept. */
-  private readonly replacements = new Replacements((id) => this.peers.get(id)?.conn);
   /** Each peer's standing under the roster, and the roster's statements passed on. */
   readonly standings: PeerStandings<Peer>;
   readonly selfId: string;
@@ -74,6 +63,7 @@ export class Membership {
   private readonly handshake: HandshakeParts;
 
   constructor(private readonly opts: MembershipOptions) {
+    this.peers = opts.peers ?? new PeerTable();
     this.selfId = opts.transport.nodeId;
     this.handshake = {
       secret: opts.secret,
@@ -101,9 +91,6 @@ export class Membership {
     });
     this.heartbeat = setInterval(() => this.tick(), opts.heartbeatMs);
   }
-
-  /** Our announcement as last sent to every peer (the heartbeat's): what they know of us, demand included. */
-  lastAnnounced: Announcement | undefined;
 
   /** Our announcement as peers get it now. */
   own(): Announcement {
@@ -173,7 +160,7 @@ export class Membership {
     }
     const peer: Peer = { id: conn.remoteId, conn, control, dialer, announcement: hello.announcement, lastSeen: Date.now(), standing };
     this.peers.set(peer.id, peer);
-    this.replacements.admitted();
+    this.peers.replacements.admitted();
     this.redials.connected(memberAddr(hello.announcement));
     if (!existing) this.opts.log.info("peer joined", { peer: shortId(peer.id), addresses: hello.announcement.addresses.join(","), standing: describeStanding(standing) });
     void conn.closed.then((reason) => {
@@ -242,31 +229,19 @@ export class Membership {
   }
 
   /**
-   * Whether the peer's connection `old`, on which something just failed, has been replaced: closed
-   * as a duplicate (then waiting a while for the one kept), or already by another (`replacements.ts`).
-   */
-  replacedAfterFailure(peerId: string, old: PeerConnection, o?: { onDuplicate?: () => void; reconnects?: boolean }): Promise<boolean> {
-    return this.replacements.afterFailure(peerId, old, o);
-  }
-
-  /**
    * The peer's connection or control stream ended. A duplicate's end is not the member's: it stays
    * (views, routes and groups unchanged) while the connection kept finishes its handshake here.
    */
   private async ended(peer: Peer, reason: string): Promise<void> {
     if (this.peers.get(peer.id) !== peer) return;
     const waiting = () => this.opts.log.info("a member's connection closed as a duplicate; the member stays while the connection kept finishes its handshake", { peer: shortId(peer.id) });
-    if (await this.replacedAfterFailure(peer.id, peer.conn, { onDuplicate: waiting })) return;
+    if (await this.peers.replacedAfterFailure(peer.id, peer.conn, { onDuplicate: waiting })) return;
     this.drop(peer, reason, false);
   }
 
   /** A new stream to a peer, its kind already written; undefined when the peer is not connected. */
-  async openStream(peerId: string, kind: number): Promise<Stream | undefined> {
-    const peer = this.peers.get(peerId);
-    if (!peer) return undefined;
-    const stream = await peer.conn.openStream();
-    await stream.send.writeAll(Uint8Array.of(kind));
-    return stream;
+  openStream(peerId: string, kind: number): Promise<Stream | undefined> {
+    return this.peers.openStream(peerId, kind);
   }
 
   private handle(peer: Peer, msg: ControlMessage): void {
@@ -325,7 +300,7 @@ export class Membership {
   /** Sends our announcement to every peer now (it changed). */
   announce(): void {
     const announcement = this.opts.announcement();
-    this.lastAnnounced = announcement;
+    this.peers.lastSent = announcement;
     const msg: ControlMessage = { v: PROTOCOL_VERSION, type: "announce", announcement };
     for (const peer of this.peers.values()) void this.send(peer, msg);
   }

@@ -6,7 +6,7 @@
  * goes once more on the connection the membership dials at once.
  */
 import { forwardHttp, RESPONSE_IDLE_MS } from "../mesh/http-stream.ts";
-import type { Membership } from "../mesh/membership.ts";
+import type { PeerTable } from "../mesh/peer-table.ts";
 import { StreamKind } from "../streams/wire.ts";
 import { shortId } from "../base/short-id.ts";
 
@@ -19,8 +19,8 @@ export interface ForwardedRequest {
 }
 
 export interface MeshForwarderOptions {
-  /** The membership, once the mesh endpoint has an identity. */
-  members: () => { membership: Pick<Membership, "peers" | "openStream" | "replacedAfterFailure"> } | undefined;
+  /** The members this node holds now. */
+  peers: Pick<PeerTable, "get" | "openStream" | "replacedAfterFailure">;
   /** How long the answer's head may take (the model's load, and a non-streamed answer's whole generation). */
   headMs: number;
 }
@@ -30,16 +30,15 @@ export class MeshForwarder {
 
   async forward(peerId: string, req: ForwardedRequest, signal: AbortSignal): Promise<Response> {
     for (let attempt = 0; ; attempt++) {
-      const mesh = this.o.members();
-      const carrier = mesh?.membership.peers.get(peerId)?.conn;
+      const carrier = this.o.peers.get(peerId)?.conn;
       try {
-        const stream = await mesh?.membership.openStream(peerId, StreamKind.HTTP);
+        const stream = await this.o.peers.openStream(peerId, StreamKind.HTTP);
         if (!stream) throw new Error(`peer ${shortId(peerId)} is not connected`);
         return await forwardHttp(stream, req, signal, { headMs: this.o.headMs, idleMs: RESPONSE_IDLE_MS });
       } catch (err) {
         // The one kept may still be in its handshake here when the other side closed the duplicate first.
-        if (attempt > 0 || signal.aborted || !mesh || !carrier) throw err;
-        if (!(await mesh.membership.replacedAfterFailure(peerId, carrier, { reconnects: true })) || signal.aborted) throw err;
+        if (attempt > 0 || signal.aborted || !carrier) throw err;
+        if (!(await this.o.peers.replacedAfterFailure(peerId, carrier, { reconnects: true })) || signal.aborted) throw err;
       }
     }
   }

@@ -2,7 +2,7 @@
  * This node's place in the mesh: identity and mesh secret from the state dir, the iroh endpoint,
  * authenticated membership, the join token it keeps in the state dir, and announcements kept current.
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/config.ts";
 import type { Log } from "../base/log.ts";
@@ -11,12 +11,14 @@ import { hasMeshSecret, loadOrCreateNodeKey, resolveMeshSecret } from "../mesh/i
 import { decodeJoinToken, encodeJoinToken, type MemberAddr, type TokenRoster } from "../mesh/join-token.ts";
 import { readJoinToken, writeJoinToken } from "../mesh/join-token-file.ts";
 import { Membership } from "../mesh/membership.ts";
+import type { PeerTable } from "../mesh/peer-table.ts";
+import type { Signal } from "../base/signal.ts";
 import { foundRoster, joinRoster } from "../mesh/roster-setup.ts";
 import { RosterState, type OwnTrust } from "../mesh/roster-state.ts";
 import type { RosterKeys } from "../mesh/roster.ts";
-import { decideLine, MEMBERS_KEPT, readRememberedMesh, rememberMesh, toRemember } from "../mesh/mesh-line.ts";
+import { decideLine, MEMBERS_KEPT, type LineDecision, readRememberedMesh, rememberMesh, toRemember } from "../mesh/mesh-line.ts";
 import { meshStatus, relayShown, type MeshStatus } from "../mesh/status.ts";
-import { LEGACY_LINE, nodeSigner, Transport, udpPortFree, type QuicPathKind, type Signer, type TransportLine } from "../mesh/transport.ts";
+import { LEGACY_LINE, nodeIdOf, nodeSigner, Transport, udpPortFree, type QuicPathKind, type Signer, type TransportLine } from "../mesh/transport.ts";
 import { parseSocketAddr } from "../mesh/bound-addresses.ts";
 import type { Stream } from "../streams/stream.ts";
 import { given, settingName } from "../config/layers.ts";
@@ -127,8 +129,6 @@ export interface MeshNode {
   status(): MeshStatus;
   /** How the QUIC connection to a peer goes now (direct UDP, relay, both, none). */
   quicPath(peerId: string): Promise<QuicPathKind>;
-  /** Sends our announcement now if it changed since the last one. */
-  announceIfChanged(): void;
   /** Says goodbye to every peer and closes the endpoint. */
   stop(): Promise<void>;
 }
@@ -140,14 +140,36 @@ export interface MeshHooks {
   onStream: (peerId: string, kind: number, stream: Stream) => void;
   /** Peers joined, left or announced something new. */
   onPeersChange: () => void;
+  /** Where the membership keeps its peers (the node's parts read them there). */
+  peers: PeerTable;
+  /** Emitted by the node's parts when something they announce moved: sent then, if the announcement changed. */
+  moved: Signal;
 }
 
 /**
- * Starts this node's part of the mesh. Resolves in milliseconds, with the node id, the join token and
- * the first announcement made from the ports chosen; the endpoint comes up behind it (`ready`), and
- * the token and announcement are made again should its own address differ.
+ * Who this node is in its mesh, worked out from the state dir and the flags before anything else
+ * is built (no network): its key and id, the mesh's secret, the iroh line, and the roster it holds.
+ * Every part of the node is built with it; `startMesh` brings the endpoint up behind it.
  */
-export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Promise<MeshNode> {
+export interface MeshIdentity {
+  nodeId: string;
+  secretKey: Uint8Array;
+  /** The mesh secret (proofs on the direct RPC path are made with it). */
+  secret: Uint8Array;
+  /** Signs with this node's key (the direct path's hello: the id it names is its own). */
+  sign: Signer;
+  founded: boolean;
+  /** The line the mesh runs on, its relays, and whether this start moves it there. */
+  lineChoice: LineDecision;
+  /** The roster this node holds (none on an unanchored node), read again when its files change. */
+  roster: RosterState;
+  /** How this node stands under its roster. */
+  trust(): OwnTrust;
+}
+
+/** This node's identity in its mesh (`MeshIdentity`): made on a first start, read from the state dir after. */
+export async function meshIdentity(config: Config, log: Log): Promise<MeshIdentity> {
+  mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
   const remembered = readRememberedMesh(config.stateDir);
   const lineChoice = decideLine({
     asked: given(config, "transport") ? config.transport : undefined,
@@ -170,6 +192,18 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
   if (config.join?.roster) joinRoster(config.stateDir, config.join.roster);
   else if (founded) await foundRoster(config.stateDir, false);
   const roster = new RosterState(config.stateDir, log);
+  const nodeId = nodeIdOf(secretKey);
+  return { nodeId, secretKey, secret, sign: nodeSigner(secretKey), founded, lineChoice, roster, trust: () => roster.own(nodeId) };
+}
+
+/**
+ * Starts this node's part of the mesh as `identity`. Resolves in milliseconds, with the join token
+ * and the first announcement made from the ports chosen; the endpoint comes up behind it
+ * (`ready`), and the token and announcement are made again should its own address differ.
+ */
+export async function startMesh(config: Config, identity: MeshIdentity, hooks: MeshHooks, log: Log): Promise<MeshNode> {
+  const { secretKey, secret, founded, lineChoice, roster } = identity;
+  const { line, relay } = lineChoice;
   let membership: Membership | undefined;
   const early: Parameters<Membership["accept"]>[0][] = [];
   const portFile = join(config.stateDir, QUIC_PORT_FILE);
@@ -213,8 +247,12 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
     onStream: hooks.onStream,
     onChange: hooks.onPeersChange,
     judge: roster,
+    peers: hooks.peers,
   });
   const m = membership;
+  const unsubscribe = hooks.moved.subscribe(() => {
+    if (source.current().changed) m.announce();
+  });
   // The CLI changes the roster's files (a pass issued, a revocation, `mesh roster join`): read within a heartbeat.
   const rosterWatch = setInterval(() => {
     const moved = roster.refresh();
@@ -234,7 +272,7 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
   return {
     nodeId: transport.nodeId,
     secret,
-    sign: nodeSigner(secretKey),
+    sign: identity.sign,
     get token() {
       return token;
     },
@@ -245,14 +283,12 @@ export async function startMesh(config: Config, hooks: MeshHooks, log: Log): Pro
     moved: lineChoice.movedFrom !== undefined,
     membership: m,
     roster,
-    trust: () => roster.own(transport.nodeId),
+    trust: identity.trust,
     status: () => ({ ...meshStatus(m), state: up ? "running" : "starting", line, relay: relayShown(relay, transport.addr().relayUrl), trust: roster.own(transport.nodeId) }),
     quicPath: (peerId) => transport.pathTo(peerId),
-    announceIfChanged: () => {
-      if (source.current().changed) m.announce();
-    },
     stop: async () => {
       clearInterval(rosterWatch);
+      unsubscribe();
       // A founder has no token to find its mesh with after a restart, and the members it leaves forget it while they have each other.
       try {
         rememberMesh(config.stateDir, toRemember(lineChoice, m.knownMembers(MEMBERS_KEPT)));

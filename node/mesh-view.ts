@@ -66,26 +66,20 @@ export interface MeshView {
  * its last announcement, not its live queue, or it would work the replica rule out over figures no
  * peer has and pick another answer than theirs.
  */
-export function announcedDemandOf(
-  id: string,
-  selfId: string,
-  m: { lastAnnounced: { demand?: unknown } | undefined; peers: ReadonlyMap<string, { announcement?: { demand?: unknown } | undefined }> },
-): unknown {
-  const a = id === selfId ? m.lastAnnounced : m.peers.get(id)?.announcement;
+export function announcedDemandOf(id: string, selfId: string, peers: Pick<ViewPeers, "get" | "lastSent">): unknown {
+  const a = id === selfId ? peers.lastSent : peers.get(id)?.announcement;
   return a?.demand;
 }
 
-/** The membership as the view reads it (`MeshNode` gives it once the mesh endpoint has an identity). */
-export interface ViewMembers {
-  nodeId: string;
-  membership: {
-    peers: ReadonlyMap<string, { id: string; announcement: Announcement; lastSeen: number; standing: { standing: Standing } }>;
-    lastAnnounced: { demand?: unknown } | undefined;
-  };
+/** The peers as the view reads them (`mesh/peer-table.ts`), and our announcement as they last got it. */
+export interface ViewPeers extends ReadonlyMap<string, { id: string; announcement: Announcement; lastSeen: number; standing: { standing: Standing } }> {
+  readonly lastSent: { demand?: unknown } | undefined;
 }
 
 export interface MeshViewOptions {
-  members: () => ViewMembers | undefined;
+  /** This node's id once it takes part in its mesh's decisions (a joiner: once it hears its mesh). */
+  selfId: () => string | undefined;
+  peers: ViewPeers;
   /** Memory this node offers the mesh. */
   vramBytes: number;
   /** This node's own model fields as it announces them, and a number that moves whenever its disk fields do. */
@@ -107,7 +101,7 @@ export class MeshViewCache implements MeshView {
   readonly verified: VerifiedFacts;
 
   constructor(private readonly o: MeshViewOptions) {
-    const silentMs = (id: string) => Date.now() - (o.members()?.membership.peers.get(id)?.lastSeen ?? Date.now());
+    const silentMs = (id: string) => Date.now() - (o.peers.get(id)?.lastSeen ?? Date.now());
     this.verified = {
       silentMs,
       answering: (model) => {
@@ -120,17 +114,17 @@ export class MeshViewCache implements MeshView {
         return s !== undefined && takesRequests(s.state) ? s.queue.figures() : undefined;
       },
       contentIdentity: (m) => o.identities.of(m),
-      standing: (id) => o.members()?.membership.peers.get(id)?.standing.standing,
+      standing: (id) => o.peers.get(id)?.standing.standing,
     };
   }
 
   /** The peers whose word counts here. */
   private counted() {
-    return [...(this.o.members()?.membership.peers.values() ?? [])].filter((p) => counts(p.standing.standing));
+    return [...this.o.peers.values()].filter((p) => counts(p.standing.standing));
   }
 
   guestServing(): { nodeId: string; serving: string[] }[] {
-    return [...(this.o.members()?.membership.peers.values() ?? [])].filter((p) => !counts(p.standing.standing) && p.announcement.serving.length > 0).map((p) => ({ nodeId: p.id, serving: p.announcement.serving }));
+    return [...this.o.peers.values()].filter((p) => !counts(p.standing.standing) && p.announcement.serving.length > 0).map((p) => ({ nodeId: p.id, serving: p.announcement.serving }));
   }
 
   /** A change was heard of: the next read works the catalog out again. */
@@ -139,7 +133,7 @@ export class MeshViewCache implements MeshView {
   }
 
   selfId(): string | undefined {
-    return this.o.members()?.nodeId;
+    return this.o.selfId();
   }
 
   peerCount(): number {
@@ -159,23 +153,23 @@ export class MeshViewCache implements MeshView {
   }
 
   announcedLoad(nodeId: string, model: string): AnnouncedLoad | undefined {
-    return announcedLoad(this.o.members()?.membership.peers.get(nodeId)?.announcement, model);
+    return announcedLoad(this.o.peers.get(nodeId)?.announcement, model);
   }
 
   announcedDemand(id: string): unknown {
-    const m = this.o.members();
-    return m ? announcedDemandOf(id, m.nodeId, m.membership) : undefined;
+    const self = this.o.selfId();
+    return self === undefined ? undefined : announcedDemandOf(id, self, this.o.peers);
   }
 
   /** Views and catalog as of the last change heard of or the last move of this node's own state. */
   private current(): { views: NodeView[]; catalog: CatalogModel[] } {
-    const members = this.o.members();
+    const self = this.o.selfId();
     const own = this.o.own.announced();
     const peers = this.counted();
     const key = JSON.stringify([
       this.changes,
       this.o.own.version,
-      members?.nodeId,
+      self,
       own.serving,
       own.assigned,
       own.hosting,
@@ -190,7 +184,7 @@ export class MeshViewCache implements MeshView {
       peers.map((p) => p.id),
     ]);
     if (this.worked?.key !== key) {
-      const views = [nodeView(members?.nodeId ?? "", this.o.vramBytes, own), ...peers.map((p) => nodeView(p.id, p.announcement.vramBytes, p.announcement))];
+      const views = [nodeView(self ?? "", this.o.vramBytes, own), ...peers.map((p) => nodeView(p.id, p.announcement.vramBytes, p.announcement))];
       this.worked = { key, views, catalog: catalog(views) };
     }
     return this.worked;

@@ -14,7 +14,7 @@ import type { GroupReconciler } from "./group-reconciler.ts";
 import type { ReplicaKeeper } from "./replica-keeper.ts";
 
 export interface NodeListeners {
-  /** Tells the peers what changed (`MeshNode.announceIfChanged`, once the mesh is up). */
+  /** Tells the peers what changed (the `Signal` the membership sends our announcement on, if it changed). */
   announce: () => void;
   group: Pick<GroupReconciler, "reconcile" | "rpcSplit" | "onEvict" | "heldForMesh" | "lendsToSplit">;
   replicas: Pick<ReplicaKeeper, "onEvict">;

@@ -2,14 +2,15 @@
  * Everything a node runs besides its HTTP API: the model store, the pool of llama-servers, the
  * rpc-server it offers the mesh, its place in the mesh, the RPC tunnels to its peers, and its part
  * in serving the mesh's models (which group it is in, what it hosts, the files it fetches).
- * `createNode` builds the parts in the order they read each other, each from those above it: the
- * store, the rpc-server and tunnels, the pool, the fetcher and the admin, then the mesh brain (the
- * announcer, the mesh's view, the replicas, the splits, the group, the router). The reports that
- * go up that order (the pool's hooks, a fetch done, the models dir changed) go to `NodeEvents`,
- * made first and connected to the group and the replicas once they exist; nothing reads a part
- * before its line.
+ * `createNode` builds the parts with the node's mesh identity, in the order they read each other:
+ * the peer table the membership will keep, the store, the rpc-server and tunnels, the pool, the
+ * fetcher and the admin, then the mesh brain (the announcer, the view, the replicas, the splits,
+ * the group, the router); `start` brings the mesh up over the same table. Our announcement's moves
+ * are a `Signal` the membership hears; the reports that go up the order (the pool's hooks, a fetch
+ * done, the models dir changed) go to `NodeEvents`, connected to the group and the replicas once
+ * they exist.
  */
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { homedir, totalmem } from "node:os";
 import { join } from "node:path";
 import type { Config } from "../config/config.ts";
@@ -20,7 +21,7 @@ import type { Log } from "../base/log.ts";
 import { serveHttp } from "../mesh/http-stream.ts";
 import { MemberStreamCap } from "../mesh/member-stream-cap.ts";
 import { memberMayRequest } from "../mesh/member-routes.ts";
-import { startMesh, type MeshNode } from "./mesh-node.ts";
+import { startMesh, type MeshIdentity, type MeshNode } from "./mesh-node.ts";
 import type { MeshStatus } from "../mesh/status.ts";
 import { StreamKind } from "../streams/wire.ts";
 import { ModelAdmin } from "./model-admin.ts";
@@ -55,8 +56,10 @@ import { MeshForwarder } from "./mesh-forwarder.ts";
 import { MeshRouter } from "./mesh-router.ts";
 import { NodeEvents } from "./node-events.ts";
 import { nodeKv, type NodeKv } from "./kv-parts.ts";
-import { PeerProtocols } from "./peer-protocols.ts";
+import { nodeProtocols } from "./peer-protocols.ts";
 import { counts } from "../placement/trust.ts";
+import { PeerTable } from "../mesh/peer-table.ts";
+import { Signal } from "../base/signal.ts";
 
 /** The other tools' stores a node with these settings serves from, in naming order (none with --scan-model-stores off). */
 export function storeRoots(config: Pick<Config, "scanModelStores" | "modelStores">): StoreRoot[] {
@@ -103,27 +106,29 @@ export interface NodeParts {
   stop: () => Promise<void>;
 }
 
-export async function createNode(config: Config, llama: LlamaBinaries, devices: readonly LlamaDevice[], log: Log): Promise<NodeParts> {
+export async function createNode(config: Config, identity: MeshIdentity, llama: LlamaBinaries, devices: readonly LlamaDevice[], log: Log): Promise<NodeParts> {
   const startedAt = performance.now();
   const startedAtMs = Date.now();
-  mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
   const files = config.models.filter((m) => isPath(m) && existsSync(m));
   const store = new ModelStore({ modelsDir: config.modelsDir, extraFiles: files, hasGpu: devices.length > 0, stores: storeRoots(config) });
   const { refs, explicit } = resolveModelArgs(config, files, await store.refresh());
   const hub = hubFromEnv();
 
   let mesh: MeshNode | undefined;
+  // Kept by the membership once the mesh starts; every part reads the peers here.
+  const peers = new PeerTable();
+  let adopted = false; // in the mesh's decisions: a founder at once, a joiner once its endpoint is up
   // Memory offered to the mesh: the GPUs', or RAM on a CPU node.
   const vramBytes = config.vramBytes ?? (devices.length ? devices.reduce((sum, d) => sum + d.totalBytes, 0) : totalmem());
   const needOf = needAt(config.ctxSize);
   /** How a peer stands with this node (the roster's verdict it checked itself), while it is a peer. */
-  const standingOf = (peerId: string) => mesh?.membership.peers.get(peerId)?.standing.standing;
+  const standingOf = (peerId: string) => peers.get(peerId)?.standing.standing;
   /** The peers whose word counts here (the owner's machines; every member, unanchored). */
-  const countedPeers = () => [...(mesh?.membership.peers.values() ?? [])].filter((p) => counts(p.standing.standing));
+  const countedPeers = () => [...peers.values()].filter((p) => counts(p.standing.standing));
   /** This node is a guest of its mesh: it takes no group, and serves its own clients from its own disk. */
-  const isGuest = () => mesh?.trust().state === "guest";
-  /** Tells the peers what changed in our announcement, once the mesh is up. */
-  const announce = () => void mesh?.announceIfChanged();
+  const isGuest = () => identity.trust().state === "guest";
+  const moved = new Signal(); // our announcement: sent on each emit, if it changed
+  const announce = () => moved.emit();
   // Where the pool, the fetcher, the models dir and the replicas report; `events.connect` joins it to
   // the parts that answer (the group, the replicas) once they are built.
   const events = new NodeEvents();
@@ -131,17 +136,17 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   const cpu = nodeCpuShare(config, devices, { models: () => store.list(), lendsToSplit: () => events.lendsToSplit() });
   const rpc = new RpcServerChild({ binary: llama.rpcServer, stateDir: config.stateDir, threads: config.rpcThreads, log });
   const zeroTransfer = new ZeroTransfer({ cacheDir: rpc.cacheDir, files: () => store.list().flatMap((m) => m.files), maxCacheBytes: config.rpcCacheBytes, log });
-  const identity = config.rpcDirect === "on" ? await makeDirectIdentity() : undefined;
+  const tls = config.rpcDirect === "on" ? await makeDirectIdentity() : undefined;
   let direct: { port: number; close: () => void } | undefined;
   /** A proved direct connection to a peer for `purpose`, when both ends offer the path (and the peer serves it). */
   const connectToPeer = (peerId: string, purpose: DirectPurpose) => {
-    const target = directTarget(mesh?.membership.peers.get(peerId)?.announcement);
-    if (!mesh || !identity || !target) return undefined;
-    return connectDirect(target, mesh.nodeId, peerId, mesh.secret, mesh.sign, purpose);
+    const target = directTarget(peers.get(peerId)?.announcement);
+    if (!tls || !target) return undefined;
+    return connectDirect(target, identity.nodeId, peerId, identity.secret, identity.sign, purpose);
   };
   const tunnels = new Tunnels({
     log,
-    openStream: async (peerId, kind) => mesh?.membership.openStream(peerId, kind),
+    openStream: (peerId, kind) => peers.openStream(peerId, kind),
     rpcPort: () => rpc.port,
     rewrites: { forkRegisterPeer: false, onSetTensorHash: zeroTransfer.onSetTensorHash, rpcProtocol: () => rpc.protocol, offeredBytes: vramBytes },
     connectDirect: (peerId) => connectToPeer(peerId, "rpc"),
@@ -156,10 +161,10 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     slots: slotCache,
     models: () => store.list(),
     identityOf: (m) => events.identityOf(m),
-    announcementOf: (member) => mesh?.membership.peers.get(member)?.announcement,
+    announcementOf: (member) => peers.get(member)?.announcement,
     counts: (member) => counts(standingOf(member)),
     vouched: (member) => standingOf(member) === "vouched",
-    open: peerStreamOpener({ what: "KV caches", direct: (peerId) => connectToPeer(peerId, "kv"), mesh: async (peerId) => mesh?.membership.openStream(peerId, StreamKind.KV), log }),
+    open: peerStreamOpener({ what: "KV caches", direct: (peerId) => connectToPeer(peerId, "kv"), mesh: (peerId) => peers.openStream(peerId, StreamKind.KV), log }),
     hosts: config.hosts,
     log,
   });
@@ -190,8 +195,8 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
   const fetcher = new ModelFetcher({
     enabled: config.fetch === "on",
     modelsDir: config.modelsDir,
-    selfId: () => mesh?.nodeId,
-    openStream: peerStreamOpener({ what: "model copies", direct: (peerId) => connectToPeer(peerId, "model"), mesh: async (peerId) => mesh?.membership.openStream(peerId, StreamKind.MODEL), log }),
+    selfId: () => identity.nodeId,
+    openStream: peerStreamOpener({ what: "model copies", direct: (peerId) => connectToPeer(peerId, "model"), mesh: (peerId) => peers.openStream(peerId, StreamKind.MODEL), log }),
     ownSource: (model) => store.list().find((m) => m.name === model)?.source,
     ownRef: (model) => refs.get(model) ?? store.list().find((m) => m.name === model)?.ref,
     hub,
@@ -234,7 +239,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     rpcProtocol: () => rpc.protocol ?? LLAMA_SOURCE.rpcProtocol,
     log,
   });
-  const view = new MeshViewCache({ members: () => mesh, vramBytes, own: announcer, pool, identities });
+  const view = new MeshViewCache({ selfId: () => (adopted ? identity.nodeId : undefined), peers, vramBytes, own: announcer, pool, identities });
   // Models this node serves beside their hosts while their servers are pressed (placement/replicas.ts).
   const replicas = nodeReplicaKeeper(config, { view, pool, store, fetcher, changed: () => events.changed(), remove: (name) => admin.remove(name), log });
   const splits = new SplitPlanner({
@@ -259,14 +264,14 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
     guest: isGuest,
     log,
   });
-  const forwarder = new MeshForwarder({ members: () => mesh, headMs: config.loadTimeoutMs + FORWARD_ANSWER_MS });
+  const forwarder = new MeshForwarder({ peers, headMs: config.loadTimeoutMs + FORWARD_ANSWER_MS });
   const router = new MeshRouter({ view, store, needOf, vramBytes, hosts: config.hosts, forwarder, guest: isGuest });
   // Every part exists: the announcement tells the group's and the replicas' state, and the parts' reports reach them.
   announcer.connect({ group, replicas });
   events.connect({ announce, group, replicas, identities, slots: slotCache });
 
   const onPeersChange = () => {
-    const present = new Set(mesh?.membership.peers.keys() ?? []);
+    const present = new Set(peers.keys());
     kv.heard(new Map(countedPeers().map((p) => [p.id, p.announcement])));
     for (const id of tunnels.peers()) if (!present.has(id)) tunnels.closeFor(id);
     group.reconcile();
@@ -281,18 +286,12 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
 
   const start = (apiPort: number, serveMembers: (req: Request) => Promise<Response>) => {
     // What this node serves its peers, over the mesh connection and the direct path alike.
-    const protocols = new PeerProtocols()
-      .register({ name: "rpc", kind: StreamKind.RPC, serve: (peerId, stream) => tunnels.incoming(peerId, stream) })
-      .register({
-        name: "http",
-        kind: StreamKind.HTTP,
-        serve: (peerId, stream) =>
-          serveHttp(stream, serveMembers, { maxBodyBytes: config.maxBodyBytes, allow: memberMayRequest, admit: () => memberStreams.take(peerId), from: peerId }),
-      })
-      // A model copy asks one file at a time; a few spare connections for retries and one still closing.
-      .register({ name: "model", kind: StreamKind.MODEL, direct: { purpose: "model", perMember: 4 }, serve: (_peerId, stream) => serveModel(stream) })
-      // The holder serves one KV stream per member (`kv-holder.ts`); one spare for a connection still closing.
-      .register({ name: "kv", kind: StreamKind.KV, direct: { purpose: "kv", perMember: 2 }, serve: (peerId, stream) => kv.holder.serve(peerId, stream) });
+    const protocols = nodeProtocols({
+      rpc: (peerId, stream) => tunnels.incoming(peerId, stream),
+      http: (peerId, stream) => serveHttp(stream, serveMembers, { maxBodyBytes: config.maxBodyBytes, allow: memberMayRequest, admit: () => memberStreams.take(peerId), from: peerId }),
+      model: (_peerId, stream) => serveModel(stream),
+      kv: (peerId, stream) => kv.holder.serve(peerId, stream),
+    });
 
     void rpc.start().then(
       () => {
@@ -301,12 +300,13 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
         if (major !== undefined && !KNOWN_PROTOCOLS.includes(major)) {
           log.warn(`rpc-server speaks RPC protocol ${rpc.protocol}, whose request sizes this mesh does not know (${KNOWN_PROTOCOLS.join(", ")}): peers' splits cannot use this node; run the llama.cpp this mesh pins (mesh llama)`);
         }
-        mesh?.announceIfChanged();
+        announce();
       },
       (err) => log.error("rpc-server failed to start; this node offers no compute to the mesh", { error: (err as Error).message.split("\n")[0] }),
     );
     void startMesh(
       config,
+      identity,
       {
         content: nodeAnnouncement({
           pool,
@@ -316,17 +316,19 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           apiPort,
           startedAtMs,
           llamaBuild: llama.build,
-          direct: () => (direct && identity ? { port: direct.port, certSha256: identity.certSha256 } : undefined),
+          direct: () => (direct && tls ? { port: direct.port, certSha256: tls.certSha256 } : undefined),
         }),
         onStream: (peerId, kind, stream) => protocols.dispatch(peerId, kind, stream),
         onPeersChange,
+        peers,
+        moved,
       },
       log,
     )
       .then(async (m) => {
         log.info("mesh identity ready; the endpoint is starting", { node: m.nodeId });
         // A founder decides (and starts loading its model) at once; a joiner waits to hear its mesh.
-        const adopt = () => void (mesh ??= m, group.reconcile());
+        const adopt = () => void ((adopted = true), (mesh ??= m), group.reconcile());
         if (!config.join) adopt();
         await m.ready;
         adopt();
@@ -335,9 +337,9 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
         log.info(`join token in ${m.tokenFile.path}; \`mesh token\` ${isGuest() ? "prints none on a guest's node (only the owner invites)" : "prints it"}`);
         // A mesh moved to the other line has a new token, which its members join with.
         if (m.tokenFile.first || m.moved) await showFirstTokens(m, config.stateDir, log);
-        if (!identity) return;
+        if (!tls) return;
         direct = await startDirectServer({
-          identity,
+          identity: tls,
           host: config.quicBind?.host ?? "0.0.0.0",
           selfId: m.nodeId,
           secret: m.secret,
@@ -350,7 +352,7 @@ export async function createNode(config: Config, llama: LlamaBinaries, devices: 
           log.warn("no direct rpc path (peers use the mesh connection)", { error: (err as Error).message });
           return undefined;
         });
-        m.announceIfChanged();
+        announce();
       })
       .catch(async (err: unknown) => {
         // Its identity, the endpoint's start (`ready`), or the direct path's setup.

@@ -47,3 +47,18 @@ export class PeerProtocols implements DirectStreams {
     return p?.direct ? { serve: (peerId, stream) => p.serve(peerId, stream), perMember: p.direct.perMember } : undefined;
   }
 }
+
+type Serve = PeerProtocol["serve"];
+
+/** What a node serves its peers, over its mesh connections and its direct path alike. */
+export function nodeProtocols(serve: { rpc: Serve; http: Serve; model: Serve; kv: Serve }): PeerProtocols {
+  return (
+    new PeerProtocols()
+      .register({ name: "rpc", kind: StreamKind.RPC, serve: serve.rpc })
+      .register({ name: "http", kind: StreamKind.HTTP, serve: serve.http })
+      // A model copy asks one file at a time; a few spare connections for retries and one still closing.
+      .register({ name: "model", kind: StreamKind.MODEL, direct: { purpose: "model", perMember: 4 }, serve: serve.model })
+      // The holder serves one KV stream per member (`kv-holder.ts`); one spare for a connection still closing.
+      .register({ name: "kv", kind: StreamKind.KV, direct: { purpose: "kv", perMember: 2 }, serve: serve.kv })
+  );
+}

@@ -11,6 +11,7 @@ import type { ModelInfo, ModelStore } from "../../models/model-store.ts";
 import type { Pool } from "../../pool/pool.ts";
 import type { ModelFetcher } from "../../node/model-fetcher.ts";
 import { ModelAnnouncer } from "../../node/model-announcer.ts";
+import { PeerTable } from "../../mesh/peer-table.ts";
 import { MeshViewCache } from "../../node/mesh-view.ts";
 import { GroupReconciler } from "../../node/group-reconciler.ts";
 import { SplitPlanner } from "../../node/split-planner.ts";
@@ -126,7 +127,7 @@ describe("the announcer and the mesh view: trims with one log line per change, a
     const needOf = needAt(512);
     // The node's parts as `createNode` builds them: the announcer, the view that reads it, the group that feeds both.
     const announcer = new ModelAnnouncer({ store, refs: new Map(), explicit: [], needOf, pool, fetcher, rpcProtocol: () => "3.0.0", log });
-    const view = new MeshViewCache({ members: () => undefined, vramBytes: 8e9, own: announcer, pool, identities: { of: () => undefined } });
+    const view = new MeshViewCache({ selfId: () => undefined, peers: new PeerTable(), vramBytes: 8e9, own: announcer, pool, identities: { of: () => undefined } });
     const splits = new SplitPlanner({ view, vramBytes: 8e9, needOf, ownRpcEndpoint: () => undefined, tunnelEndpoint: async () => "" });
     const group = new GroupReconciler({ view, splits, store, pool, fetcher, explicit: [], hosts: [], evictMeshModels: false, peerServes: () => false, announce: () => undefined, guest: () => false, log });
     announcer.connect({ group });

@@ -9,7 +9,7 @@ import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
 import type { Announcement } from "../../mesh/messages.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import { MeshRouter } from "../../node/mesh-router.ts";
-import { MeshViewCache, SILENT_MS, type ViewMembers } from "../../node/mesh-view.ts";
+import { MeshViewCache, SILENT_MS, type ViewPeers } from "../../node/mesh-view.ts";
 import type { ForwardedRequest } from "../../node/mesh-forwarder.ts";
 import type { Route } from "../../placement/route.ts";
 import type { Standing } from "../../placement/trust.ts";
@@ -43,12 +43,13 @@ function routerOf(o: { peers?: Peer[]; serving?: boolean; ownFiles?: boolean; ho
   const peers = new Map(
     (o.peers ?? []).map((p) => [p.id, { id: p.id, announcement: { ...fakeAnnouncement(p.id), ...p.announcement }, lastSeen: now - (p.silentMs ?? 0), standing: { standing: p.standing } }] as const),
   );
-  const members: ViewMembers = { nodeId: SELF, membership: { peers: peers as ViewMembers["membership"]["peers"], lastAnnounced: undefined } };
+  const table = Object.assign(peers as unknown as Map<string, never>, { lastSent: undefined }) as unknown as ViewPeers;
   const own = fakeAnnouncement(SELF);
   const info: ModelInfo | undefined = o.ownFiles ? ({ name: "m", path: "/models/m.gguf", files: [], sizeBytes: GIB } as unknown as ModelInfo) : undefined;
   const ready = { state: "ready", queue: { figures: () => ({ slots: 1, inFlight: 0, queued: 0, waitMs: 0 }) } };
   const view = new MeshViewCache({
-    members: () => members,
+    selfId: () => SELF,
+    peers: table,
     vramBytes: 8 * GIB,
     own: { announced: () => ({ ...own, ...(o.serving ? { serving: ["m"], modelsOnDisk: [M], assigned: "m", hosting: true } : o.ownFiles ? { modelsOnDisk: [M] } : {}) }), version: 0 },
     pool: { server: (model: string) => (o.serving && model === "m" ? (ready as never) : undefined) },

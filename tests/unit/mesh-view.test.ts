@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
 import type { Announcement } from "../../mesh/messages.ts";
-import { MeshViewCache, type ViewMembers } from "../../node/mesh-view.ts";
+import { MeshViewCache, type ViewPeers } from "../../node/mesh-view.ts";
 import type { ModelFields } from "../../node/model-fields.ts";
 import { NodeEvents } from "../../node/node-events.ts";
 import type { Pool } from "../../pool/pool.ts";
@@ -19,13 +19,12 @@ const own = (over: Partial<ModelFields> = {}): ModelFields => ({ modelsOnDisk: [
 
 function setup() {
   let fields = own({ modelsOnDisk: [{ name: "m", size: 100, need: 120 }] });
-  const peers = new Map<string, { id: string; announcement: Announcement; lastSeen: number; standing: { standing: Standing } }>();
-  const members: ViewMembers = { nodeId: "me", membership: { peers, lastAnnounced: { demand: [{ model: "m", queued: 1 }] } } };
-  let mesh: ViewMembers | undefined;
+  const peers = Object.assign(new Map<string, { id: string; announcement: Announcement; lastSeen: number; standing: { standing: Standing } }>(), { lastSent: { demand: [{ model: "m", queued: 1 }] } });
+  let meshUp = false;
   const servers = new Map<string, { state: string; queue: { figures: () => { slots: number; inFlight: number; queued: number } } }>();
   const pool = { server: (m: string) => servers.get(m) } as unknown as Pool;
-  const view = new MeshViewCache({ members: () => mesh, vramBytes: 200, own: { announced: () => fields, version: 0 }, pool, identities: { of: () => "content" } });
-  return { view, peers, servers, up: () => void (mesh = members), setOwn: (f: ModelFields) => void (fields = f) };
+  const view = new MeshViewCache({ selfId: () => (meshUp ? "me" : undefined), peers, vramBytes: 200, own: { announced: () => fields, version: 0 }, pool, identities: { of: () => "content" } });
+  return { view, peers, servers, up: () => void (meshUp = true), setOwn: (f: ModelFields) => void (fields = f) };
 }
 
 describe("MeshViewCache", () => {

@@ -6,7 +6,7 @@ import { catalog, type NodeView } from "../../placement/catalog.ts";
 import type { Log } from "../../base/log.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import { copyGoes, ReplicaKeeper, type ReplicaKeeperOptions } from "../../node/replica-keeper.ts";
-import { announcedDemandOf } from "../../node/mesh-view.ts";
+import { announcedDemandOf, type ViewPeers } from "../../node/mesh-view.ts";
 
 const GB = 1e9;
 const file = join(mkdtempSync(join(tmpdir(), "replica-keeper-")), "m.gguf");
@@ -188,7 +188,7 @@ describe("ReplicaKeeper", () => {
 describe("announcedDemandOf: the demand the rule reads is the one peers have, ours included", () => {
   const sent = [{ model: "m", slots: 1, inFlight: 1, queued: 2, waitMs: 900 }];
   const peerDemand = [{ model: "k", slots: 2, inFlight: 0, queued: 0, waitMs: 0 }];
-  const membership = (lastAnnounced: { demand?: unknown } | undefined) => ({ lastAnnounced, peers: new Map([["p", { announcement: { demand: peerDemand } }]]) });
+  const membership = (lastSent: { demand?: unknown } | undefined) => Object.assign(new Map([["p", { announcement: { demand: peerDemand } }]]), { lastSent }) as unknown as ViewPeers;
   test.each<[string, string, { demand?: unknown } | undefined, unknown]>([
     ["ours: what our last announcement carried, not the live queue", "self", { demand: sent }, sent],
     ["ours before any announcement: none (peers know none either)", "self", undefined, undefined],
