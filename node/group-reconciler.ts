@@ -8,14 +8,12 @@
  */
 import type { Assignment } from "../placement/allocation.ts";
 import type { CatalogModel } from "../placement/catalog.ts";
-import { workerIds } from "../placement/election.ts";
 import type { Log } from "../base/log.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import type { EvictionCause, RpcSplit } from "../pool/pool-types.ts";
 import type { Pool } from "../pool/pool.ts";
 import { decideGroup, type GroupAction } from "./group-decision.ts";
-import { HostSchedule } from "./host-schedule.ts";
-import type { GroupFields } from "./model-announcer.ts";
+import type { GroupState } from "./group-state.ts";
 import type { FetchProgress, ModelFetcher } from "./model-fetcher.ts";
 import { hasFiles } from "./model-fields.ts";
 import type { MeshView } from "./mesh-view.ts";
@@ -37,8 +35,8 @@ export interface GroupReconcilerOptions {
   evictMeshModels: boolean;
   /** This node's replicas: never unloaded as a hand-over of its group's model. */
   replicas?: { announced(): { replicating: readonly string[] } };
-  /** Whether a peer announces it serves `model` (read from the membership: the view reads our announcement, which reads us). */
-  peerServes: (model: string) => boolean;
+  /** The group's state, which this reconciler alone changes (the announcer reads it). */
+  state: GroupState;
   /** Our state moved: announce it if that changed the announcement. */
   announce: () => void;
   /**
@@ -50,14 +48,7 @@ export interface GroupReconcilerOptions {
 }
 
 export class GroupReconciler {
-  private assigned: string | undefined;
-  /** We host the assigned model: we decided to run it, through loads and reloads. */
-  private hosting = false;
-  private readonly idle = new Set<string>();
-  /** The workers each of our loaded servers runs over (one loaded on demand too, should it become our assigned model). */
-  private readonly loadedSplits = new Map<string, string>();
   private settleTimer: Timer | undefined;
-  private readonly schedule = new HostSchedule();
   private stopped = false;
   private pending = false;
   /** Models whose server we unload because another node hosts them now (not on anyone's request). */
@@ -67,42 +58,25 @@ export class GroupReconciler {
   /** An explicit --model the mesh does not know yet, said once. */
   private toldUnknown = false;
 
-  constructor(private readonly o: GroupReconcilerOptions) {}
+  private readonly s: GroupState;
 
-  private get loadedSplit(): string | undefined {
-    return this.assigned === undefined ? undefined : this.loadedSplits.get(this.assigned);
-  }
-
-  /** The group's part of our announcement, given the models our pool serves. */
-  announced(serving: readonly string[]): GroupFields {
-    // A model served again anywhere (a request loaded it on demand) is no longer idle.
-    for (const m of this.idle) if (serving.includes(m) || this.o.peerServes(m)) this.idle.delete(m);
-    // The workers our running server uses: peers keep that layout in their plans.
-    const running = this.hosting && this.assigned !== undefined && serving.includes(this.assigned);
-    const layout = running && this.loadedSplit !== undefined ? workerIds(this.loadedSplit) : undefined;
-    const loadFailed = this.schedule.announced(this.assigned, serving);
-    return {
-      ...(this.assigned ? { assigned: this.assigned } : {}),
-      hosting: this.hosting,
-      idle: [...this.idle],
-      ...(layout ? { layout } : {}),
-      ...(loadFailed ? { loadFailed } : {}),
-    };
+  constructor(private readonly o: GroupReconcilerOptions) {
+    this.s = o.state;
   }
 
   /** Whether `model`'s server is held for the mesh: on-demand loads may not take its place (alone, a node swaps like a single box). */
   heldForMesh(model: string): boolean {
-    return !this.o.evictMeshModels && this.hosting && model === this.assigned && this.o.view.peerCount() > 0;
+    return !this.o.evictMeshModels && this.s.hosting && model === this.s.assigned && this.o.view.peerCount() > 0;
   }
 
   /** The pool's hook: the rpc-servers a load of `model` uses (`SplitPlanner.rpcSplit`), remembered as that server's split. */
   rpcSplit(model: ModelInfo): Promise<RpcSplit> {
-    return this.o.splits.rpcSplit(model, this.assigned, (workers) => this.loadedSplits.set(model.name, workers));
+    return this.o.splits.rpcSplit(model, this.s.assigned, (workers) => this.s.loadedSplits.set(model.name, workers));
   }
 
   /** This node is a worker of its assigned model's split: its rpc-server computes for another node's llama-server. */
   lendsToSplit(): boolean {
-    return this.o.splits.lendsToSplit(this.assigned, this.hosting);
+    return this.o.splits.lendsToSplit(this.s.assigned, this.s.hosting);
   }
 
   /**
@@ -113,26 +87,26 @@ export class GroupReconciler {
   onEvict(model: string, cause: EvictionCause): void {
     const handover = this.handingOver.delete(model);
     // A reload asked for its split before this eviction: that one stays.
-    if (cause !== "reload") this.loadedSplits.delete(model);
-    if (model !== this.assigned || cause === "reload" || (cause === "unload" && handover)) return;
+    if (cause !== "reload") this.s.loadedSplits.delete(model);
+    if (model !== this.s.assigned || cause === "reload" || (cause === "unload" && handover)) return;
     const why = cause === "idle" ? "the model had no requests for the idle time" : cause === "unload" ? "the model was unloaded on request" : "the model made room for one asked for on demand";
     this.o.log.info(`${why}; leaving its group`, { model, cause });
-    this.idle.add(model);
+    this.s.idle.add(model);
     this.setAssigned(undefined);
   }
 
   /** The files of our model cannot be had (a hash that never matches, a refusal): choose another. */
   private giveUp(model: string, why: string): void {
-    if (this.assigned !== model) return;
+    if (this.s.assigned !== model) return;
     this.o.log.error("giving up on the assigned model; choosing another", { model, why });
     this.unfetchable.add(model);
     this.setAssigned(undefined);
   }
 
   private setAssigned(model: string | undefined): void {
-    this.assigned = model;
-    this.hosting = false;
-    this.schedule.reset();
+    this.s.assigned = model;
+    this.s.hosting = false;
+    this.s.schedule.reset();
     if (model === undefined) this.o.fetcher.cancel();
     this.o.announce();
     this.reconcileSoon();
@@ -155,10 +129,10 @@ export class GroupReconciler {
     // A fetch waiting for a member to pull its model looks again.
     this.o.fetcher.changed();
     const { views, catalog: models } = this.o.view.snapshot();
-    const name = this.assigned;
+    const name = this.s.assigned;
     const server = name === undefined ? undefined : this.o.pool.server(name);
     const action = decideGroup(
-      { assigned: name, hosting: this.hosting, loadedSplit: this.loadedSplit },
+      { assigned: name, hosting: this.s.hosting, loadedSplit: this.s.loadedSplit },
       {
         views,
         models,
@@ -212,9 +186,9 @@ export class GroupReconciler {
 
   /** Carries out a host decision of the assigned model `name`: hand over, settle, or (re)load once the group settles. */
   private host(name: string, action: Extract<GroupAction, { hosting: boolean }>): void {
-    this.schedule.layoutIs(name, action.workers);
-    if (this.hosting !== action.hosting) {
-      this.hosting = action.hosting;
+    this.s.schedule.layoutIs(name, action.workers);
+    if (this.s.hosting !== action.hosting) {
+      this.s.hosting = action.hosting;
       this.o.announce();
     }
     if (action.do === "hand-over") {
@@ -226,31 +200,31 @@ export class GroupReconciler {
     if (action.do === "settle") {
       clearTimeout(this.settleTimer);
       this.settleTimer = undefined;
-      this.schedule.cancel();
+      this.s.schedule.cancel();
       return;
     }
     const wanted = action.workers;
-    const delay = this.schedule.delay(wanted, Boolean(action.reload || wanted), this.settleTimer !== undefined);
+    const delay = this.s.schedule.delay(wanted, Boolean(action.reload || wanted), this.settleTimer !== undefined);
     if (delay === undefined) return;
     clearTimeout(this.settleTimer);
     this.settleTimer = setTimeout(() => {
       this.settleTimer = undefined;
-      this.schedule.cancel();
-      if (this.stopped || this.assigned !== name || !this.hosting) return;
+      this.s.schedule.cancel();
+      if (this.stopped || this.s.assigned !== name || !this.s.hosting) return;
       const again = this.o.pool.server(name);
       // A request loaded it meanwhile (over this very layout, or still loading): nothing to do again;
       // that load's end is a change, and this node decides again then.
-      if (this.o.pool.isLoading(name) || (again && this.loadedSplit === wanted)) return;
+      if (this.o.pool.isLoading(name) || (again && this.s.loadedSplit === wanted)) return;
       const model = this.o.store.list().find((m) => m.name === name && hasFiles(m));
       if (!model) return;
       this.o.log.info(again ? "the group changed; loading the model again across it" : "hosting the model", { model: name, workers: wanted || "none" });
       const load = again ? this.o.pool.reload(model) : this.o.pool.load(model);
       load.then(
-        () => this.schedule.loaded(name),
+        () => this.s.schedule.loaded(name),
         (err: unknown) => {
           // A load cut short by the node stopping is no failure to report.
           if (this.stopped) return;
-          const nextMs = this.schedule.failed(name, wanted, err as Error);
+          const nextMs = this.s.schedule.failed(name, wanted, err as Error);
           this.o.log.error("could not load the assigned model", { model: name, error: (err as Error).message.split("\n")[0], next_try_in_s: nextMs / 1000 });
           this.o.announce();
           this.reconcileSoon();
@@ -260,7 +234,7 @@ export class GroupReconciler {
   }
 
   status(): { assigned: string | null; idle: string[]; fetching: FetchProgress | null; catalog: CatalogModel[] } {
-    return { assigned: this.assigned ?? null, idle: [...this.idle], fetching: this.o.fetcher.progress ?? null, catalog: this.o.view.catalog() };
+    return { assigned: this.s.assigned ?? null, idle: [...this.s.idle], fetching: this.o.fetcher.progress ?? null, catalog: this.o.view.catalog() };
   }
 
   stop(): void {

@@ -1,7 +1,7 @@
 /**
  * What this node announces about its models: the models on disk and the seeds (trimmed to what
  * peers accept, with the content identities it worked out), what its pool serves, its group's
- * state (from the group reconciler), what it fetches, the RPC protocol its rpc-server speaks, and
+ * state (`group-state.ts`), what it fetches, the RPC protocol its rpc-server speaks, and
  * its replicas. Its own node view in the mesh's view is read from here too, so the catalog sees
  * this node exactly as its peers do.
  */
@@ -28,27 +28,18 @@ export interface ModelAnnouncerOptions {
   fetcher: Pick<ModelFetcher, "progress" | "enabled">;
   /** The RPC protocol of our rpc-server (only nodes of one major version can be in a split). */
   rpcProtocol: () => string;
-  log: Log;
-}
-
-/** The parts whose state the announcement tells, made after the announcer (they read the mesh's view, which reads it). */
-export interface AnnouncedParts {
+  /** The group's state (`group-state.ts`), which the group reconciler changes. */
   group: { announced(serving: readonly string[]): GroupFields };
-  /** This node's replicas (`node/replica-keeper.ts`); none: it holds none and takes none. */
+  /** The replicas this node holds (`replica-keeper.ts`'s `ReplicaHolds`); none: it holds none and takes none. */
   replicas?: { announced(): Pick<ModelFields, "replicating" | "takesReplicas"> };
+  log: Log;
 }
 
 export class ModelAnnouncer {
   private readonly disk: AnnouncedDisk;
-  private parts: AnnouncedParts | undefined;
 
   constructor(private readonly o: ModelAnnouncerOptions) {
     this.disk = new AnnouncedDisk(() => o, o.needOf, o.identities);
-  }
-
-  /** Connects the group and the replicas whose state is announced; done once, before anything is announced. */
-  connect(parts: AnnouncedParts): void {
-    this.parts = parts;
   }
 
   /** Moves whenever the disk fields do. */
@@ -58,9 +49,8 @@ export class ModelAnnouncer {
 
   /** What we announce about models. */
   announced(): ModelFields {
-    if (!this.parts) throw new Error("ModelAnnouncer.announced before connect");
     const serving = this.o.pool.loaded().filter((s) => isLoaded(s.state)).map((s) => s.model);
-    const group = this.parts.group.announced(serving);
+    const group = this.o.group.announced(serving);
     const fetching = this.o.fetcher.progress;
     return {
       ...this.disk.fields([...this.o.explicit, ...(group.assigned ? [group.assigned] : []), ...serving]),
@@ -75,7 +65,7 @@ export class ModelAnnouncer {
       ...(fetching ? { fetching } : {}),
       ...(group.layout ? { layout: group.layout } : {}),
       ...(group.loadFailed ? { loadFailed: group.loadFailed } : {}),
-      ...(this.parts.replicas?.announced() ?? { replicating: [], takesReplicas: false }),
+      ...(this.o.replicas?.announced() ?? { replicating: [], takesReplicas: false }),
     };
   }
 }

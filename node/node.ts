@@ -44,7 +44,7 @@ import { KNOWN_PROTOCOLS, protocolMajor } from "../tunnel/rpc-limits.ts";
 import { ModelIdentities } from "../models/model-identities.ts";
 import { SLOT_CACHE_DIR, SlotCache } from "../pool/slot-cache.ts";
 import { ModelFetcher } from "./model-fetcher.ts";
-import { nodeReplicaKeeper } from "./replica-keeper.ts";
+import { nodeReplicaKeeper, ReplicaHolds } from "./replica-keeper.ts";
 import { nodeCpuShare } from "./cpu-share.ts";
 import { needAt } from "./model-fields.ts";
 import { ModelAnnouncer } from "./model-announcer.ts";
@@ -52,6 +52,7 @@ import { nodeAnnouncement } from "./node-announcement.ts";
 import { MeshViewCache, type MeshView } from "./mesh-view.ts";
 import { SplitPlanner } from "./split-planner.ts";
 import { GroupReconciler } from "./group-reconciler.ts";
+import { GroupState } from "./group-state.ts";
 import { MeshForwarder } from "./mesh-forwarder.ts";
 import { MeshRouter } from "./mesh-router.ts";
 import { NodeEvents } from "./node-events.ts";
@@ -222,26 +223,19 @@ export async function createNode(config: Config, identity: MeshIdentity, llama: 
     log,
   });
 
-  // The mesh brain, in the order each part reads the one before: what we announce, the view of the
-  // mesh (ours and our peers' announcements, the catalog, what we saw ourselves), the replicas, the
-  // splits, the group, and the router.
-  // Our models' content identities are announced once worked out (a copy from us is checked against them).
+  // The mesh brain, each part after what it reads: our content identities (announced once worked
+  // out), the group's and the replicas' state, what we announce, the view of the mesh (ours and our
+  // peers' announcements, the catalog, what we saw ourselves), the replicas, the splits, the group
+  // (which change that state), and the router.
   const identities = new ModelIdentities(fetcher.hasher, announce);
-  const announcer = new ModelAnnouncer({
-    store,
-    refs,
-    explicit,
-    needOf,
-    identities,
-    pool,
-    fetcher,
-    // What our rpc-server says in HELLO; until it is up, what this mesh's llama.cpp speaks.
-    rpcProtocol: () => rpc.protocol ?? LLAMA_SOURCE.rpcProtocol,
-    log,
-  });
+  const groupState = new GroupState((model) => countedPeers().some((p) => p.announcement.serving.includes(model)));
+  const replicaHolds = new ReplicaHolds(config.replicas === "on");
+  // What our rpc-server says in HELLO; until it is up, what this mesh's llama.cpp speaks.
+  const rpcProtocol = () => rpc.protocol ?? LLAMA_SOURCE.rpcProtocol;
+  const announcer = new ModelAnnouncer({ store, refs, explicit, needOf, identities, pool, fetcher, rpcProtocol, group: groupState, replicas: replicaHolds, log });
   const view = new MeshViewCache({ selfId: () => (adopted ? identity.nodeId : undefined), peers, vramBytes, own: announcer, pool, identities });
   // Models this node serves beside their hosts while their servers are pressed (placement/replicas.ts).
-  const replicas = nodeReplicaKeeper(config, { view, pool, store, fetcher, changed: () => events.changed(), remove: (name) => admin.remove(name), log });
+  const replicas = nodeReplicaKeeper(config, { holds: replicaHolds, view, pool, store, fetcher, changed: () => events.changed(), remove: (name) => admin.remove(name), log });
   const splits = new SplitPlanner({
     view,
     vramBytes,
@@ -259,15 +253,13 @@ export async function createNode(config: Config, identity: MeshIdentity, llama: 
     hosts: config.hosts,
     evictMeshModels: config.evictMeshModels === "on",
     replicas,
-    peerServes: (model) => countedPeers().some((p) => p.announcement.serving.includes(model)),
+    state: groupState,
     announce,
     guest: isGuest,
     log,
   });
   const forwarder = new MeshForwarder({ peers, headMs: config.loadTimeoutMs + FORWARD_ANSWER_MS });
   const router = new MeshRouter({ view, store, needOf, vramBytes, hosts: config.hosts, forwarder, guest: isGuest });
-  // Every part exists: the announcement tells the group's and the replicas' state, and the parts' reports reach them.
-  announcer.connect({ group, replicas });
   events.connect({ announce, group, replicas, identities, slots: slotCache });
 
   const onPeersChange = () => {

@@ -30,6 +30,8 @@ export const REPLICA_PAUSE_MS = 60_000;
 export interface ReplicaKeeperOptions {
   /** `--replicas on`: this node takes replicas (it always lets go of those it holds). */
   enabled: boolean;
+  /** Where the replicas it holds are kept (the announcer reads them); its own where none is given. */
+  holds?: ReplicaHolds;
   /** `--replica-idle`: a replica unused this long goes; 0 = only when its memory is wanted. */
   idleMs: number;
   selfId: () => string | undefined;
@@ -70,16 +72,38 @@ export function copyGoes(model: string, f: { copiedHere: boolean; assigned: stri
   return f.copiedHere && f.assigned !== model && !f.loaded;
 }
 
+/**
+ * The replicas this node holds (copying, loading, serving or being let go) and whether it takes
+ * any: what it announces of them. Made before the keeper that changes it, so the announcer (made
+ * before the mesh's view, which the keeper reads) is built with it.
+ */
+export class ReplicaHolds extends Map<string, { phase: Phase; abort: AbortController }> {
+  /** The keeper stopped: it takes no more. */
+  stopped = false;
+
+  /** `--replicas on`: this node takes replicas (it always lets go of those it holds). */
+  constructor(private readonly enabled: boolean) {
+    super();
+  }
+
+  /** What we announce: the models we hold as replicas (loading or serving), and whether we take them. */
+  announced(): { replicating: string[]; takesReplicas: boolean } {
+    return { replicating: [...this.keys()].slice(0, ANNOUNCEMENT_LIMITS.replicating), takesReplicas: this.enabled && !this.stopped };
+  }
+}
+
 export class ReplicaKeeper {
   /** Models whose files this keeper copied from a peer in this process: the only files it deletes. */
   private readonly copied = new Set<string>();
-  private readonly held = new Map<string, { phase: Phase; abort: AbortController }>();
+  private readonly held: ReplicaHolds;
   /** Models whose replica failed here, and until when they are not tried again. */
   private readonly paused = new Map<string, number>();
   private stopped = false;
   private timer: Timer | undefined;
 
-  constructor(private readonly o: ReplicaKeeperOptions) {}
+  constructor(private readonly o: ReplicaKeeperOptions) {
+    this.held = o.holds ?? new ReplicaHolds(o.enabled);
+  }
 
   /** Works the rule out every `everyMs` from now until `stop`. */
   start(everyMs: number): void {
@@ -88,9 +112,9 @@ export class ReplicaKeeper {
     this.timer.unref();
   }
 
-  /** What we announce: the models we hold as replicas (loading or serving), and whether we take them. */
+  /** What we announce of our replicas (`ReplicaHolds.announced`). */
   announced(): { replicating: string[]; takesReplicas: boolean } {
-    return { replicating: [...this.held.keys()].slice(0, ANNOUNCEMENT_LIMITS.replicating), takesReplicas: this.o.enabled && !this.stopped };
+    return this.held.announced();
   }
 
   /**
@@ -237,6 +261,7 @@ export class ReplicaKeeper {
 
   stop(): void {
     this.stopped = true;
+    this.held.stopped = true;
     clearInterval(this.timer);
     for (const h of this.held.values()) h.abort.abort();
   }
@@ -245,10 +270,11 @@ export class ReplicaKeeper {
 /** The keeper of a running node, reading the mesh's view, deciding on the heartbeat's beat (how often demand moves). */
 export function nodeReplicaKeeper(
   config: Pick<Config, "replicas" | "replicaIdleMs">,
-  n: { view: MeshView; pool: Pool; store: ModelStore; fetcher: ModelFetcher; changed: () => void; remove: (model: string) => Promise<unknown>; log: Log },
+  n: { holds: ReplicaHolds; view: MeshView; pool: Pool; store: ModelStore; fetcher: ModelFetcher; changed: () => void; remove: (model: string) => Promise<unknown>; log: Log },
 ): ReplicaKeeper {
   const keeper = new ReplicaKeeper({
     enabled: config.replicas === "on",
+    holds: n.holds,
     idleMs: config.replicaIdleMs,
     selfId: () => n.view.selfId(),
     views: () => n.view.views(),

@@ -13,6 +13,7 @@ import type { ModelFetcher } from "../../node/model-fetcher.ts";
 import { ModelAnnouncer } from "../../node/model-announcer.ts";
 import { PeerTable } from "../../mesh/peer-table.ts";
 import { MeshViewCache } from "../../node/mesh-view.ts";
+import { GroupState } from "../../node/group-state.ts";
 import { GroupReconciler } from "../../node/group-reconciler.ts";
 import { SplitPlanner } from "../../node/split-planner.ts";
 import { needAt } from "../../node/model-fields.ts";
@@ -126,11 +127,11 @@ describe("the announcer and the mesh view: trims with one log line per change, a
     const fetcher = { progress: undefined, enabled: true, cancel: () => undefined, changed: () => undefined } as unknown as ModelFetcher;
     const needOf = needAt(512);
     // The node's parts as `createNode` builds them: the announcer, the view that reads it, the group that feeds both.
-    const announcer = new ModelAnnouncer({ store, refs: new Map(), explicit: [], needOf, pool, fetcher, rpcProtocol: () => "3.0.0", log });
+    const state = new GroupState(() => false);
+    const announcer = new ModelAnnouncer({ store, refs: new Map(), explicit: [], needOf, pool, fetcher, rpcProtocol: () => "3.0.0", group: state, log });
     const view = new MeshViewCache({ selfId: () => undefined, peers: new PeerTable(), vramBytes: 8e9, own: announcer, pool, identities: { of: () => undefined } });
     const splits = new SplitPlanner({ view, vramBytes: 8e9, needOf, ownRpcEndpoint: () => undefined, tunnelEndpoint: async () => "" });
-    const group = new GroupReconciler({ view, splits, store, pool, fetcher, explicit: [], hosts: [], evictMeshModels: false, peerServes: () => false, announce: () => undefined, guest: () => false, log });
-    announcer.connect({ group });
+    const group = new GroupReconciler({ view, splits, store, pool, fetcher, explicit: [], hosts: [], evictMeshModels: false, state, announce: () => undefined, guest: () => false, log });
     const models = { announced: () => announcer.announced(), catalog: () => view.catalog(), reconcile: () => group.reconcile() };
     return {
       models,
