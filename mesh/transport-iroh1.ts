@@ -134,10 +134,8 @@ export class Iroh1Transport implements Transport {
       await endpoint.close().catch(() => undefined);
       throw new Error(`iroh gives this key node id ${id}, not ${this.nodeId} as announced`);
     }
-    if (this.closing) {
-      await endpoint.close().catch(() => undefined);
-      throw new Error("the transport was closed while its endpoint started");
-    }
+    // Closed while it started (a node stopped as it comes up): that is no failure to start.
+    if (this.closing) return void (await endpoint.close().catch(() => undefined));
     this.endpoint = endpoint;
     void this.acceptLoop(endpoint);
     this.noteAddress(endpoint.addr());

@@ -76,6 +76,8 @@ test("an expired pass: its guest is dropped when it expires, and refused at admi
   const claim = ownClaim({ roster: keys.roster, pass, passSecret }, rogue.transport.nodeId);
   const member = await rogue.member(token, claim);
   try {
+    // Its handshake is done on its side once a's hello came; a holds it a moment after.
+    await waitFor(async () => (await peerIdsOf(a)).includes(rogue.transport.nodeId), { what: "a to hold the guest" });
     expect((await meshStatus(a)).peers.find((p) => p.nodeId === rogue.transport.nodeId)).toMatchObject({ standing: "guest", guest: { name: "brief", expiresAt } });
     await waitFor(async () => !(await peerIdsOf(a)).includes(rogue.transport.nodeId), { what: "the expired guest to be dropped", timeoutMs: 20_000 });
     expect(Date.now()).toBeGreaterThanOrEqual(expiresAt);

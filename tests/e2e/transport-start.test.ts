@@ -67,6 +67,13 @@ describe.each(TRANSPORT_LINES)("%s", (line) => {
     expect(a.accepted.map((c) => c.remoteId)).toEqual([b.t.nodeId, b.t.nodeId]);
   });
 
+  test("closed while its endpoint starts (a node stopped as it comes up): `ready` still resolves, and the close with it", async () => {
+    const { t } = await start(line);
+    const closed = t.close();
+    await t.ready;
+    await closed;
+  });
+
   test("an address that cannot be bound makes `ready` fail, naming it", async () => {
     // TEST-NET-3 (RFC 5737): no interface here has it.
     const { t } = await start(line, { ipv4Addr: "203.0.113.7:0" });
