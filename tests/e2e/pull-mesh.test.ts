@@ -68,7 +68,7 @@ function expectCopied(n: MeshTestNode): void {
   expect(registry[MODEL]).toMatchObject({ file: `${MODEL}.gguf`, ref: `${REPO}/${FILE}` });
 }
 
-test("three nodes want a model none has: one pulls it, the others copy it from that one; the Hub serves it once", async () => {
+test("three nodes want a model none has: one pulls it, the others copy it within the mesh; the Hub serves it once", async () => {
   // The first node's download stalls after 1 KiB until the test lets it go, so both others are
   // in the mesh, assigned the model, while it is still being pulled.
   hub.cutNext(REPO, FILE, 1024, { hold: true });
@@ -84,8 +84,11 @@ test("three nodes want a model none has: one pulls it, the others copy it from t
   await everyoneHasIt([a, b, c], [a, b, c]);
   expect(hub.downloads(REPO, FILE)).toBe(1);
   expect(freshDownloads()).toBe(1);
+  // From the one that pulled it, or from the other once that one holds the same bytes (a later
+  // copier may take either; a clean-clone CI saw c copy from b).
+  const members = [a, b, c].map((n) => n.nodeId.slice(0, 10)).join("|");
   for (const n of [b, c]) {
-    expect(n.child.output()).toMatch(new RegExp(`fetching model model=\\S+ from="?node ${a.nodeId.slice(0, 10)}`));
+    expect(n.child.output()).toMatch(new RegExp(`fetching model model=\\S+ from="?node (${members})`));
     expect(n.child.output()).not.toMatch(/fetching model model=\S+ from=test-org/);
     expectCopied(n);
   }
