@@ -221,7 +221,7 @@ export async function startMesh(config: Config, identity: MeshIdentity, hooks: M
     onAddress: (addr) => {
       log.info("the endpoint's address differs from the one worked out at start; the join token is made again", { addresses: addr.addresses.join(",") });
       keep(addr);
-      if (source.current().changed) membership?.announce();
+      announceIfChanged();
     },
   });
   let token = "";
@@ -250,9 +250,11 @@ export async function startMesh(config: Config, identity: MeshIdentity, hooks: M
     peers: hooks.peers,
   });
   const m = membership;
-  const unsubscribe = hooks.moved.subscribe(() => {
-    if (source.current().changed) m.announce();
-  });
+  /** Sends our announcement now if it changed since the last one. */
+  function announceIfChanged(): void {
+    if (source.current().changed) membership?.announce();
+  }
+  const unsubscribe = hooks.moved.subscribe(announceIfChanged);
   // The CLI changes the roster's files (a pass issued, a revocation, `mesh roster join`): read within a heartbeat.
   const rosterWatch = setInterval(() => {
     const moved = roster.refresh();
@@ -260,7 +262,7 @@ export async function startMesh(config: Config, identity: MeshIdentity, hooks: M
     log.info(moved.keys ? "this node's roster changed" : "the roster signed something new", { trust: roster.own(transport.nodeId).state, statements: moved.added.map((s) => s.kind).join(",") || "none" });
     if (moved.keys) keep(transport.addr());
     m.rosterChanged(moved.added, moved.keys);
-    if (source.current().changed) m.announce();
+    announceIfChanged();
     hooks.onPeersChange();
   }, HEARTBEAT_MS);
   for (const conn of early.splice(0)) void m.accept(conn);

@@ -98,7 +98,6 @@ export class ReplicaKeeper {
   private readonly held: ReplicaHolds;
   /** Models whose replica failed here, and until when they are not tried again. */
   private readonly paused = new Map<string, number>();
-  private stopped = false;
   private timer: Timer | undefined;
 
   constructor(private readonly o: ReplicaKeeperOptions) {
@@ -144,7 +143,7 @@ export class ReplicaKeeper {
 
   private decide(): void {
     const self = this.o.selfId();
-    if (this.stopped || self === undefined) return;
+    if (this.held.stopped || self === undefined) return;
     const views = this.o.views().map((v) => ({ ...v, demand: demandList(this.o.demandOf(v.nodeId)) }));
     const own = views.find((v) => v.nodeId === self);
     if (!own) return;
@@ -250,7 +249,7 @@ export class ReplicaKeeper {
       this.o.log.info("replica ready", { model: r.model });
       this.o.changed();
     } catch (err) {
-      if (this.held.get(r.model) !== h || this.stopped) return;
+      if (this.held.get(r.model) !== h || this.held.stopped) return;
       this.held.delete(r.model);
       this.paused.set(r.model, Date.now() + REPLICA_PAUSE_MS);
       this.o.log.warn(`could not add a replica; not trying it here again for ${REPLICA_PAUSE_MS / 1000} s`, { model: r.model, error: oneLine(err) });
@@ -260,7 +259,6 @@ export class ReplicaKeeper {
   }
 
   stop(): void {
-    this.stopped = true;
     this.held.stopped = true;
     clearInterval(this.timer);
     for (const h of this.held.values()) h.abort.abort();
