@@ -9,8 +9,8 @@
 import type { Assignment } from "../placement/allocation.ts";
 import type { CatalogModel } from "../placement/catalog.ts";
 import type { Log } from "../base/log.ts";
-import type { ModelInfo, ModelStore } from "../models/model-store.ts";
-import type { EvictionCause, RpcSplit } from "../pool/pool-types.ts";
+import type { ModelStore } from "../models/model-store.ts";
+import type { EvictionCause } from "../pool/pool-types.ts";
 import type { Pool } from "../pool/pool.ts";
 import { decideGroup, type GroupAction } from "./group-decision.ts";
 import type { GroupState } from "./group-state.ts";
@@ -23,7 +23,7 @@ import { shortId } from "../base/short-id.ts";
 export interface GroupReconcilerOptions {
   /** The mesh's view; `heard` tells it of a change, so the catalog is worked out again. */
   view: Pick<MeshView, "selfId" | "peerCount" | "snapshot" | "catalog"> & { heard(): void };
-  splits: Pick<SplitPlanner, "plan" | "rpcSplit" | "lendsToSplit">;
+  splits: Pick<SplitPlanner, "plan">;
   store: Pick<ModelStore, "list">;
   pool: Pick<Pool, "server" | "isLoading" | "load" | "reload" | "unload">;
   fetcher: Pick<ModelFetcher, "fetch" | "cancel" | "changed" | "progress">;
@@ -31,8 +31,6 @@ export interface GroupReconcilerOptions {
   explicit: readonly string[];
   /** `--hosts`: the nodes that may serve this node's clients and take over a model it runs (none: any member). */
   hosts: readonly string[];
-  /** Loads on demand may unload the model this node hosts for the mesh (`--evict-mesh-models on`). */
-  evictMeshModels: boolean;
   /** This node's replicas: never unloaded as a hand-over of its group's model. */
   replicas?: { announced(): { replicating: readonly string[] } };
   /** The group's state, which this reconciler alone changes (the announcer reads it). */
@@ -62,21 +60,6 @@ export class GroupReconciler {
 
   constructor(private readonly o: GroupReconcilerOptions) {
     this.s = o.state;
-  }
-
-  /** Whether `model`'s server is held for the mesh: on-demand loads may not take its place (alone, a node swaps like a single box). */
-  heldForMesh(model: string): boolean {
-    return !this.o.evictMeshModels && this.s.hosting && model === this.s.assigned && this.o.view.peerCount() > 0;
-  }
-
-  /** The pool's hook: the rpc-servers a load of `model` uses (`SplitPlanner.rpcSplit`), remembered as that server's split. */
-  rpcSplit(model: ModelInfo): Promise<RpcSplit> {
-    return this.o.splits.rpcSplit(model, this.s.assigned, (workers) => this.s.loadedSplits.set(model.name, workers));
-  }
-
-  /** This node is a worker of its assigned model's split: its rpc-server computes for another node's llama-server. */
-  lendsToSplit(): boolean {
-    return this.o.splits.lendsToSplit(this.s.assigned, this.s.hosting);
   }
 
   /**

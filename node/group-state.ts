@@ -1,8 +1,9 @@
 /**
  * This node's group as it stands: the model it is assigned, whether it hosts it, the models it let
  * go idle, the split each loaded server runs over, and its load schedule. Made before the parts
- * that read it (the announcer, which tells peers the group's part, made before the mesh's view) and
- * the one that changes it (the reconciler, which reads that view), so each is built with it.
+ * that read it (the announcer, which tells peers the group's part, made before the mesh's view; the
+ * split planner and the pool, which ask it before a load) and the one that changes it (the
+ * reconciler, which reads that view), so each is built with it.
  */
 import { workerIds } from "../placement/election.ts";
 import { HostSchedule } from "./host-schedule.ts";
@@ -25,6 +26,15 @@ export class GroupState {
   /** The split the assigned model's server runs over, when it is loaded. */
   get loadedSplit(): string | undefined {
     return this.assigned === undefined ? undefined : this.loadedSplits.get(this.assigned);
+  }
+
+  /**
+   * Whether `model`'s server is this node's for the mesh: it hosts it for its group while it has
+   * peers (alone, a node swaps like a single box). The pool's question before an on-demand load
+   * evicts it (`--evict-mesh-models on` lets it).
+   */
+  hostsForMesh(model: string, peerCount: number): boolean {
+    return this.hosting && model === this.assigned && peerCount > 0;
   }
 
   /** The group's part of our announcement, given the models our pool serves. */

@@ -14,7 +14,7 @@ import { catalog, type CatalogModel, type NodeView } from "../placement/catalog.
 import { counts, type Standing } from "../placement/trust.ts";
 import type { Announcement } from "../mesh/messages.ts";
 import type { ModelInfo } from "../models/model-store.ts";
-import type { Pool } from "../pool/pool.ts";
+import type { LoadedServers } from "../pool/loaded-servers.ts";
 import { takesRequests } from "../pool/wrapped-server.ts";
 import { HEARTBEAT_MS } from "./mesh-node.ts";
 import { nodeView, type ModelFields } from "./model-fields.ts";
@@ -84,7 +84,8 @@ export interface MeshViewOptions {
   vramBytes: number;
   /** This node's own model fields as it announces them, and a number that moves whenever its disk fields do. */
   own: { announced(): ModelFields; readonly version: number };
-  pool: Pick<Pool, "server">;
+  /** The pool's servers (what this node runs itself). */
+  servers: Pick<LoadedServers, "server">;
   /** This node's own models' content identities (`models/model-identities.ts`). */
   identities: { of(m: ModelInfo): string | undefined };
 }
@@ -105,12 +106,12 @@ export class MeshViewCache implements MeshView {
     this.verified = {
       silentMs,
       answering: (model) => {
-        const s = o.pool.server(model);
+        const s = o.servers.server(model);
         return s !== undefined && takesRequests(s.state);
       },
       // Live, per request with a choice; one draining for a reload or an eviction has no slot for a new request.
       ownLoad: (model) => {
-        const s = o.pool.server(model);
+        const s = o.servers.server(model);
         return s !== undefined && takesRequests(s.state) ? s.queue.figures() : undefined;
       },
       contentIdentity: (m) => o.identities.of(m),

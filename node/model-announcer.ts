@@ -7,7 +7,7 @@
  */
 import type { Log } from "../base/log.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
-import type { Pool } from "../pool/pool.ts";
+import type { LoadedServers } from "../pool/loaded-servers.ts";
 import type { ModelFetcher } from "./model-fetcher.ts";
 import { AnnouncedDisk, type ModelFields } from "./model-fields.ts";
 import { isLoaded } from "../pool/wrapped-server.ts";
@@ -24,7 +24,8 @@ export interface ModelAnnouncerOptions {
   needOf: (m: ModelInfo) => number;
   /** This node's own models' content identities (a copy from us is checked against them). */
   identities?: { of(m: ModelInfo): string | undefined; readonly version: number };
-  pool: Pick<Pool, "loaded">;
+  /** The pool's servers (what it serves). */
+  servers: Pick<LoadedServers, "loaded">;
   fetcher: Pick<ModelFetcher, "progress" | "enabled">;
   /** The RPC protocol of our rpc-server (only nodes of one major version can be in a split). */
   rpcProtocol: () => string;
@@ -49,7 +50,7 @@ export class ModelAnnouncer {
 
   /** What we announce about models. */
   announced(): ModelFields {
-    const serving = this.o.pool.loaded().filter((s) => isLoaded(s.state)).map((s) => s.model);
+    const serving = this.o.servers.loaded().filter((s) => isLoaded(s.state)).map((s) => s.model);
     const group = this.o.group.announced(serving);
     const fetching = this.o.fetcher.progress;
     return {

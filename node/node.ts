@@ -2,13 +2,12 @@
  * Everything a node runs besides its HTTP API: the model store, the pool of llama-servers, the
  * rpc-server it offers the mesh, its place in the mesh, the RPC tunnels to its peers, and its part
  * in serving the mesh's models (which group it is in, what it hosts, the files it fetches).
- * `createNode` builds the parts with the node's mesh identity, in the order they read each other:
- * the peer table the membership will keep, the store, the rpc-server and tunnels, the pool, the
- * fetcher and the admin, then the mesh brain (the announcer, the view, the replicas, the splits,
- * the group, the router); `start` brings the mesh up over the same table. Our announcement's moves
- * are a `Signal` the membership hears; the reports that go up the order (the pool's hooks, a fetch
- * done, the models dir changed) go to `NodeEvents`, connected to the group and the replicas once
- * they exist.
+ * `createNode` builds each part once, with the node's mesh identity and the parts it reads: the
+ * peer table the membership will keep, the store, the rpc-server and tunnels, the fetcher and our
+ * content identities, the group's state, the mesh's view and the splits (which the pool asks before
+ * a load), the pool, then the group and the replicas that change that state, and the router;
+ * `start` brings the mesh up over the same table. Reports that go up that order are `Signal`s the
+ * later parts subscribe to: our announcement moved, something changed, the pool unloaded a model.
  */
 import { existsSync } from "node:fs";
 import { homedir, totalmem } from "node:os";
@@ -33,6 +32,8 @@ import { serveModelStream } from "../models/peer-transfer.ts";
 import type { Stream } from "../streams/stream.ts";
 import { capLogsEvery } from "../pool/log-files.ts";
 import { Pool } from "../pool/pool.ts";
+import { LoadedServers } from "../pool/loaded-servers.ts";
+import type { EvictionCause } from "../pool/pool-types.ts";
 import { RpcServerChild } from "../pool/rpc-server.ts";
 import { connectDirect, directTarget, startDirectServer } from "../tunnel/direct.ts";
 import type { DirectPurpose } from "../tunnel/direct-auth.ts";
@@ -40,7 +41,6 @@ import { peerStreamOpener } from "./peer-streams.ts";
 import { makeDirectIdentity } from "../tunnel/direct-identity.ts";
 import { Tunnels } from "../tunnel/tunnels.ts";
 import { ZeroTransfer } from "../tunnel/zero-transfer.ts";
-import { KNOWN_PROTOCOLS, protocolMajor } from "../tunnel/rpc-limits.ts";
 import { ModelIdentities } from "../models/model-identities.ts";
 import { SLOT_CACHE_DIR, SlotCache } from "../pool/slot-cache.ts";
 import { ModelFetcher } from "./model-fetcher.ts";
@@ -55,7 +55,6 @@ import { GroupReconciler } from "./group-reconciler.ts";
 import { GroupState } from "./group-state.ts";
 import { MeshForwarder } from "./mesh-forwarder.ts";
 import { MeshRouter } from "./mesh-router.ts";
-import { NodeEvents } from "./node-events.ts";
 import { nodeKv, type NodeKv } from "./kv-parts.ts";
 import { nodeProtocols } from "./peer-protocols.ts";
 import { counts } from "../placement/trust.ts";
@@ -130,11 +129,12 @@ export async function createNode(config: Config, identity: MeshIdentity, llama: 
   const isGuest = () => identity.trust().state === "guest";
   const moved = new Signal(); // our announcement: sent on each emit, if it changed
   const announce = () => moved.emit();
-  // Where the pool, the fetcher, the models dir and the replicas report; `events.connect` joins it to
-  // the parts that answer (the group, the replicas) once they are built.
-  const events = new NodeEvents();
+  // What goes up the build order: something this node announces or decides on changed (its pool,
+  // its files, its replicas), and the pool unloaded a model. The group and the replicas, built
+  // last, subscribe.
+  const changed = new Signal();
+  const evicted = new Signal<[model: string, cause: EvictionCause]>();
 
-  const cpu = nodeCpuShare(config, devices, { models: () => store.list(), lendsToSplit: () => events.lendsToSplit() });
   const rpc = new RpcServerChild({ binary: llama.rpcServer, stateDir: config.stateDir, threads: config.rpcThreads, log });
   const zeroTransfer = new ZeroTransfer({ cacheDir: rpc.cacheDir, files: () => store.list().flatMap((m) => m.files), maxCacheBytes: config.rpcCacheBytes, log });
   const tls = config.rpcDirect === "on" ? await makeDirectIdentity() : undefined;
@@ -155,44 +155,6 @@ export async function createNode(config: Config, identity: MeshIdentity, llama: 
     mayUseRpc: (peerId) => counts(standingOf(peerId)),
   });
 
-  const slotCache = new SlotCache({ root: join(config.stateDir, SLOT_CACHE_DIR), build: llama.build, budgetBytes: config.kvCacheBytes, identityOf: (m) => events.identityOf(m), log });
-  const kv = nodeKv({
-    build: llama.build,
-    budgetBytes: config.kvCacheBytes,
-    slots: slotCache,
-    models: () => store.list(),
-    identityOf: (m) => events.identityOf(m),
-    announcementOf: (member) => peers.get(member)?.announcement,
-    counts: (member) => counts(standingOf(member)),
-    vouched: (member) => standingOf(member) === "vouched",
-    open: peerStreamOpener({ what: "KV caches", direct: (peerId) => connectToPeer(peerId, "kv"), mesh: (peerId) => peers.openStream(peerId, StreamKind.KV), log }),
-    hosts: config.hosts,
-    log,
-  });
-  const pool = new Pool({
-    llama,
-    stateDir: config.stateDir,
-    maxLoadedModels: config.maxLoadedModels,
-    idleUnloadMs: config.idleUnloadMs,
-    loadTimeoutMs: config.loadTimeoutMs,
-    defaultCtxSize: config.ctxSize,
-    defaultArgs: config.llamacppArgs,
-    log,
-    onChange: () => events.changed(),
-    rpcWorkersFor: (model) => events.rpcSplit(model),
-    onEvict: (model, cause) => events.evicted(model, cause),
-    heldForMesh: (model) => events.heldForMesh(model),
-    maxQueue: config.maxQueue,
-    knownModels: async (name) => {
-      // `find` rescans when the name is new: a draft copied in since the last scan is found.
-      await store.find(name);
-      return store.list();
-    },
-    localDevices: devices.map((d) => d.name),
-    cpuShare: cpu.forServer,
-    slotCache,
-  });
-
   const fetcher = new ModelFetcher({
     enabled: config.fetch === "on",
     modelsDir: config.modelsDir,
@@ -209,40 +171,90 @@ export async function createNode(config: Config, identity: MeshIdentity, llama: 
     onProgress: announce,
     onDone: async () => {
       await store.refresh();
-      events.changed();
+      changed.emit();
     },
   });
   /** A peer's request for one of our models' files, from a MODEL stream or the direct path alike. */
   const serveModel = (stream: Stream) => serveModelStream(stream, (name) => store.list().find((m) => m.name === name), fetcher.hasher);
-  const admin = new ModelAdmin({
-    store,
-    inUse: (name) => pool.server(name) !== undefined || pool.isLoading(name),
-    hub,
-    onChange: () => events.changed(),
-    onRemoved: (name) => events.removed(name),
+  // Our models' content identities (announced once worked out), which also key their saved slots.
+  const identities = new ModelIdentities(fetcher.hasher, announce);
+  const slotCache = new SlotCache({ root: join(config.stateDir, SLOT_CACHE_DIR), build: llama.build, budgetBytes: config.kvCacheBytes, identityOf: (m) => identities.of(m), log });
+  const kv = nodeKv({
+    build: llama.build,
+    budgetBytes: config.kvCacheBytes,
+    slots: slotCache,
+    models: () => store.list(),
+    identityOf: (m) => identities.of(m),
+    announcementOf: (member) => peers.get(member)?.announcement,
+    counts: (member) => counts(standingOf(member)),
+    vouched: (member) => standingOf(member) === "vouched",
+    open: peerStreamOpener({ what: "KV caches", direct: (peerId) => connectToPeer(peerId, "kv"), mesh: (peerId) => peers.openStream(peerId, StreamKind.KV), log }),
+    hosts: config.hosts,
     log,
   });
 
-  // The mesh brain, each part after what it reads: our content identities (announced once worked
-  // out), the group's and the replicas' state, what we announce, the view of the mesh (ours and our
-  // peers' announcements, the catalog, what we saw ourselves), the replicas, the splits, the group
-  // (which change that state), and the router.
-  const identities = new ModelIdentities(fetcher.hasher, announce);
+  // The mesh brain's state and view, before the pool that asks them about each load: the group's
+  // and the replicas' state, the servers the pool will run (which we announce), what we announce,
+  // the view of the mesh (ours and our peers' announcements, the catalog, what we saw ourselves),
+  // and the splits.
   const groupState = new GroupState((model) => countedPeers().some((p) => p.announcement.serving.includes(model)));
   const replicaHolds = new ReplicaHolds(config.replicas === "on");
+  const servers = new LoadedServers();
   // What our rpc-server says in HELLO; until it is up, what this mesh's llama.cpp speaks.
   const rpcProtocol = () => rpc.protocol ?? LLAMA_SOURCE.rpcProtocol;
-  const announcer = new ModelAnnouncer({ store, refs, explicit, needOf, identities, pool, fetcher, rpcProtocol, group: groupState, replicas: replicaHolds, log });
-  const view = new MeshViewCache({ selfId: () => (adopted ? identity.nodeId : undefined), peers, vramBytes, own: announcer, pool, identities });
-  // Models this node serves beside their hosts while their servers are pressed (placement/replicas.ts).
-  const replicas = nodeReplicaKeeper(config, { holds: replicaHolds, view, pool, store, fetcher, changed: () => events.changed(), remove: (name) => admin.remove(name), log });
+  const announcer = new ModelAnnouncer({ store, refs, explicit, needOf, identities, servers, fetcher, rpcProtocol, group: groupState, replicas: replicaHolds, log });
+  const view = new MeshViewCache({ selfId: () => (adopted ? identity.nodeId : undefined), peers, vramBytes, own: announcer, servers, identities });
   const splits = new SplitPlanner({
     view,
+    group: groupState,
     vramBytes,
     needOf,
     ownRpcEndpoint: () => (devices.length === 0 && rpc.port ? `127.0.0.1:${rpc.port}` : undefined),
     tunnelEndpoint: async (peerId) => `127.0.0.1:${await tunnels.portFor(peerId)}`,
   });
+
+  const cpu = nodeCpuShare(config, devices, { models: () => store.list(), lendsToSplit: () => splits.lendsToSplit() });
+  const pool = new Pool({
+    llama,
+    stateDir: config.stateDir,
+    maxLoadedModels: config.maxLoadedModels,
+    idleUnloadMs: config.idleUnloadMs,
+    loadTimeoutMs: config.loadTimeoutMs,
+    defaultCtxSize: config.ctxSize,
+    defaultArgs: config.llamacppArgs,
+    log,
+    servers,
+    onChange: () => changed.emit(),
+    rpcWorkersFor: (model) => splits.rpcSplit(model),
+    onEvict: (model, cause) => evicted.emit(model, cause),
+    // Loads on demand may not unload the model this node hosts for the mesh, unless --evict-mesh-models on.
+    heldForMesh: (model) => config.evictMeshModels !== "on" && groupState.hostsForMesh(model, view.peerCount()),
+    maxQueue: config.maxQueue,
+    knownModels: async (name) => {
+      // `find` rescans when the name is new: a draft copied in since the last scan is found.
+      await store.find(name);
+      return store.list();
+    },
+    localDevices: devices.map((d) => d.name),
+    cpuShare: cpu.forServer,
+    slotCache,
+  });
+  const admin = new ModelAdmin({
+    store,
+    inUse: (name) => pool.server(name) !== undefined || pool.isLoading(name),
+    hub,
+    onChange: () => changed.emit(),
+    onRemoved: (name) => {
+      // A deleted model's saved slots go with it.
+      const identity = identities.forget(name);
+      if (identity !== undefined) slotCache.drop(identity);
+    },
+    log,
+  });
+
+  // The parts that change the brain's state, and the router.
+  // Models this node serves beside their hosts while their servers are pressed (placement/replicas.ts).
+  const replicas = nodeReplicaKeeper(config, { holds: replicaHolds, view, pool, store, fetcher, changed: () => changed.emit(), remove: (name) => admin.remove(name), log });
   const group = new GroupReconciler({
     view,
     splits,
@@ -251,7 +263,6 @@ export async function createNode(config: Config, identity: MeshIdentity, llama: 
     fetcher,
     explicit,
     hosts: config.hosts,
-    evictMeshModels: config.evictMeshModels === "on",
     replicas,
     state: groupState,
     announce,
@@ -260,7 +271,12 @@ export async function createNode(config: Config, identity: MeshIdentity, llama: 
   });
   const forwarder = new MeshForwarder({ peers, headMs: config.loadTimeoutMs + FORWARD_ANSWER_MS });
   const router = new MeshRouter({ view, store, needOf, vramBytes, hosts: config.hosts, forwarder, guest: isGuest });
-  events.connect({ announce, group, replicas, identities, slots: slotCache });
+  changed.subscribe(() => {
+    announce();
+    group.reconcile();
+  });
+  // A replica's unload is the keeper's alone: the group's rules never hear of it.
+  evicted.subscribe((model, cause) => void (replicas.onEvict(model, cause) || group.onEvict(model, cause)));
 
   const onPeersChange = () => {
     const present = new Set(peers.keys());
@@ -285,17 +301,7 @@ export async function createNode(config: Config, identity: MeshIdentity, llama: 
       kv: (peerId, stream) => kv.holder.serve(peerId, stream),
     });
 
-    void rpc.start().then(
-      () => {
-        // Said once at start: otherwise every split over this node fails at its first request.
-        const major = protocolMajor(rpc.protocol ?? "");
-        if (major !== undefined && !KNOWN_PROTOCOLS.includes(major)) {
-          log.warn(`rpc-server speaks RPC protocol ${rpc.protocol}, whose request sizes this mesh does not know (${KNOWN_PROTOCOLS.join(", ")}): peers' splits cannot use this node; run the llama.cpp this mesh pins (mesh llama)`);
-        }
-        announce();
-      },
-      (err) => log.error("rpc-server failed to start; this node offers no compute to the mesh", { error: (err as Error).message.split("\n")[0] }),
-    );
+    void rpc.start().then(announce, (err) => log.error("rpc-server failed to start; this node offers no compute to the mesh", { error: (err as Error).message.split("\n")[0] }));
     void startMesh(
       config,
       identity,

@@ -3,6 +3,7 @@
  * holds while it runs, and why a server was unloaded. Also the small pure rules over them.
  */
 import type { SlotCache } from "./slot-cache.ts";
+import type { LoadedServers } from "./loaded-servers.ts";
 import type { LlamaBinaries } from "../llama/binaries.ts";
 import type { Log } from "../base/log.ts";
 import type { ModelInfo } from "../models/model-store.ts";
@@ -62,6 +63,8 @@ export interface PoolOptions {
   onEvict?: (model: string, cause: EvictionCause) => void;
   /** How the node shares its cores with the server `model` is about to run in (pool/cpu-threads.ts); none: llama.cpp's own threads. */
   cpuShare?: (model: ModelInfo) => CpuShare;
+  /** The servers' registry, made by the node before the pool for the parts that read it; none: the pool's own. */
+  servers?: LoadedServers;
   /** Where text models' slots are saved when their servers stop and restored when they load (`slot-cache.ts`); none: never. */
   slotCache?: SlotCache;
 }

@@ -23,6 +23,7 @@ import { isLoaded, takesRequests, WrappedServer } from "./wrapped-server.ts";
 import type { SlotCacheCounters } from "./slot-cache.ts";
 import { newChildKey, type ChildKey } from "./child-key.ts";
 import { CRASH_VERDICT_DELAY_MS } from "./child-process.ts";
+import { LoadedServers } from "./loaded-servers.ts";
 
 export type { EvictionCause, Lease, LoadOptions, PoolOptions } from "./pool-types.ts";
 
@@ -30,7 +31,7 @@ export type { EvictionCause, Lease, LoadOptions, PoolOptions } from "./pool-type
 const SAVE_AT_CLOSE_MS = 20_000;
 
 export class Pool {
-  private readonly servers = new Map<string, WrappedServer>();
+  private readonly servers: LoadedServers;
   /** The options each server was loaded with, to tell whether a new load asks for something else. */
   private readonly loadedWith = new WeakMap<WrappedServer, LoadOptions>();
   private readonly pending = new Map<string, PendingLoad>();
@@ -48,6 +49,7 @@ export class Pool {
   readonly counters = { loads: 0, loadFailures: 0, evictions: new Map<EvictionCause, number>() };
 
   constructor(private readonly opts: PoolOptions) {
+    this.servers = opts.servers ?? new LoadedServers();
     this.logDir = join(opts.stateDir, "logs");
     mkdirSync(this.logDir, { recursive: true });
     this.childKey = newChildKey(opts.stateDir);
@@ -74,7 +76,7 @@ export class Pool {
   }
 
   loaded(): WrappedServer[] {
-    return [...this.servers.values()];
+    return this.servers.loaded();
   }
 
   server(model: string): WrappedServer | undefined {

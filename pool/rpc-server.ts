@@ -11,6 +11,7 @@ import { join } from "node:path";
 import type { Subprocess } from "bun";
 import type { Log } from "../base/log.ts";
 import { encodeHello, helloVersion } from "../tunnel/rpc-protocol.ts";
+import { KNOWN_PROTOCOLS, protocolMajor } from "../tunnel/rpc-limits.ts";
 import { freePort } from "./free-port.ts";
 import { childLaunch, CRASH_VERDICT_DELAY_MS, readLogTail, terminate } from "./child-process.ts";
 
@@ -107,6 +108,11 @@ export class RpcServerChild {
     this.protocol = await helloProtocol(port);
     this.port = port;
     this.opts.log.info("rpc-server ready", { port, pid: proc.pid, protocol: this.protocol });
+    // Said as it starts: otherwise every split over this node fails at its first request.
+    const major = protocolMajor(this.protocol ?? "");
+    if (major !== undefined && !KNOWN_PROTOCOLS.includes(major)) {
+      this.opts.log.warn(`rpc-server speaks RPC protocol ${this.protocol}, whose request sizes this mesh does not know (${KNOWN_PROTOCOLS.join(", ")}): peers' splits cannot use this node; run the llama.cpp this mesh pins (mesh llama)`);
+    }
     void proc.exited.then((code) => {
       if (this.proc !== proc) return;
       this.port = undefined;

@@ -128,10 +128,10 @@ describe("the announcer and the mesh view: trims with one log line per change, a
     const needOf = needAt(512);
     // The node's parts as `createNode` builds them: the announcer, the view that reads it, the group that feeds both.
     const state = new GroupState(() => false);
-    const announcer = new ModelAnnouncer({ store, refs: new Map(), explicit: [], needOf, pool, fetcher, rpcProtocol: () => "3.0.0", group: state, log });
-    const view = new MeshViewCache({ selfId: () => undefined, peers: new PeerTable(), vramBytes: 8e9, own: announcer, pool, identities: { of: () => undefined } });
-    const splits = new SplitPlanner({ view, vramBytes: 8e9, needOf, ownRpcEndpoint: () => undefined, tunnelEndpoint: async () => "" });
-    const group = new GroupReconciler({ view, splits, store, pool, fetcher, explicit: [], hosts: [], evictMeshModels: false, state, announce: () => undefined, guest: () => false, log });
+    const announcer = new ModelAnnouncer({ store, refs: new Map(), explicit: [], needOf, servers: pool, fetcher, rpcProtocol: () => "3.0.0", group: state, log });
+    const view = new MeshViewCache({ selfId: () => undefined, peers: new PeerTable(), vramBytes: 8e9, own: announcer, servers: pool, identities: { of: () => undefined } });
+    const splits = new SplitPlanner({ view, group: state, vramBytes: 8e9, needOf, ownRpcEndpoint: () => undefined, tunnelEndpoint: async () => "" });
+    const group = new GroupReconciler({ view, splits, store, pool, fetcher, explicit: [], hosts: [], state, announce: () => undefined, guest: () => false, log });
     const models = { announced: () => announcer.announced(), catalog: () => view.catalog(), reconcile: () => group.reconcile() };
     return {
       models,

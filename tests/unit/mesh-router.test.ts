@@ -52,7 +52,7 @@ function routerOf(o: { peers?: Peer[]; serving?: boolean; ownFiles?: boolean; ho
     peers: table,
     vramBytes: 8 * GIB,
     own: { announced: () => ({ ...own, ...(o.serving ? { serving: ["m"], modelsOnDisk: [M], assigned: "m", hosting: true } : o.ownFiles ? { modelsOnDisk: [M] } : {}) }), version: 0 },
-    pool: { server: (model: string) => (o.serving && model === "m" ? (ready as never) : undefined) },
+    servers: { server: (model: string) => (o.serving && model === "m" ? (ready as never) : undefined) },
     identities: { of: () => undefined },
   });
   const forwarded: { peerId: string; req: ForwardedRequest }[] = [];

@@ -1,16 +1,14 @@
 /**
  * The mesh's view: claims (what members announce, ours as we announce it) and the catalog worked
  * out from them once per change, apart from what this node saw itself (when it last heard from a
- * peer, which of its own servers answer); and `NodeEvents`, which carries the parts' reports to the
- * group and the replicas once connected.
+ * peer, which of its own servers answer).
  */
 import { describe, expect, test } from "bun:test";
 import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
 import type { Announcement } from "../../mesh/messages.ts";
 import { MeshViewCache, type ViewPeers } from "../../node/mesh-view.ts";
 import type { ModelFields } from "../../node/model-fields.ts";
-import { NodeEvents } from "../../node/node-events.ts";
-import type { Pool } from "../../pool/pool.ts";
+import type { LoadedServers } from "../../pool/loaded-servers.ts";
 import type { Standing } from "../../placement/trust.ts";
 
 const MEMBER = { standing: "member" as Standing };
@@ -22,8 +20,8 @@ function setup() {
   const peers = Object.assign(new Map<string, { id: string; announcement: Announcement; lastSeen: number; standing: { standing: Standing } }>(), { lastSent: { demand: [{ model: "m", queued: 1 }] } });
   let meshUp = false;
   const servers = new Map<string, { state: string; queue: { figures: () => { slots: number; inFlight: number; queued: number } } }>();
-  const pool = { server: (m: string) => servers.get(m) } as unknown as Pool;
-  const view = new MeshViewCache({ selfId: () => (meshUp ? "me" : undefined), peers, vramBytes: 200, own: { announced: () => fields, version: 0 }, pool, identities: { of: () => "content" } });
+  const pool = { server: (m: string) => servers.get(m) } as unknown as LoadedServers;
+  const view = new MeshViewCache({ selfId: () => (meshUp ? "me" : undefined), peers, vramBytes: 200, own: { announced: () => fields, version: 0 }, servers: pool, identities: { of: () => "content" } });
   return { view, peers, servers, up: () => void (meshUp = true), setOwn: (f: ModelFields) => void (fields = f) };
 }
 
@@ -77,40 +75,5 @@ describe("MeshViewCache", () => {
     expect(view.verified.ownLoad("m")).toEqual(figures);
     expect(view.verified.ownLoad("d")).toBeUndefined();
     expect(view.verified.contentIdentity({ name: "m" } as never)).toBe("content");
-  });
-});
-
-describe("NodeEvents", () => {
-  test("a report before the parts are connected is a wiring error, said at once", () => {
-    expect(() => new NodeEvents().changed()).toThrow("before the node's parts were connected");
-  });
-
-  test("changes announce and reconcile; an eviction is the replicas' first, the group's only when not a replica", () => {
-    const calls: string[] = [];
-    const events = new NodeEvents();
-    events.connect({
-      announce: () => void calls.push("announce"),
-      group: {
-        reconcile: () => void calls.push("reconcile"),
-        rpcSplit: async () => ({ endpoints: [] }),
-        onEvict: (m) => void calls.push(`group evicts ${m}`),
-        heldForMesh: (m) => m === "held",
-        lendsToSplit: () => true,
-      },
-      replicas: { onEvict: (m) => (calls.push(`replicas see ${m}`), m === "replica") },
-      identities: { of: (m) => (m.name === "hashed" ? "ab".repeat(32) : undefined), forget: (name) => (name === "hashed" ? "ab".repeat(32) : undefined) },
-      slots: { drop: (identity) => void calls.push(`slots of ${identity.slice(0, 4)} dropped`) },
-    });
-    events.changed();
-    events.evicted("replica", "idle");
-    events.evicted("mine", "idle");
-    expect(calls).toEqual(["announce", "reconcile", "replicas see replica", "replicas see mine", "group evicts mine"]);
-    expect([events.heldForMesh("held"), events.heldForMesh("other"), events.lendsToSplit()]).toEqual([true, false, true]);
-    expect([events.identityOf({ name: "hashed" } as never), events.identityOf({ name: "new" } as never)]).toEqual(["ab".repeat(32), undefined]);
-    // A deleted model's slots go, when its identity was known.
-    events.removed("hashed");
-    events.removed("never-hashed");
-    expect(calls.at(-1)).toBe("slots of abab dropped");
-    expect(calls.filter((c) => c.startsWith("slots"))).toHaveLength(1);
   });
 });
