@@ -88,6 +88,23 @@ export interface MeshViewOptions {
   servers: Pick<LoadedServers, "server">;
   /** This node's own models' content identities (`models/model-identities.ts`). */
   identities: { of(m: ModelInfo): string | undefined };
+  /** The clock `current` checks its view's age by (tests set it); performance.now() otherwise. */
+  now?: () => number;
+}
+
+/** How long a worked-out view is read without checking our own state again (see `current`). */
+const RECHECK_MS = 1_000;
+
+/** The view as worked out, the key it was worked out for, and when that key was last checked. */
+interface Worked {
+  key: string;
+  views: NodeView[];
+  catalog: CatalogModel[];
+  guests: { nodeId: string; serving: string[] }[];
+  changes: number;
+  ownMoves: number;
+  ownVersion: number;
+  at: number;
 }
 
 /**
@@ -98,7 +115,9 @@ export interface MeshViewOptions {
 export class MeshViewCache implements MeshView {
   /** Bumped by every change the reconciler hears of. */
   private changes = 0;
-  private worked: { key: string; views: NodeView[]; catalog: CatalogModel[] } | undefined;
+  /** Bumped whenever our announcement may have moved: the next read checks our own fields. */
+  private ownMoves = 0;
+  private worked: Worked | undefined;
   readonly verified: VerifiedFacts;
 
   constructor(private readonly o: MeshViewOptions) {
@@ -125,12 +144,17 @@ export class MeshViewCache implements MeshView {
   }
 
   guestServing(): { nodeId: string; serving: string[] }[] {
-    return [...this.o.peers.values()].filter((p) => !counts(p.standing.standing) && p.announcement.serving.length > 0).map((p) => ({ nodeId: p.id, serving: p.announcement.serving }));
+    return this.current().guests;
   }
 
   /** A change was heard of: the next read works the catalog out again. */
   heard(): void {
     this.changes++;
+  }
+
+  /** Our own announcement may have moved (the node's `moved` signal): the next read checks our fields, and works the catalog out again if they moved. */
+  ownMoved(): void {
+    this.ownMoves++;
   }
 
   selfId(): string | undefined {
@@ -162,13 +186,20 @@ export class MeshViewCache implements MeshView {
     return self === undefined ? undefined : announcedDemandOf(id, self, this.o.peers);
   }
 
-  /** Views and catalog as of the last change heard of or the last move of this node's own state. */
-  private current(): { views: NodeView[]; catalog: CatalogModel[] } {
+  /**
+   * Views and catalog as of the last change heard of. Our own announcement's moves are told too
+   * (`ownMoved`), so between changes a request reads the catalog without working
+   * out our fields again; a move of our own state that no one reported (a retry's countdown running
+   * out) is seen within `RECHECK_MS`, when the key is worked out again.
+   */
+  private current(): Worked {
+    const now = this.o.now?.() ?? performance.now();
+    const w = this.worked;
+    if (w && w.changes === this.changes && w.ownMoves === this.ownMoves && w.ownVersion === this.o.own.version && now - w.at < RECHECK_MS) return w;
     const self = this.o.selfId();
     const own = this.o.own.announced();
     const peers = this.counted();
     const key = JSON.stringify([
-      this.changes,
       this.o.own.version,
       self,
       own.serving,
@@ -184,10 +215,11 @@ export class MeshViewCache implements MeshView {
       // Not their seq: a peer may bump it without a change, as often as it likes. A guest made an owner's machine (or one refused) moves it.
       peers.map((p) => p.id),
     ]);
-    if (this.worked?.key !== key) {
-      const views = [nodeView(self ?? "", this.o.vramBytes, own), ...peers.map((p) => nodeView(p.id, p.announcement.vramBytes, p.announcement))];
-      this.worked = { key, views, catalog: catalog(views) };
-    }
+    const stamp = { changes: this.changes, ownMoves: this.ownMoves, ownVersion: this.o.own.version, at: now };
+    if (w?.key === key && w.changes === this.changes) return Object.assign(w, stamp);
+    const views = [nodeView(self ?? "", this.o.vramBytes, own), ...peers.map((p) => nodeView(p.id, p.announcement.vramBytes, p.announcement))];
+    const guests = [...this.o.peers.values()].filter((p) => !counts(p.standing.standing) && p.announcement.serving.length > 0).map((p) => ({ nodeId: p.id, serving: p.announcement.serving }));
+    this.worked = { key, views, catalog: catalog(views), guests, ...stamp };
     return this.worked;
   }
 }

@@ -271,6 +271,7 @@ export async function createNode(config: Config, identity: MeshIdentity, llama: 
   });
   const forwarder = new MeshForwarder({ peers, headMs: config.loadTimeoutMs + FORWARD_ANSWER_MS });
   const router = new MeshRouter({ view, store, needOf, vramBytes, hosts: config.hosts, forwarder, guest: isGuest });
+  moved.subscribe(() => view.ownMoved());
   changed.subscribe(() => {
     announce();
     group.reconcile();

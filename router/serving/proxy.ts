@@ -59,11 +59,23 @@ function passHeaders(from: Headers): Headers {
 
 export async function proxyToServer(input: ProxyInput): Promise<Response> {
   const { lease, model, path } = input;
-  const before = input.beforeRelease;
-  const release = before ? () => void before().finally(() => lease.release()) : () => lease.release();
   const started = performance.now();
+  // The upstream request ends when the client goes, the server dies, the slot is taken back, or
+  // the client cancels the stream. Linked by hand, and unlinked once the answer is done:
+  // `AbortSignal.any` joined to the server's long-lived `gone` cost the router more per request.
   const upstreamAbort = new AbortController();
-  const signal = AbortSignal.any(lease.revoked ? [input.clientSignal, lease.server.gone, upstreamAbort.signal, lease.revoked] : [input.clientSignal, lease.server.gone, upstreamAbort.signal]);
+  const signal = upstreamAbort.signal;
+  const unlink = linkAborts(upstreamAbort, lease.revoked ? [input.clientSignal, lease.server.gone, lease.revoked] : [input.clientSignal, lease.server.gone]);
+  const before = input.beforeRelease;
+  const release = before
+    ? () => {
+        unlink();
+        void before().finally(() => lease.release());
+      }
+    : () => {
+        unlink();
+        lease.release();
+      };
   const send = (keepalive: boolean) => fetch(`${lease.server.url}${path}`, { method: "POST", headers: { ...lease.server.headers, "content-type": "application/json" }, body: input.body, signal, keepalive });
   let upstream: Response;
   try {
@@ -140,6 +152,18 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
   });
   const gone = { message: `the server for model "${model}" exited mid-stream; retry to reload it`, code: "model_server_exited" };
   return new Response(guardSse(stream, path, gone), { status: upstream.status, headers });
+}
+
+/** Aborts `target` when any of `sources` aborts (at once if one has); the function returned unlinks it. */
+function linkAborts(target: AbortController, sources: readonly AbortSignal[]): () => void {
+  const onAbort = (event: Event) => target.abort((event.target as AbortSignal).reason);
+  for (const source of sources) {
+    if (source.aborted) target.abort(source.reason);
+    else source.addEventListener("abort", onAbort, { once: true });
+  }
+  return () => {
+    for (const source of sources) source.removeEventListener("abort", onAbort);
+  };
 }
 
 function parseJson(buf: ArrayBuffer): unknown {

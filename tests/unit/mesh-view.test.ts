@@ -19,10 +19,11 @@ function setup() {
   let fields = own({ modelsOnDisk: [{ name: "m", size: 100, need: 120 }] });
   const peers = Object.assign(new Map<string, { id: string; announcement: Announcement; lastSeen: number; standing: { standing: Standing } }>(), { lastSent: { demand: [{ model: "m", queued: 1 }] } });
   let meshUp = false;
+  let now = 0;
   const servers = new Map<string, { state: string; queue: { figures: () => { slots: number; inFlight: number; queued: number } } }>();
   const pool = { server: (m: string) => servers.get(m) } as unknown as LoadedServers;
-  const view = new MeshViewCache({ selfId: () => (meshUp ? "me" : undefined), peers, vramBytes: 200, own: { announced: () => fields, version: 0 }, servers: pool, identities: { of: () => "content" } });
-  return { view, peers, servers, up: () => void (meshUp = true), setOwn: (f: ModelFields) => void (fields = f) };
+  const view = new MeshViewCache({ selfId: () => (meshUp ? "me" : undefined), peers, vramBytes: 200, own: { announced: () => fields, version: 0 }, servers: pool, identities: { of: () => "content" }, now: () => now });
+  return { view, peers, servers, up: () => void (meshUp = true), setOwn: (f: ModelFields) => void (fields = f), later: (ms: number) => void (now += ms) };
 }
 
 describe("MeshViewCache", () => {
@@ -36,20 +37,34 @@ describe("MeshViewCache", () => {
   });
 
   test("ours first, then each peer as it announced itself; the catalog is the same object until a change", () => {
-    const { view, peers, up, setOwn } = setup();
+    const { view, peers, up, setOwn, later } = setup();
     up();
     peers.set("a", { id: "a", announcement: fakeAnnouncement("a"), lastSeen: Date.now(), standing: MEMBER });
+    view.heard();
     expect(view.views().map((v) => v.nodeId)).toEqual(["me", "a"]);
     const first = view.catalog();
     expect(view.catalog()).toBe(first);
     expect(view.snapshot().catalog).toBe(first);
-    // Our own state moving is a change without anyone hearing of it.
+    // Our own state moving, told (our announcement moved): a change, seen at once.
     setOwn(own({ modelsOnDisk: [{ name: "m", size: 100, need: 120 }], serving: ["m"] }));
+    view.ownMoved();
     expect(view.catalog()).not.toBe(first);
     const second = view.catalog();
+    // Told, but nothing of ours moved: the same catalog.
+    view.ownMoved();
+    expect(view.catalog()).toBe(second);
+    // A change heard of is worked out again.
     view.heard();
     expect(view.catalog()).not.toBe(second);
     expect(view.catalog()).toEqual(second);
+    const third = view.catalog();
+    // Our state moving with no one telling: read as it was until the recheck, then seen.
+    setOwn(own({ modelsOnDisk: [{ name: "m", size: 100, need: 120 }] }));
+    later(500);
+    expect(view.catalog()).toBe(third);
+    later(600);
+    expect(view.catalog()).not.toBe(third);
+    expect(view.catalog().find((m) => m.name === "m")?.servers ?? []).toEqual([]);
   });
 
   test("announced load and demand are claims, read from announcements (ours: the last one sent)", () => {
