@@ -25,6 +25,7 @@ import { toolChoiceRefusal } from "./tool-choice.ts";
 import { shortId } from "../../base/short-id.ts";
 import { ANSWERED_BY_HEADER, FORWARDED_HEADER, KEEP_ALIVE_HEADER, KV_FROM_HEADER } from "../../mesh/mesh-headers.ts";
 import { type MeshRouting } from "../../node/mesh-routing.ts";
+import { irohReason } from "../../mesh/transport-kit.ts";
 
 /** An answer refusing the request, in the shape of the API the client called. */
 export type Refusal = (status: ContentfulStatusCode, message: string, type: string, code: string, retryAfterS?: number) => Response;
@@ -185,7 +186,6 @@ async function forward(routing: MeshRouting, peer: string, call: InferenceCall, 
     return await routing.forward(peer, { method: "POST", path: call.path, headers, body: new Uint8Array(call.body) }, call.signal);
   } catch (err) {
     // iroh's errors carry their causes and a native stack trace over several lines: the causes are enough.
-    const why = (err as Error).message.split(/\n\s*Stack backtrace:/)[0]!.replace(/\s+/g, " ").trim();
-    throw serverGone(`the node serving this model (${shortId(peer)}) could not be reached: ${why}`);
+    throw serverGone(`the node serving this model (${shortId(peer)}) could not be reached: ${irohReason(err)}`);
   }
 }
