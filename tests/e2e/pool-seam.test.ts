@@ -1,7 +1,8 @@
 /**
  * Issue 45: the pool at its seam, without a node: a real `Pool` of real `llama-server` children
  * over real test models from a real `ModelStore`, driven through its own verbs (acquire, load,
- * unload, reload, close) and watched through its hooks (`onEvict`, `onChange`). One model at a
+ * unload, reload, close) and watched through its hooks (`onEvict`, `onChange`) and the registry of
+ * its servers its readers are given (`LoadedServers`). One model at a
  * time: a second waits for the first's request to finish, then takes its place (LRU); a model
  * whose file went missing is refused before anything is evicted for it.
  */
@@ -17,12 +18,15 @@ import { waitFor } from "../../harness/wait.ts";
 import { ModelStore, type ModelInfo } from "../../models/model-store.ts";
 import type { EvictionCause } from "../../pool/pool-types.ts";
 import { Pool } from "../../pool/pool.ts";
+import { LoadedServers } from "../../pool/loaded-servers.ts";
 
 const dirs: string[] = [];
 let pool: Pool;
 let models: ModelInfo[];
 const evicted: [string, EvictionCause][] = [];
 let changes = 0;
+// Made before the pool, as the node makes it for the parts that read what the pool runs.
+const servers = new LoadedServers();
 
 beforeAll(async () => {
   const modelsDir = mkdtempSync(join(tmpdir(), "mesh-pool-seam-models-"));
@@ -42,6 +46,7 @@ beforeAll(async () => {
     log: createLog("text", () => undefined),
     onEvict: (model, cause) => void evicted.push([model, cause]),
     onChange: () => void changes++,
+    servers,
   });
 }, 120_000);
 afterAll(async () => {
@@ -57,6 +62,9 @@ test("a request's acquire loads its model; the server answers, and the lease giv
   const before = changes;
   const lease = await pool.acquire(model("tiny-q8_0"));
   expect(names()).toEqual(["tiny-q8_0:ready"]);
+  // Its readers see what it runs through the registry they were given before it existed.
+  expect(servers.server("tiny-q8_0")).toBe(lease.server);
+  expect(servers.loaded()).toEqual(pool.loaded());
   expect(lease.server.busy).toBe(true);
   const res = await fetch(`${lease.server.url}/health`, { headers: lease.server.headers });
   expect(res.status).toBe(200);
@@ -78,6 +86,7 @@ test("one model at a time: a second waits while the first serves a request, then
   await second;
   expect(names()).toEqual(["tiny-f32:ready"]);
   expect(evicted).toEqual([["tiny-q8_0", "lru"]]);
+  expect([...servers.keys()]).toEqual(["tiny-f32"]);
 }, 90_000);
 
 test("reload stops the server and starts another of the same model; unload lets it go on request", async () => {
