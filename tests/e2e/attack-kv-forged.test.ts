@@ -129,8 +129,10 @@ test("a forged cache (every value's sign flipped) serves only the request that f
   expect(await follow("hit")).toBe(hits + 1);
   // Its own request was read from its cache (what it had a say in anyway); the same turn read by the node is another answer.
   console.log(`the member's turn on its forged cache: ${JSON.stringify(forgedAnswer)}; the node's client, before and after: ${JSON.stringify(own)}`);
-  // Saved no reading the node could measure: the member's claimed rate counts for nothing (the issue saw 191.9 s).
-  expect(await savedSeconds()).toBeLessThan(5);
+  // Saved no more than the node's own measured reading could: the member's claimed rate counts for
+  // nothing (on its word this cache saved 191.9 s in the issue, and would save days now). The node's
+  // own rate falls under a loaded machine (a clean-clone CI measured 5.5 s): far below either.
+  expect(await savedSeconds()).toBeLessThan(60);
 
   // Nothing of it stays: not among the saved slots, not left in the slot folder.
   expect(saved()).toEqual(before);
