@@ -86,10 +86,13 @@ function fileServer(files: Record<string, Uint8Array>) {
       return new Response(
         new ReadableStream({
           // Failing the body drops the connection (an error with no reason keeps the log quiet); the
-          // pause lets the client take the first part first, so the cut lands at a known byte.
+          // pause lets the client take the first part first. How much of it arrives before the drop
+          // is the kernel's (a reset discards what the client had not read yet: under the suite's
+          // load a clean-clone run got 327,324 of 800,000 bytes), so the tests ask for a resume from
+          // where the client got to, not from a fixed byte.
           async pull(controller) {
             if (sent) {
-              await Bun.sleep(20);
+              await Bun.sleep(200);
               return controller.error();
             }
             sent = true;
@@ -141,10 +144,11 @@ describe("downloadFromUrl", () => {
     hub.state.cuts = 1;
     const dest = freshDir("url-resume");
     const got = await download(dest);
-    expect(hub.state.hits.map((h) => [h.status, h.range])).toEqual([
-      [200, null],
-      [206, "bytes=800000-"],
-    ]);
+    expect(hub.state.hits.map((h) => h.status)).toEqual([200, 206]);
+    // From where the client got to: some of the first part, never more than was sent.
+    const from = Number(/^bytes=(\d+)-$/.exec(hub.state.hits[1]!.range ?? "")?.[1]);
+    expect(from).toBeGreaterThan(0);
+    expect(from).toBeLessThanOrEqual(800_000);
     expect(Buffer.from(readFileSync(got.path)).equals(data)).toBe(true);
   });
 
@@ -156,7 +160,8 @@ describe("downloadFromUrl", () => {
     await expect(download(dest)).rejects.toThrow("failed 3 times in a row");
     expect(hub.state.hits.map((h) => h.status)).toEqual([200, 503, 503]);
     const partLength = statSync(join(dest, ".partial", "m.gguf.part")).size;
-    expect(partLength).toBe(800_000);
+    expect(partLength).toBeGreaterThan(0);
+    expect(partLength).toBeLessThanOrEqual(800_000);
     reset();
     const got = await download(dest);
     expect(hub.state.hits.map((h) => [h.status, h.range])).toEqual([[206, `bytes=${partLength}-`]]);
