@@ -13,6 +13,7 @@
  * where they lead to relays that never answer (a sandbox, a firewall that drops UDP) iroh 0.35
  * waits out its 3 s probe timeout before its endpoint is up; the two tables tell these apart.
  */
+import { statSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { provideDevLlama } from "../scripts/llama-dev.ts";
 import { killAllChildren } from "../harness/children.ts";
@@ -91,7 +92,7 @@ try {
   const rows = [
     row("a founder (the seeder), its --model (tiny) on its disk", founders),
     row("a joiner, its model (wide) on its disk", joiners.get(true)!),
-    row("a joiner, its model (wide) copied from a peer (91.5 MiB)", joiners.get(false)!),
+    row(`a joiner, its model (wide) copied from a peer (${(statSync(wide).size / 2 ** 20).toFixed(1)} MiB)`, joiners.get(false)!),
   ];
   printTable(["node", "spawn -> join token (ms)", "spawn -> mesh endpoint up (ms)", "spawn -> serving, as the seeder sees it (ms)", "endpoint up -> serving (ms)"], rows);
   const where = lab ? "the lab (each node in its own network namespace, no route beyond its bridge)" : "loopback (this machine's routes)";
