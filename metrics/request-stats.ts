@@ -55,21 +55,31 @@ export function figuresOf(body: unknown): ReportedFigures {
   };
 }
 
-/** The figures in the last SSE events that carry them (llama-server puts them in the final chunk). */
+/**
+ * The figures in the last SSE events that carry them (llama-server puts them in the final chunk):
+ * read from the end, and only events that name `timings` or `usage` are parsed, so a stream's
+ * token events cost a string search each, not a JSON parse.
+ */
 export function figuresOfSse(tail: string): ReportedFigures {
-  let out: ReportedFigures = { timings: undefined, usage: undefined };
-  for (const line of tail.split("\n")) {
-    if (!line.startsWith("data:")) continue;
+  let timings: Timings | undefined;
+  let usage: Usage | undefined;
+  let end = tail.length;
+  while (end > 0 && (timings === undefined || usage === undefined)) {
+    const start = tail.lastIndexOf("\n", end - 1) + 1;
+    const line = tail.slice(start, end);
+    end = start - 1;
+    if (!line.startsWith("data:") || !(line.includes('"timings"') || line.includes('"usage"'))) continue;
     const data = line.slice(5).trim();
-    if (data === "[DONE]" || !data.startsWith("{")) continue;
+    if (!data.startsWith("{")) continue;
     try {
       const f = figuresOf(JSON.parse(data));
-      out = { timings: f.timings ?? out.timings, usage: f.usage ?? out.usage };
+      timings ??= f.timings;
+      usage ??= f.usage;
     } catch {
       // the tail may start mid-event
     }
   }
-  return out;
+  return { timings, usage };
 }
 
 export function toStats(

@@ -23,15 +23,24 @@ export function keepLast(kept: Uint8Array, chunk: Uint8Array, max: number): Uint
   return joined;
 }
 
-/** The figures in what was kept of an answer (pure): SSE events, or a whole JSON body. */
-export function figuresOfKept(kept: Uint8Array, sse: boolean, whole: boolean): ReportedFigures {
-  if (sse) return figuresOfSse(decoder.decode(kept));
+/** What of an SSE tail is read for figures first: llama-server's final event is well under it. */
+const SSE_NEAR_BYTES = 4 * 1024;
+
+/** The figures in what was kept of an answer: SSE events, or a whole JSON body. */
+export function figuresOfKept(kept: TailKeeper, sse: boolean, whole: boolean): ReportedFigures {
+  if (sse) return figuresOfSseTail(kept);
   if (!whole) return { timings: undefined, usage: undefined };
   try {
-    return figuresOf(JSON.parse(decoder.decode(kept)));
+    return figuresOf(JSON.parse(decoder.decode(kept.bytes())));
   } catch {
     return { timings: undefined, usage: undefined };
   }
+}
+
+/** The figures in a stream's last events: its last few KiB read first, all that was kept only when they hold none. */
+export function figuresOfSseTail(tail: TailKeeper): ReportedFigures {
+  const near = figuresOfSse(decoder.decode(tail.last(SSE_NEAR_BYTES)));
+  return near.timings !== undefined || tail.size <= SSE_NEAR_BYTES ? near : figuresOfSse(decoder.decode(tail.bytes()));
 }
 
 /**
@@ -43,6 +52,11 @@ export class TailKeeper {
   private held = 0;
 
   constructor(private readonly max: number) {}
+
+  /** Bytes held now (whole chunks: it may be a little over `max`). */
+  get size(): number {
+    return this.held;
+  }
 
   push(chunk: Uint8Array): void {
     this.chunks.push(chunk);
@@ -90,13 +104,13 @@ export function recordPassingStats(res: Response, model: string, route: string, 
       if (!end.done) return;
       const totalMs = performance.now() - started;
       const whole = total <= max;
-      onStats(() => toStats(model, route, figuresOfKept(kept.bytes(), sse, whole), { firstByteMs: sse ? firstByteMs : undefined, totalMs }));
+      onStats(() => toStats(model, route, figuresOfKept(kept, sse, whole), { firstByteMs: sse ? firstByteMs : undefined, totalMs }));
     },
     // A client may let go as soon as the last event has come (the OpenAI SDK does at `[DONE]`),
     // before the peer's stream has ended: the answer was whole when its figures have passed.
     onCancel: () => {
       if (!sse) return;
-      const figures = figuresOfKept(kept.bytes(), true, true);
+      const figures = figuresOfKept(kept, true, true);
       if (figures.usage === undefined && figures.timings === undefined) return;
       const totalMs = performance.now() - started;
       onStats(() => toStats(model, route, figures, { firstByteMs, totalMs }));

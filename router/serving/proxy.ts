@@ -9,9 +9,9 @@
  */
 import type { Lease } from "../../pool/pool.ts";
 import { serverGone } from "../../pool/errors.ts";
-import { figuresOf, figuresOfSse, toStats, type RequestStats } from "../../metrics/request-stats.ts";
+import { figuresOf, toStats, type RequestStats } from "../../metrics/request-stats.ts";
 import { guardSse } from "../http/sse-guard.ts";
-import { SSE_TAIL_BYTES, TailKeeper } from "./passing-stats.ts";
+import { figuresOfSseTail, SSE_TAIL_BYTES, TailKeeper } from "./passing-stats.ts";
 import { tapStream } from "../http/stream-tap.ts";
 import { wholeBody } from "./outstanding.ts";
 
@@ -126,7 +126,7 @@ export async function proxyToServer(input: ProxyInput): Promise<Response> {
     release();
     const totalMs = performance.now() - started;
     try {
-      input.onStats(() => toStats(model, path, figuresOfSse(decoder.decode(tail.bytes())), { firstByteMs, totalMs }), {
+      input.onStats(() => toStats(model, path, figuresOfSseTail(tail), { firstByteMs, totalMs }), {
         firstByteAt: firstByteMs === undefined ? undefined : started + firstByteMs,
       });
     } catch {

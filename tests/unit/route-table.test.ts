@@ -1,6 +1,6 @@
 /** Which methods each path answers (405 with Allow vs 404), the load error for a model of the mesh, and the bounded copy of a passing answer. */
 import { expect, test } from "bun:test";
-import { figuresOfKept, keepLast } from "../../router/serving/passing-stats.ts";
+import { figuresOfKept, keepLast, SSE_TAIL_BYTES, TailKeeper } from "../../router/serving/passing-stats.ts";
 import { isManagementPath } from "../../router/dialects/no-route.ts";
 import { allowedMethods, asApiV1, INFERENCE_PATHS } from "../../router/http/route-table.ts";
 import { notOnThisNode } from "../../router/serving/serving.ts";
@@ -121,9 +121,17 @@ test.each<[string, string, number, string]>([
 ])("keepLast(%p, %p, %d) = %p", (kept, chunk, max, out) => expect(dec(keepLast(enc(kept), enc(chunk), max))).toBe(out));
 
 test("figures of what was kept: SSE tail, whole JSON, or none for a JSON body cut short", () => {
-  const json = enc('{"usage":{"prompt_tokens":3,"completion_tokens":2}}');
+  const kept = (...chunks: string[]) => {
+    const k = new TailKeeper(SSE_TAIL_BYTES);
+    for (const c of chunks) k.push(enc(c));
+    return k;
+  };
+  const json = kept('{"usage":{"prompt_tokens":3,"completion_tokens":2}}');
   expect(figuresOfKept(json, false, true).usage).toEqual({ prompt_tokens: 3, completion_tokens: 2 });
   expect(figuresOfKept(json, false, false).usage).toBeUndefined();
-  const sse = enc('data: {"timings":{"predicted_n":4}}\n\ndata: [DONE]\n\n');
+  const sse = kept('data: {"timings":{"predicted_n":4}}\n\n', "data: [DONE]\n\n");
   expect(figuresOfKept(sse, true, false).timings).toEqual({ predicted_n: 4 });
+  // A final event longer than the few KiB read first: all that was kept is read.
+  const long = kept('data: {"choices":[{"text":"x"}]}\n\n', `data: {"timings":{"predicted_n":9},"text":"${"y".repeat(6000)}"}\n\n`, "data: [DONE]\n\n");
+  expect(figuresOfKept(long, true, false).timings).toEqual({ predicted_n: 9 });
 });

@@ -48,6 +48,18 @@ describe("request stats", () => {
     expect(stats.tokens_per_second).toBe(20);
     expect(stats.time_to_first_token).toBe(0.03);
   });
+  test.each([
+    ["the last event's figures win", 'data: {"usage":{"prompt_tokens":1},"timings":{"prompt_n":1}}\n\ndata: {"usage":{"prompt_tokens":7},"timings":{"prompt_n":7}}\n\ndata: [DONE]\n\n', 7, 7],
+    ["usage in a later event than timings (OpenAI's include_usage chunk)", 'data: {"timings":{"prompt_n":3}}\n\ndata: {"choices":[],"usage":{"prompt_tokens":9}}\n\n', 9, 3],
+    ["usage only in an earlier event", 'data: {"usage":{"prompt_tokens":4}}\n\ndata: {"choices":[{"text":"\\"usage\\""}]}\n\ndata: {"timings":{"prompt_n":2}}\n\n', 4, 2],
+    ["CRLF line ends", 'data: {"usage":{"prompt_tokens":5},"timings":{"prompt_n":6}}\r\n\r\ndata: [DONE]\r\n\r\n', 5, 6],
+    ["a token that says timings in its text is no figure", 'data: {"choices":[{"text":"timings usage"}]}\n\n', undefined, undefined],
+    ["a broken last event", 'data: {"usage":{"prompt_tokens":2},"timings":{"prompt_n":2}}\n\ndata: {"usage":{"prompt_t\n\n', 2, 2],
+  ])("from an SSE tail: %s", (_, tail, prompt, read) => {
+    const f = figuresOfSse(tail);
+    expect(f.usage?.prompt_tokens).toBe(prompt);
+    expect(f.timings?.prompt_n).toBe(read);
+  });
   test("nothing reported: nulls", () => {
     expect(toStats("m", "/v1/embeddings", figuresOf("x"), { firstByteMs: undefined, totalMs: 1 })).toMatchObject({
       time_to_first_token: null,
