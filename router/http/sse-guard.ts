@@ -25,11 +25,17 @@ export function guardSse(body: ReadableStream<Uint8Array>, route: string, gone: 
 
 /** The guard's hooks on a stream's tap (`stream-tap.ts`). */
 function sseGuard(route: string, gone: Broken): TapHooks {
-  const decoder = new TextDecoder();
+  let decoder = new TextDecoder();
   let events = emptySse();
   // The bytes of the event still arriving, as they came: each piece is scanned once, joined once.
   let held: Uint8Array[] = [];
   let heldBytes = 0;
+  // The events passed last, not read yet: only the last event decides how the stream ended, and
+  // the next whole events passed make these moot, so most are never decoded at all.
+  let unread: Uint8Array | undefined;
+  // Whether what is passed next starts an event (what went before ended one).
+  let atStart = true;
+  const read = (bytes: Uint8Array, stream: boolean) => void (events = readSse(events, decoder.decode(bytes, { stream })));
   const ending = () => ({ add: encoder.encode(brokenStreamEnding(route, gone.message, gone.code)), end: { done: true } as const });
   return {
     onChunk(piece) {
@@ -47,16 +53,35 @@ function sseGuard(route: string, gone: Broken): TapHooks {
       const whole = heldBytes === 0 ? upToPiece : concat([...held, upToPiece]);
       held = upTo < piece.length ? [piece.subarray(upTo)] : [];
       heldBytes = piece.length - upTo;
-      events = readSse(events, decoder.decode(whole, { stream: true }));
+      if (unread) {
+        if (atStart && startsWithData(whole)) {
+          // Its first event is whole and carries data: the last event is in it or after it.
+          events = emptySse();
+          decoder = new TextDecoder();
+        } else read(unread, true);
+      }
+      unread = whole;
+      atStart = cut !== 0;
       return whole;
     },
     onEnd(end) {
+      if (unread) read(unread, false);
+      unread = undefined;
       // A failed source, or a tail that never became an event after one that does not finish the
       // stream: broken. The bytes of an event still in flight are dropped, not sent half.
       if (!end.done || !isFinalEvent(events.last, route)) return ending();
       return heldBytes > 0 ? { add: concat(held) } : undefined;
     },
   };
+}
+
+const DATA_FIELD = encoder.encode("data:");
+
+/** Whether `bytes` begin with a `data:` line. */
+function startsWithData(bytes: Uint8Array): boolean {
+  if (bytes.length < DATA_FIELD.length) return false;
+  for (let i = 0; i < DATA_FIELD.length; i++) if (bytes[i] !== DATA_FIELD[i]) return false;
+  return true;
 }
 
 /** The last `n` bytes of `pieces` (fewer when they hold fewer). */

@@ -118,3 +118,23 @@ describe("guardSse over many pieces and older nodes", () => {
     expect(text).toEndWith(brokenStreamEnding("/v1/messages", "gone", "peer_gone"));
   });
 });
+
+describe("guardSse: only the last event decides, whatever came before it and however it was cut", () => {
+  const ERR = brokenStreamEnding("/v1/chat/completions", "gone", "peer_gone");
+  test.each([
+    ["events, then [DONE]", ['data: {"a":1}\n\n', 'data: {"b":2}\n\n', "data: [DONE]\n\n"], false],
+    ["[DONE], then a keep-alive comment", ['data: {"a":1}\n\n', "data: [DONE]\n\n", ": keep-alive\n\n"], false],
+    ["an event, then a keep-alive comment: no final event", ['data: {"a":1}\n\n', ": keep-alive\n\n"], true],
+    ["[DONE] before more events", ["data: [DONE]\n\n", 'data: {"a":1}\n\n', 'data: {"b":2}\n\n'], true],
+    ["[DONE] in the same read as events before it", ['data: {"a":1}\n\ndata: {"b":2}\n\ndata: [DONE]\n\n'], false],
+    ["[DONE] in the same read as an event after it", ['data: {"a":1}\n\n', 'data: [DONE]\n\ndata: {"b":2}\n\n'], true],
+    ["CR line ends", ["data: {}\r\r", "data: [DONE]\r\r"], false],
+    ["a CRLF blank line split before its LF", ["data: {}\r\n\r", "\ndata: [DONE]\r\n\r", "\n"], false],
+    ["an event named before its data", ['data: {"a":1}\n\n', "event: x\ndata: [DONE]\n\n"], false],
+    ["an event with no data after [DONE]: not dispatched", ["data: [DONE]\n\n", "event: x\n\n"], false],
+    ["a data line without a colon after [DONE]: an empty event", ["data: [DONE]\n\n", "data\n\n"], true],
+  ])("%s", async (_, pieces, broken) => {
+    const text = (await read(guardSse(source(pieces, "end"), "/v1/chat/completions", GONE))).join("");
+    expect(text).toBe(pieces.join("") + (broken ? ERR : ""));
+  });
+});
