@@ -5,7 +5,8 @@
  * latency of small non-streaming requests, time to the first streamed byte, requests/s with 16
  * concurrent clients, the router's CPU per request (a small whole answer, and a streamed one of 32
  * tokens: what each chunk's way through the router costs) beside that of a bare Bun proxy
- * (`harness/bare-proxy.ts`: the floor any router in Bun starts from on this machine), and an
+ * (`harness/bare-proxy.ts`: the floor any router in Bun starts from on this machine) and of the
+ * same proxy doing only the duties every router of ours has (`--duties`), and an
  * auto-load through the API against a bare llama-server start.
  *
  *   bun bench/router-overhead.ts [--requests 400] [--concurrency 16] [--seconds 6] [--warm 12] [--pin] [--cpu-prof DIR]
@@ -142,22 +143,21 @@ async function throughput(direct: string, routed: string, body: string) {
 }
 
 /**
- * The router's CPU per request beside the bare proxy's, in alternating 1 s windows of the same
- * load, so drift on a shared machine (another tenant, a slower minute) hits both alike.
+ * CPU per request of each side (the router, the bare proxy, the proxy with a router's duties), in
+ * alternating 1 s windows of the same load, so drift on a shared machine (another tenant, a slower
+ * minute) hits them all alike.
  */
-async function cpuBeside(routed: { url: string; pid: number }, bare: { url: string; pid: number }, body: string) {
-  const sides = [routed, bare].map((side) => ({ ...side, cpu: 0, requests: 0 }));
+async function cpuBeside(sides: readonly { url: string; pid: number }[], body: string): Promise<number[]> {
+  const measured = sides.map((side) => ({ ...side, cpu: 0, requests: 0 }));
   for (let i = 0; i < SECONDS; i++) {
-    for (const side of sides) {
+    for (const side of measured) {
       const before = cpuSeconds(side.pid);
       side.requests += await window(side.url, body, 1);
       side.cpu += cpuSeconds(side.pid) - before;
     }
   }
-  const [mesh, floor] = sides.map((side) => (side.cpu / side.requests) * 1000) as [number, number];
-  return { mesh, bare: floor };
+  return measured.map((side) => (side.cpu / side.requests) * 1000);
 }
-
 
 /** Alternates direct and routed requests so drift on a shared machine hits both alike. */
 async function paired(direct: string, routed: string, n: number, one: (url: string) => Promise<number>) {
@@ -204,16 +204,23 @@ try {
   const health = (await (await fetch(`${routed}/api/v1/health`)).json()) as { all_models_loaded: { backend_url: string; pid: number }[] };
   const direct = health.all_models_loaded[0]!.backend_url;
   childAuth.set(direct, { authorization: `Bearer ${readFileSync(join(node.stateDir, CHILD_KEY_FILE), "utf8").trim()}` });
-  const bareProxy = spawnChild("bare-proxy", [process.execPath, join(import.meta.dir, "..", "harness", "bare-proxy.ts"), direct]);
-  const bare = (await bareProxy.waitForOutput(/^(http:\/\/127\.0\.0\.1:\d+)$/m))[1]!;
-  childAuth.set(bare, childAuth.get(direct)!);
+  const proxy = async (name: string, ...args: string[]) => {
+    const child = spawnChild(name, [process.execPath, join(import.meta.dir, "..", "harness", "bare-proxy.ts"), direct, ...args]);
+    const url = (await child.waitForOutput(/^(http:\/\/127\.0\.0\.1:\d+)$/m))[1]!;
+    childAuth.set(url, childAuth.get(direct)!);
+    return { url, pid: child.proc.pid };
+  };
+  const bareSide = await proxy("bare-proxy");
+  const dutiesSide = await proxy("duties-proxy", "--duties");
+  const bare = bareSide.url;
   if (PIN) {
     pin(process.pid, routerCores);
     pin(node.child.proc.pid, routerCores);
-    pin(bareProxy.proc.pid, routerCores);
+    pin(bareSide.pid, routerCores);
+    pin(dutiesSide.pid, routerCores);
     pin(health.all_models_loaded[0]!.pid, llamaCore);
   }
-  for (let i = 0; i < 20; i++) await Promise.all([timed(direct, small), timed(routed, small), timed(bare, small)]);
+  for (let i = 0; i < 20; i++) await Promise.all([timed(direct, small), timed(routed, small), timed(bare, small), timed(dutiesSide.url, small)]);
   // The JIT keeps compiling the node's request path for about 10 s of load (measured: its compiler
   // thread's time levels off there, and the CPU per request falls by a fifth): a node serves for
   // hours, so its steady state is what is measured, both kinds of answer.
@@ -222,16 +229,17 @@ try {
     await window(routed, small, 1);
     await window(routed, streamed32, 1);
     await window(bare, small, 0.2);
+    await window(dutiesSide.url, small, 0.2);
+    await window(dutiesSide.url, streamed32, 0.2);
   }
 
   const lat = await paired(direct, routed, REQUESTS, (u) => timed(u, small));
   const ttfb = await paired(direct, routed, Math.max(50, REQUESTS / 4), firstByte);
   const tiny1 = await throughput(direct, routed, small);
   const gen32 = await throughput(direct, routed, generate32);
-  const routedSide = { url: routed, pid: node.child.proc.pid };
-  const bareSide = { url: bare, pid: bareProxy.proc.pid };
-  const cpu1 = await cpuBeside(routedSide, bareSide, small);
-  const cpuSse32 = await cpuBeside(routedSide, bareSide, streamed32);
+  const sides = [{ url: routed, pid: node.child.proc.pid }, bareSide, dutiesSide];
+  const [mesh1, bare1, duties1] = (await cpuBeside(sides, small)) as [number, number, number];
+  const [meshSse, bareSse, dutiesSse] = (await cpuBeside(sides, streamed32)) as [number, number, number];
   await node.stop();
 
   const f = (x: number) => x.toFixed(2);
@@ -241,13 +249,15 @@ try {
     ["first streamed byte p50 (ms)", f(pct(ttfb.d, 50)), f(pct(ttfb.r, 50)), f(pct(ttfb.r, 50) - pct(ttfb.d, 50)), ""],
     [`requests/s, ${CONCURRENCY} clients, 1 token`, tiny1.direct.toFixed(0), tiny1.routed.toFixed(0), `${((tiny1.routed / tiny1.direct) * 100).toFixed(1)}%`, ">= 95% of direct"],
     [`requests/s, ${CONCURRENCY} clients, 32 tokens`, gen32.direct.toFixed(0), gen32.routed.toFixed(0), `${((gen32.routed / gen32.direct) * 100).toFixed(1)}%`, ">= 95% of direct"],
-    ["router CPU per request (ms): bare Bun proxy vs mesh", f(cpu1.bare), f(cpu1.mesh), `${(cpu1.mesh / cpu1.bare).toFixed(2)}x`, "<= 1.5x bare"],
-    ["router CPU per streamed request, 32 tokens (ms): bare vs mesh", f(cpuSse32.bare), f(cpuSse32.mesh), `${(cpuSse32.mesh / cpuSse32.bare).toFixed(2)}x`, "<= 1.25x bare"],
+    ["router CPU per request (ms): bare Bun proxy vs mesh", f(bare1), f(mesh1), `${(mesh1 / bare1).toFixed(2)}x`, "<= 1.5x bare"],
+    ["  the same: a proxy with a router's duties vs mesh", `${f(duties1)} (${(duties1 / bare1).toFixed(2)}x bare)`, f(mesh1), `${(mesh1 / duties1).toFixed(2)}x`, ""],
+    ["router CPU per streamed request, 32 tokens (ms): bare vs mesh", f(bareSse), f(meshSse), `${(meshSse / bareSse).toFixed(2)}x`, "<= 1.25x bare"],
+    ["  the same: a proxy with a router's duties vs mesh", `${f(dutiesSse)} (${(dutiesSse / bareSse).toFixed(2)}x bare)`, f(meshSse), `${(meshSse / dutiesSse).toFixed(2)}x`, ""],
     ["model start p50 (ms): bare vs auto-load", f(pct(bareStarts, 50)), f(pct(autoLoads, 50)), f(pct(autoLoads, 50) - pct(bareStarts, 50)), "<= 100 ms added"],
   ];
   const header: [string, string, string, string, string] = ["measure", "direct", "via mesh", "added", "goal"];
   printTable(header, rows);
-  console.log(`\n${REQUESTS} paired small requests, ${ttfb.d.length} paired streams, ${SECONDS} alternating 1 s windows per throughput side (medians) and per CPU side (mesh beside the bare proxy), ${LOADS} loads; llama-server ${LLAMA_ARGS}; ${PIN ? `llama-server alone on core ${llamaCore}, client and router on ${routerCores}` : `${CORES} cores shared by client, router and llama-server`}`);
+  console.log(`\n${REQUESTS} paired small requests, ${ttfb.d.length} paired streams, ${SECONDS} alternating 1 s windows per throughput side (medians) and per CPU side (mesh beside the bare proxy and the proxy with a router's duties, harness/bare-proxy.ts --duties), ${LOADS} loads; llama-server ${LLAMA_ARGS}; ${PIN ? `llama-server alone on core ${llamaCore}, client and router on ${routerCores}` : `${CORES} cores shared by client, router and llama-server`}`);
 } finally {
   await killAllChildren();
   rmSync(modelsDir, { recursive: true, force: true });
