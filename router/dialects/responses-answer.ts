@@ -28,7 +28,7 @@ export function newResponseIds(now = Date.now()): ResponseIds {
   return { id: `resp_${hex()}`, createdAt: Math.floor(now / 1000), item: (prefix) => `${prefix}_${hex()}`, now: () => Math.floor(Date.now() / 1000) };
 }
 
-export type ResponseStatus = "in_progress" | "completed" | "incomplete";
+export type ResponseStatus = "in_progress" | "completed" | "incomplete" | "failed";
 
 const count = (v: Json | undefined) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
 
@@ -100,14 +100,14 @@ export const functionCallItem = (call: CallParts, status: ResponseStatus): JsonO
 });
 
 /** The response object: the request's settings, the output so far, the usage once known. */
-export function responseObject(echo: ResponsesEcho, ids: ResponseIds, state: { status: ResponseStatus; output: JsonObject[]; usage?: JsonObject }): JsonObject {
+export function responseObject(echo: ResponsesEcho, ids: ResponseIds, state: { status: ResponseStatus; output: JsonObject[]; usage?: JsonObject; error?: JsonObject }): JsonObject {
   const response: JsonObject = {
     id: ids.id,
     object: "response",
     created_at: ids.createdAt,
     status: state.status,
     background: false,
-    error: null,
+    error: state.error ?? null,
     incomplete_details: state.status === "incomplete" ? { reason: "max_output_tokens" } : null,
     instructions: echo.instructions,
     max_output_tokens: echo.max_output_tokens,
@@ -128,7 +128,7 @@ export function responseObject(echo: ResponsesEcho, ids: ResponseIds, state: { s
     truncation: "disabled",
     metadata: echo.metadata,
   };
-  if (state.status !== "in_progress") response.completed_at = Math.max(ids.createdAt, ids.now());
+  if (state.status === "completed" || state.status === "incomplete") response.completed_at = Math.max(ids.createdAt, ids.now());
   if (state.usage) response.usage = state.usage;
   if (echo.user !== undefined) response.user = echo.user;
   return response;

@@ -10,7 +10,7 @@
  * `response.incomplete`, which the Python SDK's `responses.stream(...).get_final_response()`
  * raises on; every SDK reads the status from the response itself.) Every event has a
  * `sequence_number` from 0.
- * A stream that breaks ends with one `error` event and completes nothing it had open.
+ * A stream that breaks ends with an `error` event and `response.failed`, and completes nothing it had open.
  * The state is bounded: an answer past `MAX_ANSWER_CHARS` or `MAX_TOOL_CALLS` ends with an error.
  */
 import { isObject, type Json, type JsonObject } from "../http/json.ts";
@@ -136,11 +136,18 @@ export class ResponsesEvents {
     return out;
   }
 
-  /** The stream's end when it broke: one `error` event, nothing completed that was open. */
+  /**
+   * The stream's end when it broke, nothing completed that was open: an `error` event, which
+   * carries its error as an object too (the OpenAI SDKs raise an APIError at once on one that
+   * does: Python's only then), and `response.failed` with the response as far as it got, which
+   * is how OpenAI ends a failed response, for clients that read on.
+   */
   fail(message: string, code: string): JsonObject[] {
     if (this.#ended) return [];
     this.#ended = true;
-    return [this.#event("error", { code, message, param: null })];
+    const error = { code, message };
+    const response = responseObject(this.echo, this.ids, { status: "failed", output: this.#output.filter(isObject), usage: this.#usage, error });
+    return [this.#event("error", { code, message, param: null, error: { type: "server_error", ...error } }), this.#event("response.failed", { response })];
   }
 
   #textDelta(kind: OpenText["kind"], delta: string, logprobs: JsonObject[], out: JsonObject[]): void {

@@ -211,10 +211,13 @@ describe("streamed answers", () => {
     expect(done.item).toEqual({ id: "msg_1", type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "a", annotations: [], logprobs: [] }] });
   });
 
-  test("a broken stream ends with one error event and completes nothing half", () => {
+  test("a broken stream ends with an error event and response.failed, and completes nothing half", () => {
     const events = new ResponsesEvents(echoOf(), fixedIds());
     const out = [...events.start(), ...events.chunk(chunk({ content: "hal" })), ...events.fail("the node went away; retry", "peer_gone")];
-    expect(out.at(-1)).toEqual({ type: "error", sequence_number: 5, code: "peer_gone", message: "the node went away; retry", param: null });
+    // The error as an object too: the Python SDK raises on an `error` event only when its data has one.
+    expect(out.at(-2)).toEqual({ type: "error", sequence_number: 5, code: "peer_gone", message: "the node went away; retry", param: null, error: { type: "server_error", code: "peer_gone", message: "the node went away; retry" } });
+    expect(out.at(-1)).toMatchObject({ type: "response.failed", sequence_number: 6, response: { status: "failed", error: { code: "peer_gone", message: "the node went away; retry" }, output: [] } });
+    expect((out.at(-1)!.response as Record<string, unknown>).completed_at).toBeUndefined();
     expect(types(out).filter((t) => String(t).endsWith(".done"))).toEqual([]);
     expect([...events.chunk(chunk({ content: "x" })), ...events.done(), ...events.fail("again", "x")]).toEqual([]);
   });
@@ -224,7 +227,7 @@ describe("streamed answers", () => {
     events.start();
     expect(types(events.chunk(chunk({ content: "x".repeat(MAX_ANSWER_CHARS - 1) })))).toContain("response.output_text.delta");
     const out = events.chunk(chunk({ content: "yy" }));
-    expect(out).toHaveLength(1);
+    expect(types(out)).toEqual(["error", "response.failed"]);
     expect(out[0]).toMatchObject({ type: "error", code: "answer_too_large" });
     expect(events.ended).toBe(true);
   });
