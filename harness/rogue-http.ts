@@ -1,9 +1,11 @@
 /**
  * A rogue member's HTTP over the mesh: the request head a node's forwarder sends (the forwarding
- * marker included), but to any method, path and headers a test names, and the raw answer.
+ * marker included), but to any method, path and headers a test names, and the raw answer; and the
+ * other way, its answer to a request the node forwards to it, whatever a test makes it.
  */
 import { encodeFrame, readFrame, StreamKind } from "../streams/wire.ts";
 import type { RogueMembership } from "./rogue-peer.ts";
+import type { Stream } from "../streams/stream.ts";
 import { withDeadline } from "./wait.ts";
 import { FORWARDED_HEADER } from "../mesh/mesh-headers.ts";
 
@@ -42,4 +44,20 @@ async function exchange(member: RogueMembership, req: RogueRequest): Promise<Rog
 /** Sends `req` over a fresh HTTP stream and reads the whole answer (or how the node cut it off). */
 export function rogueHttp(member: RogueMembership, req: RogueRequest, timeoutMs = 60_000): Promise<RogueAnswer> {
   return withDeadline(exchange(member, req), timeoutMs, `the node's answer to ${req.method} ${req.path}`);
+}
+
+/** How a rogue member answers a request the node sends it: a status and body, or never at all. */
+export type RogueReply = { status: number; body: string | Uint8Array } | "silence";
+
+/** Reads the node's request head on `stream` and answers it as `reply` says; the head it read. */
+export async function serveRogueHttp(stream: Stream, reply: (head: { method: string; path: string }) => RogueReply): Promise<{ method: string; path: string } | undefined> {
+  const head = (await readFrame(stream.recv).catch(() => null)) as { method: string; path: string } | null;
+  if (!head) return undefined;
+  const answer = reply(head);
+  // Silent: the stream stays open, unanswered, until the node gives up on it.
+  if (answer === "silence") return head;
+  const body = typeof answer.body === "string" ? new TextEncoder().encode(answer.body) : answer.body;
+  await stream.send.writeAll(Buffer.concat([encodeFrame({ status: answer.status, headers: { "content-type": "application/json" } }), body])).catch(() => undefined);
+  await stream.send.finish().catch(() => undefined);
+  return head;
 }

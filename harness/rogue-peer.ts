@@ -229,9 +229,10 @@ export class RogueMembership {
   /**
    * Takes the streams the node opens to it (a forwarded request, an RPC session, a copy), noting
    * each one's kind. With `models`, a copy is served from them (the member's own files under the
-   * names it chose); with `kv`, a KV ask is answered by it (`rogue-kv.ts`); every other stream is refused.
+   * names it chose); with `kv`, a KV ask is answered by it (`rogue-kv.ts`); with `http`, a request
+   * the node forwards (`rogue-http.ts`); every other stream is refused.
    */
-  recordStreams(models?: ModelLookup, kv?: (stream: Stream) => Promise<unknown>): void {
+  recordStreams(models?: ModelLookup, kv?: (stream: Stream) => Promise<unknown>, http?: (stream: Stream) => Promise<unknown>): void {
     const hasher = new FileHasher();
     void (async () => {
       for (;;) {
@@ -246,6 +247,7 @@ export class RogueMembership {
         this.streamsFromNode.push(kind[0]!);
         if (models && kind[0] === StreamKind.MODEL) void serveModelStream(stream, models, hasher);
         else if (kv && kind[0] === StreamKind.KV) void kv(stream);
+        else if (http && kind[0] === StreamKind.HTTP) void http(stream);
         else await stream.send.reset(2).catch(() => undefined);
       }
     })();

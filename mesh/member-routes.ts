@@ -1,6 +1,8 @@
 /**
- * What a mesh member may ask of this node's API (pure): the inference routes and the model list,
- * nothing that administers the node (`/api/*` loads, unloads and status, `/metrics`, `/health`).
+ * What a mesh member may ask of this node's API (pure): the inference routes, the model list and
+ * the models it has loaded with when each unloads (Ollama's `/api/ps`, which a node that forwards
+ * to it shows its clients), nothing that administers the node (`/api/*` loads, unloads and status,
+ * `/metrics`, `/health`).
  * Members share compute and model files; they do not administer each other. The serving node
  * applies this to every request a peer sends over an HTTP stream, whatever its headers say, before
  * the API sees it.
@@ -27,6 +29,8 @@ export const MEMBER_INFERENCE_PATHS: readonly string[] = [
 
 /** The model list; `/v1/models/{id}` names one model. */
 const MODELS_PATH = "/v1/models";
+/** The models loaded here and when each unloads, as Ollama lists them. */
+export const MEMBER_LOADED_PATH = "/api/ps";
 export const MAX_MEMBER_PATH = 2048;
 /** The base the HTTP-stream server builds each request's URL on. */
 export const MEMBER_URL_BASE = "http://mesh.local";
@@ -62,8 +66,8 @@ export function memberMayRequest(method: string, path: string): MemberVerdict {
     return refuse("an empty segment, a dot segment or a percent-encoded separator");
   }
   if (method === "POST" && MEMBER_INFERENCE_PATHS.includes(rawPath)) return { ok: true };
-  if (method === "GET" && (rawPath === MODELS_PATH || (rawPath.startsWith(`${MODELS_PATH}/`) && rawPath.length > MODELS_PATH.length + 1 && !rawPath.endsWith("/")))) {
+  if (method === "GET" && (rawPath === MODELS_PATH || rawPath === MEMBER_LOADED_PATH || (rawPath.startsWith(`${MODELS_PATH}/`) && rawPath.length > MODELS_PATH.length + 1 && !rawPath.endsWith("/")))) {
     return { ok: true };
   }
-  return refuse("only the inference routes and the model list are open to mesh members");
+  return refuse("only the inference routes, the model list and the loaded models are open to mesh members");
 }

@@ -70,20 +70,56 @@ const NEVER = Date.UTC(2318, 0, 1);
 /**
  * The models other nodes of the mesh have loaded, for `/api/ps` beside this node's own (pure):
  * each one some node serves now and that is not among `loadedHere`, with the node serving it in
- * its details (`served_by`). When it unloads is that node's to decide, and not announced: it shows
- * as not expiring.
+ * its details (`served_by`), and when it unloads as that node said (`expiries`: its own `/api/ps`,
+ * by model and node); a node that did not say shows it as not expiring.
  */
-export function meshPsEntries(catalog: readonly CatalogModel[], loadedHere: ReadonlySet<string>, self: string | undefined): JsonObject[] {
+export function meshPsEntries(catalog: readonly CatalogModel[], loadedHere: ReadonlySet<string>, self: string | undefined, expiries: ReadonlyMap<string, string> = new Map()): JsonObject[] {
   const out: JsonObject[] = [];
   for (const m of catalog) {
     if (loadedHere.has(m.name)) continue;
     const servedBy = m.servers.find((id) => id !== self);
     if (servedBy === undefined) continue;
     const { modified_at: _, details, ...rest } = remoteTagsEntry(m);
-    out.push({ ...rest, details: { ...(details as JsonObject), served_by: servedBy }, expires_at: new Date(NEVER).toISOString(), size_vram: 0 });
+    const expires = expiries.get(expiryKey(servedBy, taggedName(m.name))) ?? new Date(NEVER).toISOString();
+    out.push({ ...rest, details: { ...(details as JsonObject), served_by: servedBy }, expires_at: expires, size_vram: 0 });
   }
   return out;
 }
+
+/** The nodes whose word `meshPsEntries` would show: the first other server of each model some other node serves. */
+export function psPeers(catalog: readonly CatalogModel[], loadedHere: ReadonlySet<string>, self: string | undefined): string[] {
+  const peers = new Set<string>();
+  for (const m of catalog) {
+    const servedBy = loadedHere.has(m.name) ? undefined : m.servers.find((id) => id !== self);
+    if (servedBy !== undefined) peers.add(servedBy);
+  }
+  return [...peers];
+}
+
+const expiryKey = (node: string, model: string) => `${node}\u0000${model}`;
+/** Latest an expiry a node says may be: Ollama's own "never" (`NEVER`) and anything sooner. */
+const LATEST_EXPIRY = NEVER;
+
+/**
+ * When each model `node` has loaded unloads, from its `/api/ps` answer (pure, a member's claim:
+ * shown, never acted on): only entries it names itself the server of, with a date no later than
+ * Ollama's "never"; anything else is left out.
+ */
+export function psExpiries(node: string, answer: unknown, into: Map<string, string> = new Map()): Map<string, string> {
+  const models = isJsonObject(answer) && Array.isArray(answer.models) ? answer.models : [];
+  for (const entry of models.slice(0, MAX_PS_ENTRIES)) {
+    if (!isJsonObject(entry) || typeof entry.model !== "string" || entry.model.length > 512 || typeof entry.expires_at !== "string") continue;
+    if (!isJsonObject(entry.details) || entry.details.served_by !== node) continue;
+    const at = Date.parse(entry.expires_at);
+    if (!Number.isFinite(at) || at < 0 || at > LATEST_EXPIRY) continue;
+    into.set(expiryKey(node, entry.model), new Date(at).toISOString());
+  }
+  return into;
+}
+
+/** Entries of a member's `/api/ps` read: a node loads a few models, never thousands. */
+const MAX_PS_ENTRIES = 1024;
+const isJsonObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** `/api/show` of a model only another node has: what the mesh's catalog says of it. */
 export function remoteShowAnswer(m: CatalogModel): JsonObject {

@@ -18,7 +18,8 @@ import { PoolError } from "../../pool/errors.ts";
 import { tapStream } from "../http/stream-tap.ts";
 import type { OpenAiInference } from "./openai.ts";
 import { keepAliveMs, mapChat, mapEmbed, mapGenerate, modelName, ollamaError, StreamTranslator, wholeAnswer, type AnswerKind, type JsonObject, type Mapped } from "./ollama-mapping.ts";
-import { meshPsEntries, psEntry, remoteShowAnswer, remoteTagsEntry, showAnswer, tagsEntry } from "./ollama-models.ts";
+import { meshPsEntries, psEntry, psExpiries, psPeers, remoteShowAnswer, remoteTagsEntry, showAnswer, tagsEntry } from "./ollama-models.ts";
+import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
 import { ollamaModelFileRoutes } from "./ollama-pull.ts";
 import { KEEP_ALIVE_MS } from "../serving/proxy.ts";
 import type { Serving } from "../serving/serving.ts";
@@ -46,6 +47,8 @@ const OLLAMA_ERRORS = {
 const ollamaFail = (c: Context, status: ContentfulStatusCode, error: string) => c.json({ error }, status);
 
 const mtimeOf = (m: ModelInfo): number => m.modifiedMs ?? 0;
+/** Members a `/api/ps` asks when their models unload: each is asked at once, within `PEER_LOADED_MS`. */
+const MAX_PS_PEERS = 32;
 
 async function jsonBody(c: Context): Promise<unknown> {
   try {
@@ -119,7 +122,14 @@ export function ollamaRoutes(serving: Serving, infer: OpenAiInference, keepAlive
       models.push(psEntry(m, mtimeOf(m), s.lastUse, serving.idleUnloadMsOf(s.model), self));
       here.add(s.model);
     }
-    return c.json({ models: [...models, ...meshPsEntries(serving.catalog(), here, self)] });
+    // When another node's model unloads is that node's word: asked of it, unless this request came from a member (it asks no further).
+    const catalog = serving.catalog();
+    const expiries = new Map<string, string>();
+    if (c.req.header(FORWARDED_HEADER) === undefined) {
+      const peers = psPeers(catalog, here, self).slice(0, MAX_PS_PEERS);
+      await Promise.all(peers.map(async (peer) => psExpiries(peer, await serving.loadedOn(peer), expiries)));
+    }
+    return c.json({ models: [...models, ...meshPsEntries(catalog, here, self, expiries)] });
   });
 
   api.post("/show", async (c) => {

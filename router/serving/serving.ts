@@ -21,6 +21,12 @@ import type { Dispatching } from "./dispatch.ts";
 import { LastServers } from "./kv-hint.ts";
 import { shortId } from "../../base/short-id.ts";
 import { type MeshRouting } from "../../node/mesh-routing.ts";
+import { MEMBER_LOADED_PATH } from "../../mesh/member-routes.ts";
+import { jsonWithin } from "../http/bounded-body.ts";
+
+/** What a member's list of its loaded models may take: its entries are small, and it answers at once. */
+const PEER_LOADED_MAX_BYTES = 256 * 1024;
+export const PEER_LOADED_MS = 2_000;
 
 /** What the serving core is built from (main.ts, or a test's bare node). */
 export interface ServingParts {
@@ -60,6 +66,11 @@ export interface Serving {
   servedElsewhere(model: string): boolean;
   /** Memory each node of the mesh offers for models (this node's first). */
   memory(): number[];
+  /**
+   * What member `peerId` says of the models it has loaded (its Ollama `/api/ps` answer, a claim to
+   * show, never to act on), within `PEER_LOADED_MS` and a bound on its size; none when it did not say.
+   */
+  loadedOn(peerId: string): Promise<unknown>;
 
   /** The models on this node's disk, as last read. */
   localModels(): readonly ModelInfo[];
@@ -140,6 +151,20 @@ export class ServingCore implements Serving {
   meshEntry = (name: string): CatalogModel | undefined => this.catalog().find((m) => m.name === name);
   servedElsewhere = (model: string): boolean => this.meshEntry(model)?.servers.some((id) => id !== this.nodeId()) === true;
   memory = (): number[] => this.parts.memory?.() ?? [];
+
+  async loadedOn(peerId: string): Promise<unknown> {
+    if (!this.routing) return undefined;
+    try {
+      const res = await this.routing.forward(peerId, { method: "GET", path: MEMBER_LOADED_PATH, headers: {}, body: new Uint8Array(0) }, AbortSignal.timeout(PEER_LOADED_MS));
+      if (!res.ok) {
+        await res.body?.cancel().catch(() => undefined);
+        return undefined;
+      }
+      return await jsonWithin(res, PEER_LOADED_MAX_BYTES);
+    } catch {
+      return undefined;
+    }
+  }
 
   localModels = (): readonly ModelInfo[] => this.store.list();
   localModel = (name: string): Promise<ModelInfo | undefined> => this.store.find(name);

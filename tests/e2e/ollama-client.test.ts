@@ -162,6 +162,14 @@ test("two nodes: the Ollama client on a node without the model is served by the 
   expect(ps.map((m) => m.name)).toEqual([`${TINY}:latest`]);
   expect(ps[0]!.details).toMatchObject({ family: "llama", parameter_size: onHost.details.parameter_size, served_by: host.nodeId });
   expect((await hostOllama.ps()).models.map((m) => m.name)).toEqual([`${TINY}:latest`]);
+  // keep_alive "10m" through this node: its ps says when the model unloads as the host does (asked of it), not "never".
+  await ollama.chat({ model: TINY, messages: [{ role: "user", content: "stay" }], stream: false, keep_alive: "10m", options: { num_predict: 2, temperature: 0 } });
+  const [here] = (await ollama.ps()).models;
+  const [there] = (await hostOllama.ps()).models;
+  expect(new Date(here!.expires_at).getTime()).toBe(new Date(there!.expires_at).getTime());
+  const inMinutes = (new Date(here!.expires_at).getTime() - Date.now()) / 60_000;
+  expect(inMinutes).toBeGreaterThan(8);
+  expect(inMinutes).toBeLessThanOrEqual(10);
 
   // keep_alive 0 through this node: the host unloads the model once the (streamed) answer is complete.
   const last = [];

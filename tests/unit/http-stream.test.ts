@@ -142,7 +142,7 @@ describe("serveHttp", () => {
     const n = (await client.recv.read(body))!;
     expect(JSON.parse(new TextDecoder().decode(body.subarray(0, n)))).toEqual({
       error: {
-        message: "POST /api/v1/load is not open to mesh members: only the inference routes and the model list are open to mesh members",
+        message: "POST /api/v1/load is not open to mesh members: only the inference routes, the model list and the loaded models are open to mesh members",
         type: "permission_error",
         code: "forbidden_for_mesh_members",
       },

@@ -22,6 +22,7 @@ describe("memberMayRequest", () => {
     ["GET", "/v1/models/tiny-q8_0"],
     ["GET", "/v1/models/folder/qwen2.5-7b"],
     ["GET", "/v1/models/with%20space"],
+    ["GET", "/api/ps"],
   ];
   test.each(allowed)("%s %s is open to members", (method, path) => expect(memberMayRequest(method, path)).toEqual({ ok: true }));
 
@@ -32,6 +33,11 @@ describe("memberMayRequest", () => {
     ["GET", "/api/status", "only the inference routes"],
     ["GET", "/api/v1/health", "only the inference routes"],
     ["GET", "/api/v1/stats", "only the inference routes"],
+    // Loaded models are listed; nothing else of Ollama's, nor under another method.
+    ["POST", "/api/ps", "only the inference routes"],
+    ["GET", "/api/ps/x", "only the inference routes"],
+    ["GET", "/api/tags", "only the inference routes"],
+    ["POST", "/api/show", "only the inference routes"],
     ["GET", "/metrics", "only the inference routes"],
     ["GET", "/health", "only the inference routes"],
     ["GET", "/", "only the inference routes"],

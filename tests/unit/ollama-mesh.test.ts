@@ -12,7 +12,7 @@ import { ModelOnDiskSchema } from "../../mesh/messages.ts";
 import { parameterCountOf } from "../../models/gguf-info.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import { diskFields, nodeView, type ModelFields } from "../../node/model-fields.ts";
-import { detailsOf, meshPsEntries, parameterSize, remoteShowAnswer, remoteTagsEntry } from "../../router/dialects/ollama-models.ts";
+import { detailsOf, meshPsEntries, parameterSize, psExpiries, psPeers, remoteShowAnswer, remoteTagsEntry } from "../../router/dialects/ollama-models.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "mesh-ollama-mesh-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -127,6 +127,33 @@ describe("Ollama's routes for models of other nodes", () => {
     expect(ps.map((e) => e.name)).toEqual(["chat:latest"]);
     expect(ps[0]).toMatchObject({ model: "chat:latest", size: 1000, size_vram: 0, details: { family: "llama", parameter_size: "8.03B", served_by: "host" } });
     expect(new Date(ps[0]!.expires_at as string).getUTCFullYear()).toBeGreaterThan(2100);
+  });
+
+  test("/api/ps: when another node's model unloads is what that node's own ps says, else never", () => {
+    const said = psExpiries("host", { models: [{ model: "chat:latest", expires_at: "2026-11-29T10:10:00Z", details: { served_by: "host" } }] });
+    expect(meshPsEntries(models, new Set(), "self", said)[0]!.expires_at).toBe("2026-11-29T10:10:00.000Z");
+    expect(meshPsEntries(models, new Set(), "self", psExpiries("other", { models: [{ model: "chat:latest", expires_at: "2026-11-29T10:10:00Z", details: { served_by: "other" } }] }))[0]!.expires_at).toBe(
+      new Date(Date.UTC(2318, 0, 1)).toISOString(),
+    );
+    expect(psPeers(models, new Set(), "self")).toEqual(["host"]);
+    expect(psPeers(models, new Set(["chat"]), "self")).toEqual([]);
+  });
+
+  const entry = (over: Record<string, unknown>) => ({ models: [{ model: "chat:latest", expires_at: "2026-11-29T10:10:00Z", details: { served_by: "host" }, ...over }] });
+  test.each<[string, unknown, string | undefined]>([
+    ["its own entry", entry({}), "2026-11-29T10:10:00.000Z"],
+    ["an entry naming another server", entry({ details: { served_by: "someone" } }), undefined],
+    ["an entry with no details", entry({ details: undefined }), undefined],
+    ["a date that is not one", entry({ expires_at: "soon" }), undefined],
+    ["a date past Ollama's never", entry({ expires_at: "9999-01-01T00:00:00Z" }), undefined],
+    ["a date before 1970", entry({ expires_at: "1900-01-01T00:00:00Z" }), undefined],
+    ["a name too long", entry({ model: "x".repeat(600) }), undefined],
+    ["no models list", { models: "chat" }, undefined],
+    ["not an object", "junk", undefined],
+    ["nothing said", undefined, undefined],
+  ])("a member's ps: %s", (_, answer, expected) => {
+    const got = psExpiries("host", answer);
+    expect([...got.values()][0]).toBe(expected);
   });
 
   test("/api/ps: a model this node's announcement says it serves but its pool does not list is not another node's", () => {
