@@ -26,6 +26,7 @@ import { jsonWithin } from "../http/bounded-body.ts";
 
 /** What a member's list of its loaded models may take: its entries are small, and it answers at once. */
 const PEER_LOADED_MAX_BYTES = 256 * 1024;
+/** How long a member's list of its loaded models may take: a client's `/api/ps` waits no longer for it. */
 export const PEER_LOADED_MS = 2_000;
 
 /** What the serving core is built from (main.ts, or a test's bare node). */
