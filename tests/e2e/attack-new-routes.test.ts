@@ -62,11 +62,16 @@ describe.each([...GETS.map((p) => ["GET", p] as const), ...POSTS.map((p) => ["PO
     expect(typeof e === "string").toBe(isOllama(path));
   });
 
-  test("a mesh member forwarding to it is refused on this node", async () => {
+  test(path === "/api/ps" ? "a mesh member is told what this node has loaded" : "a mesh member forwarding to it is refused on this node", async () => {
     const answer = await rogueHttp(member, { method, path, ...(method === "POST" ? { body } : {}) });
     if (path === "/tokenize" || path === "/apply-template") {
       // Inference routes are members' to use: the unknown model is what refuses it.
       expect("status" in answer && answer.status).toBe(404);
+      return;
+    }
+    if (path === "/api/ps") {
+      // The models loaded here, which a forwarding node shows its clients (attack-member-ps has the rest).
+      expect("status" in answer && answer.status).toBe(200);
       return;
     }
     expect("status" in answer && answer.status).toBe(403);
