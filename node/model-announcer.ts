@@ -10,7 +10,7 @@ import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import type { LoadedServers } from "../pool/loaded-servers.ts";
 import type { ModelFetcher } from "./model-fetcher.ts";
 import { AnnouncedDisk, type ModelFields } from "./model-fields.ts";
-import { isLoaded } from "../pool/wrapped-server.ts";
+import { takesRequests } from "../pool/wrapped-server.ts";
 
 /** The group's part of the announcement (`GroupReconciler.announced`). */
 export type GroupFields = Pick<ModelFields, "assigned" | "hosting" | "idle" | "layout" | "loadFailed">;
@@ -50,7 +50,10 @@ export class ModelAnnouncer {
 
   /** What we announce about models. */
   announced(): ModelFields {
-    const serving = this.o.servers.loaded().filter((s) => isLoaded(s.state)).map((s) => s.model);
+    // What takes requests: a draining server (an unload, a hand-over, a reload under way) finishes
+    // what it has but is no server of the model to the mesh. Announced, a group elected it as the
+    // one that answers, and a host loading its own handed over to it: both let the model go.
+    const serving = this.o.servers.loaded().filter((s) => takesRequests(s.state)).map((s) => s.model);
     const group = this.o.group.announced(serving);
     const fetching = this.o.fetcher.progress;
     return {

@@ -156,25 +156,16 @@ test("a model with no requests for --idle-unload is let go by its group; a reque
   nodes.push(host);
   // The founder loads its model at once: requests keep it in use until the group is whole (the
   // other node's endpoint start and copy take longer than the idle time).
-  let busy = true;
-  const keepBusy = (async () => {
-    while (busy) {
-      await fetch(`${host.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: TINY, messages: [{ role: "user", content: "hi" }], max_tokens: 1 }) }).then((r) => r.arrayBuffer(), () => undefined);
-      await Bun.sleep(500); // pacing of the keep-alive requests, not a wait on a condition
-    }
-  })();
-  // Asked for explicitly, without the file: it is fetched from the host.
-  const other = await startMeshNode([...SMALL_LLAMA, "--idle-unload", "4s", "--join", host.token, "--model", TINY], { name: "other" });
-  nodes.push(other);
-  try {
-    await waitFor(async () => (await assigned(other)) === TINY && (await listed(other)).find((m) => m.id === TINY)?.mesh?.nodes_serving.length === 2, {
+  const other = await whileInUse(host, async () => {
+    // Asked for explicitly, without the file: it is fetched from the host.
+    const joiner = await startMeshNode([...SMALL_LLAMA, "--idle-unload", "4s", "--join", host.token, "--model", TINY], { name: "other" });
+    nodes.push(joiner);
+    await waitFor(async () => (await assigned(joiner)) === TINY && (await listed(joiner)).find((m) => m.id === TINY)?.mesh?.nodes_serving.length === 2, {
       what: "both nodes in tiny's group",
     });
-    await waitForModel(other, TINY, (m) => m.status === "loaded", "tiny ready");
-  } finally {
-    busy = false;
-    await keepBusy;
-  }
+    await waitForModel(joiner, TINY, (m) => m.status === "loaded", "tiny ready");
+    return joiner;
+  });
   // No requests: the host unloads it, says so, and both leave the group and stay out of it.
   await waitFor(async () => (await assigned(host)) === null && (await assigned(other)) === null, { what: "both nodes to let tiny go", timeoutMs: 30_000 });
   const entry = await waitForModel(other, TINY, (m) => m.status === "unloaded", "tiny unloaded everywhere");
@@ -182,14 +173,34 @@ test("a model with no requests for --idle-unload is let go by its group; a reque
   expect(await loaded(host)).toEqual([]);
   // A request loads it on demand where it lands (the file is on both nodes now).
   expect(await answeredBy(other, TINY)).toBe(other.nodeId);
-  // It is in use again, so the rules give it a group, hosted where it already runs.
-  await waitForModel(host, TINY, (m) => m.status === "loaded" && m.host === other.nodeId, "the host to see tiny served by the other node");
-  await waitFor(async () => (await assigned(host)) === TINY && (await assigned(other)) === TINY, { what: "both back in tiny's group" });
-  // The host may have begun a load of its own before it heard the other node serves it (its log
-  // says "another node hosts the model now"): that server comes up draining and is stopped.
-  let running: unknown[] = [];
-  await waitFor(async () => (running = await loaded(host)).length === 0, { what: () => `the host to run no server of tiny (it runs ${JSON.stringify(running)})` });
+  // It is in use again (kept so while the rules act: a loaded machine can take longer to show
+  // it than the 4 s idle time), so the rules give it a group, hosted where it already runs.
+  await whileInUse(other, async () => {
+    await waitForModel(host, TINY, (m) => m.status === "loaded" && m.host === other.nodeId, "the host to see tiny served by the other node");
+    await waitFor(async () => (await assigned(host)) === TINY && (await assigned(other)) === TINY, { what: "both back in tiny's group" });
+    // The host may have begun a load of its own before it heard the other node serves it (its log
+    // says "another node hosts the model now"): that server comes up draining and is stopped.
+    let running: unknown[] = [];
+    await waitFor(async () => (running = await loaded(host)).length === 0, { what: () => `the host to run no server of tiny (it runs ${JSON.stringify(running)})` });
+  });
 });
+
+/** Runs `check` while a request for tiny reaches `node` every half second, so no idle time runs out meanwhile. */
+async function whileInUse<T>(node: MeshTestNode, check: () => Promise<T>): Promise<T> {
+  let busy = true;
+  const requests = (async () => {
+    while (busy) {
+      await fetch(`${node.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: TINY, messages: [{ role: "user", content: "hi" }], max_tokens: 1 }) }).then((r) => r.arrayBuffer(), () => undefined);
+      await Bun.sleep(500); // pacing of the keep-alive requests, not a wait on a condition
+    }
+  })();
+  try {
+    return await check();
+  } finally {
+    busy = false;
+    await requests;
+  }
+}
 
 test("a model known only by its source URL is fetched, verified and served by the node asked for it; a wrong hash installs nothing", async () => {
   const tiny = files[`${TINY}.gguf`]!;
