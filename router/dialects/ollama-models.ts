@@ -11,6 +11,7 @@ import { createHash } from "node:crypto";
 import type { CatalogModel } from "../../placement/catalog.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import { taggedName, type JsonObject } from "./ollama-mapping.ts";
+import { isObject } from "../http/json.ts";
 
 export function digestOf(path: string, sizeBytes: number, mtimeMs: number): string {
   return createHash("sha256").update(`${path}\0${sizeBytes}\0${mtimeMs}`).digest("hex");
@@ -106,10 +107,10 @@ const LATEST_EXPIRY = NEVER;
  * Ollama's "never"; anything else is left out.
  */
 export function psExpiries(node: string, answer: unknown, into: Map<string, string> = new Map()): Map<string, string> {
-  const models = isJsonObject(answer) && Array.isArray(answer.models) ? answer.models : [];
+  const models = isObject(answer) && Array.isArray(answer.models) ? answer.models : [];
   for (const entry of models.slice(0, MAX_PS_ENTRIES)) {
-    if (!isJsonObject(entry) || typeof entry.model !== "string" || entry.model.length > 512 || typeof entry.expires_at !== "string") continue;
-    if (!isJsonObject(entry.details) || entry.details.served_by !== node) continue;
+    if (!isObject(entry) || typeof entry.model !== "string" || entry.model.length > 512 || typeof entry.expires_at !== "string") continue;
+    if (!isObject(entry.details) || entry.details.served_by !== node) continue;
     const at = Date.parse(entry.expires_at);
     if (!Number.isFinite(at) || at < 0 || at > LATEST_EXPIRY) continue;
     into.set(expiryKey(node, entry.model), new Date(at).toISOString());
@@ -119,7 +120,6 @@ export function psExpiries(node: string, answer: unknown, into: Map<string, stri
 
 /** Entries of a member's `/api/ps` read: a node loads a few models, never thousands. */
 const MAX_PS_ENTRIES = 1024;
-const isJsonObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** `/api/show` of a model only another node has: what the mesh's catalog says of it. */
 export function remoteShowAnswer(m: CatalogModel): JsonObject {
