@@ -7,7 +7,8 @@ import { GgmlType, type MetadataValue, type TensorSpec } from "../../models/gguf
 import { encodeTensor } from "../../models/ggml-quant.ts";
 import { ggmlTypeOf, type ModelShape, type PresetName, type WeightType } from "./presets.ts";
 import { randomValues } from "./random.ts";
-import { buildVocab, CHATML_TEMPLATE } from "./vocab.ts";
+import { CHAT_TEMPLATES } from "./templates.ts";
+import { buildVocab } from "./vocab.ts";
 
 /** llama.cpp `enum llama_ftype`: 0 = all f32, 7 = mostly Q8_0. */
 const FILE_TYPE: Record<WeightType, number> = { f32: 0, q8_0: 7 };
@@ -41,7 +42,7 @@ export function llamaMetadata(name: string, shape: ModelShape, type: WeightType,
   u32("tokenizer.ggml.unknown_token_id", vocab.unk);
   m.set("tokenizer.ggml.add_bos_token", { type: "bool", value: true });
   m.set("tokenizer.ggml.add_eos_token", { type: "bool", value: false });
-  m.set("tokenizer.chat_template", { type: "string", value: CHATML_TEMPLATE });
+  m.set("tokenizer.chat_template", { type: "string", value: CHAT_TEMPLATES[shape.template] });
   return m;
 }
 

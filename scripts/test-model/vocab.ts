@@ -8,10 +8,6 @@
 /** llama.cpp's `llama_token_type`. */
 const TokenType = { NORMAL: 1, UNKNOWN: 2, CONTROL: 3, BYTE: 6 } as const;
 
-export const CHATML_TEMPLATE =
-  "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}" +
-  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-
 const WORDS = `the be to of and a in that have it for not on with he as you do at this but his by from they we say her
 she or an will my one all would there their what so up out if about who get which go me when make can like time no just
 him know take people into year your good some could them see other than then now look only come its over think also back
