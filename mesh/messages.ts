@@ -3,6 +3,7 @@
  * dropped, a message of the wrong shape is refused. Every message carries the protocol version.
  */
 import { z } from "zod";
+import { announcedCapabilities } from "../models/model-capabilities.ts";
 import { modelRefOf } from "../models/model-ref.ts";
 import { StatementSchema, TrustClaimSchema } from "./roster.ts";
 import { TRANSPORT_LINES } from "./transport.ts";
@@ -65,6 +66,8 @@ export const ModelOnDiskSchema = z.object({
   parameters: z.number().int().min(0).max(L.parameters).optional().catch(undefined),
   /** Its content identity (`models/content-identity.ts`), once worked out: what a copy of it is checked against. */
   identity: z.string().regex(/^[0-9a-f]{64}$/).optional().catch(undefined),
+  /** What it can be asked beyond text (`models/model-capabilities.ts`): names this node does not know are dropped. */
+  caps: z.array(z.string().max(16)).max(8).transform(announcedCapabilities).optional().catch(undefined),
 });
 /**
  * How pressed one of this node's servers is: its slots, requests in flight, requests waiting for a

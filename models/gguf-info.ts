@@ -22,6 +22,12 @@ export interface GgufFacts {
   fileType: number | undefined;
   /** Weights in this file (one shard's, for a split model); none when its tensor shapes do not add up. */
   parameterCount?: number;
+  /**
+   * Its chat template (`tokenizer.chat_template`) takes tools. Before a server runs it, the template's
+   * text is all there is to go on (llama-server's own caps come from rendering it): one that never
+   * names `tools` cannot put them in a prompt, as Ollama reads its templates too.
+   */
+  templateTakesTools?: boolean;
 }
 
 /**
@@ -96,8 +102,12 @@ export function factsFromMetadata(md: Record<string, unknown>): GgufFacts {
     headCountKv: num(key("attention.head_count_kv")) ?? num(key("attention.head_count")),
     name: str(md["general.name"]),
     fileType: num(md["general.file_type"]),
+    ...(templateTakesTools(md["tokenizer.chat_template"]) ? { templateTakesTools: true } : {}),
   };
 }
+
+/** Pure: a chat template that takes tools names them (`tools`, as Jinja templates of tool-calling models all do). */
+export const templateTakesTools = (template: unknown): boolean => typeof template === "string" && /\btools\b/.test(template);
 
 /** Pure: the weights in tensors of these shapes; undefined when the sum is no safe whole number. */
 export function parameterCountOf(tensors: readonly { shape: readonly (bigint | number)[] }[]): number | undefined {

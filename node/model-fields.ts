@@ -10,6 +10,7 @@ import { ANNOUNCEMENT_LIMITS, FAMILY, type Announcement } from "../mesh/messages
 import type { Log } from "../base/log.ts";
 import { hasCredentials } from "../models/download-rules.ts";
 import type { ModelIdentities } from "../models/model-identities.ts";
+import { capabilitiesOfModel, type Capability } from "../models/model-capabilities.ts";
 import { needOf } from "../models/model-need.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 
@@ -24,6 +25,9 @@ function familyAndWeights(m: ModelInfo): { family?: string; parameters?: number 
     ...(p !== undefined && Number.isSafeInteger(p) && p >= 0 && p <= ANNOUNCEMENT_LIMITS.parameters ? { parameters: p } : {}),
   };
 }
+
+/** What a chat model can be asked beyond text, none included: a peer tells "none" from a node too old to say. */
+const capsOf = (m: ModelInfo): { caps?: Capability[] } => (m.type === "llm" ? { caps: capabilitiesOfModel(m) } : {});
 
 /** What running a model of this node needs, its own context size or else `defaultCtxSize` (`--ctx-size`). */
 export const needAt =
@@ -58,7 +62,7 @@ export function diskFields(
   return {
     modelsOnDisk: onDisk.map((m) => {
       const identity = identityOf(m);
-      return { name: m.name, size: m.sizeBytes, need: needOf(m), ...source(m), ...ref(m.name, m.ref), type: m.type, ...(m.quant ? { quant: m.quant } : {}), ...familyAndWeights(m), ...(identity ? { identity } : {}) };
+      return { name: m.name, size: m.sizeBytes, need: needOf(m), ...source(m), ...ref(m.name, m.ref), type: m.type, ...(m.quant ? { quant: m.quant } : {}), ...familyAndWeights(m), ...(identity ? { identity } : {}), ...capsOf(m) };
     }),
     seeds: [
       ...seeds.map((m) => ({ name: m.name, ...source(m), ...ref(m.name, m.ref) })),
@@ -119,6 +123,7 @@ export function nodeView(nodeId: string, vramBytes: number, a: ModelFields): Nod
         ...(m.parameters !== undefined ? { parameters: m.parameters } : {}),
         ...(m.quant ? { quant: m.quant } : {}),
         ...(m.type ? { type: m.type } : {}),
+        ...(m.caps ? { caps: m.caps } : {}),
       }),
     ),
     assigned: a.assigned,

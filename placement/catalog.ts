@@ -4,6 +4,7 @@
  * nodes assigned to serve it (its group), the group's elected host, its status, and which member
  * downloads it when no node has it yet.
  */
+import { announcedCapabilities, type Capability } from "../models/model-capabilities.ts";
 import { elect, splitPlan, type Candidate } from "./election.ts";
 
 export interface NodeModel {
@@ -23,6 +24,8 @@ export interface NodeModel {
   quant?: string;
   /** Its kind as this node says (`models/model-type.ts`: llm, embedding...): a claim. */
   type?: string;
+  /** What this node says it can be asked beyond text (`models/model-capabilities.ts`): a claim. */
+  caps?: Capability[];
 }
 
 /** What the catalog needs to know about one node (ours included), from its announcement. */
@@ -110,6 +113,8 @@ export interface CatalogModel {
    * serve is told (an embedding asked of a chat model), and which models to ask instead.
    */
   type?: string;
+  /** What it can be asked beyond text (images, tools) when every holder says the same; unknown otherwise. */
+  caps?: Capability[];
 }
 
 /** A model's group as election sees it. */
@@ -267,6 +272,9 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
       // when every holder says the same: one member's word cannot turn a model's requests away.
       const types = new Set([...(index.entries.get(m.name)?.values() ?? [])].map((d) => d.type));
       const agreedType = types.size === 1 ? [...types][0] : undefined;
+      // Alike, what it can be asked: a client is told it cannot send a model images only when every holder says so.
+      const capSets = new Set([...(index.entries.get(m.name)?.values() ?? [])].map((d) => d.caps?.join(",")));
+      const agreedCaps = capSets.size === 1 ? [...capSets][0]?.split(",").filter(Boolean) : undefined;
       const pulledBy = copyFrom.length === 0 && content.length <= 1 && !holderWaitedFor && (m.ref !== undefined || m.source !== undefined) ? puller(group, m.name) : undefined;
       return {
         name: m.name,
@@ -293,6 +301,7 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
         ...(describer?.parameters !== undefined ? { parameters: describer.parameters } : {}),
         ...(describer?.quant !== undefined ? { quant: describer.quant } : {}),
         ...(agreedType !== undefined ? { type: agreedType } : {}),
+        ...(agreedCaps !== undefined ? { caps: announcedCapabilities(agreedCaps) } : {}),
       };
     })
     .sort((a, b) => byCodePoint(a.name, b.name));

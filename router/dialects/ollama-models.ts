@@ -9,6 +9,7 @@
  */
 import { createHash } from "node:crypto";
 import type { CatalogModel } from "../../placement/catalog.ts";
+import { capabilitiesOfModel, type Capability } from "../../models/model-capabilities.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import { taggedName, type JsonObject } from "./ollama-mapping.ts";
 import { isObject } from "../http/json.ts";
@@ -126,9 +127,8 @@ export function remoteShowAnswer(m: CatalogModel): JsonObject {
   const info: JsonObject = {};
   if (m.family) info["general.architecture"] = m.family;
   if (m.parameters !== undefined) info["general.parameter_count"] = m.parameters;
-  // Its kind as its holders agree on it (vision is not announced: a remote model shows completion only).
-  const capabilities = m.type === "embedding" || m.type === "reranking" ? capabilitiesOf({ type: m.type, mmproj: undefined }) : ["completion"];
-  return { license: "", modelfile: "", parameters: "", template: "", details: detailsOf(m), model_info: info, capabilities };
+  // Its kind and what it can be asked, as its holders agree on them.
+  return { license: "", modelfile: "", parameters: "", template: "", details: detailsOf(m), model_info: info, capabilities: capabilitiesOf(m.type, m.caps ?? []) };
 }
 
 /**
@@ -142,10 +142,11 @@ export function psEntry(m: ModelInfo, mtimeMs: number, lastUse: number, idleUnlo
   return { ...rest, details: { ...(details as JsonObject), ...(self ? { served_by: self } : {}) }, expires_at: new Date(expires).toISOString(), size_vram: 0 };
 }
 
-export function capabilitiesOf(m: Pick<ModelInfo, "type" | "mmproj">): string[] {
-  if (m.type === "embedding") return ["embedding"];
-  if (m.type === "reranking") return [];
-  return m.mmproj ? ["completion", "vision"] : ["completion"];
+/** Ollama's `capabilities` of a model of kind `type` that can be asked `caps` besides text. */
+export function capabilitiesOf(type: string | undefined, caps: readonly Capability[]): string[] {
+  if (type === "embedding") return ["embedding"];
+  if (type === "reranking") return [];
+  return ["completion", ...caps];
 }
 
 /** `/api/show`: what we know of the model, in Ollama's fields. */
@@ -175,7 +176,7 @@ export function showAnswer(m: ModelInfo, mtimeMs: number): JsonObject {
     template: "",
     details: detailsOf(describeLocal(m)),
     model_info: info,
-    capabilities: capabilitiesOf(m),
+    capabilities: capabilitiesOf(m.type, capabilitiesOfModel(m)),
     modified_at: new Date(mtimeMs).toISOString(),
   };
 }

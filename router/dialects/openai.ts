@@ -13,9 +13,12 @@ import { noRoute } from "./no-route.ts";
 import { remoteMediaUrl } from "../serving/media-urls.ts";
 import { catalogListing } from "./catalog-listing.ts";
 import { knownModels } from "../../models/known-models.ts";
+import { capabilitiesOfModel, labelsWith } from "../../models/model-capabilities.ts";
+import { capabilitiesOf } from "./ollama-models.ts";
 import type { Serving } from "../serving/serving.ts";
 import { TRANSLATORS } from "./dialects.ts";
 import { embeddingsRefusalOn } from "../serving/embedding-models.ts";
+import { carriesImage, visionRefusalOn } from "../serving/vision-models.ts";
 import type { JsonObject } from "../http/json.ts";
 import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
 
@@ -70,6 +73,7 @@ function modelEntry(serving: Serving, name: string, entry: CatalogModel | undefi
   // Listed in the registry with its file not there (yet): 0.
   const created = Math.floor((m.modifiedMs ?? 0) / 1000);
   const local = serving.modelStatus(m.name);
+  const caps = capabilitiesOfModel(m);
   return {
     id: m.name,
     object: "model" as const,
@@ -79,7 +83,9 @@ function modelEntry(serving: Serving, name: string, entry: CatalogModel | undefi
     size: m.sizeBytes,
     checkpoint: forMember ? basename(m.path) : m.path,
     recipe: m.recipe,
-    labels: m.labels,
+    // What it can be asked beyond text, in Lemonade's labels and Ollama's words.
+    labels: labelsWith(m.labels, caps),
+    capabilities: capabilitiesOf(m.type, caps),
     // Where its files came from (mesh's own models dir, a --model path, another tool's store) and their quant.
     store: m.store,
     quant: m.quant ?? null,
@@ -90,7 +96,20 @@ function modelEntry(serving: Serving, name: string, entry: CatalogModel | undefi
 
 /** A model of the mesh that is not on this node's disk. */
 function remoteEntry(m: CatalogModel) {
-  return { id: m.name, object: "model" as const, created: 0, owned_by: "mesh", size: m.sizeBytes, ...meshFields(m), status: MESH_STATUS[m.status] };
+  const caps = m.caps ?? [];
+  return {
+    id: m.name,
+    object: "model" as const,
+    created: 0,
+    owned_by: "mesh",
+    size: m.sizeBytes,
+    // Its kind and what it can be asked, as its holders agree on them.
+    ...(m.type !== undefined ? { type: m.type } : {}),
+    labels: labelsWith([], caps),
+    capabilities: capabilitiesOf(m.type, caps),
+    ...meshFields(m),
+    status: MESH_STATUS[m.status],
+  };
 }
 
 /**
@@ -176,6 +195,9 @@ export function openAiInference(serving: Serving, observer: InferenceObserver | 
     // An embedding asked of a model that does not embed is told so here, before anything loads or goes anywhere.
     const notEmbedding = sentTo === "/v1/embeddings" ? embeddingsRefusalOn(serving, parsed.model) : undefined;
     if (notEmbedding !== undefined) return badRequest(c, notEmbedding, "model_not_embedding");
+    // So is an image sent to a model that cannot read it.
+    const notVision = carriesImage(translation?.body ?? parsed.json) ? visionRefusalOn(serving, parsed.model) : undefined;
+    if (notVision !== undefined) return badRequest(c, notVision, "model_not_vision");
     const res = await serving.infer({
       model: parsed.model,
       path: sentTo,

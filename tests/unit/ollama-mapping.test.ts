@@ -219,10 +219,13 @@ describe("errors and descriptions", () => {
   ])("%p → %p", (body, expected) => expect(ollamaError(body, "fallback")).toEqual(expected));
 
   test.each([
-    [{ type: "llm" as const, mmproj: undefined }, ["completion"]],
-    [{ type: "llm" as const, mmproj: "/p.gguf" }, ["completion", "vision"]],
-    [{ type: "embedding" as const, mmproj: undefined }, ["embedding"]],
-  ])("capabilities of %p", (m, caps) => expect(capabilitiesOf(m)).toEqual(caps));
+    ["llm", [], ["completion"]],
+    ["llm", ["vision"], ["completion", "vision"]],
+    ["llm", ["tools", "vision"], ["completion", "tools", "vision"]],
+    [undefined, ["tools"], ["completion", "tools"]],
+    ["embedding", [], ["embedding"]],
+    ["reranking", [], []],
+  ] as const)("capabilities of a %p model that can %p", (type, caps, expected) => expect(capabilitiesOf(type, caps)).toEqual([...expected]));
 
   test("details and digest", () => {
     expect(detailsOf(undefined)).toMatchObject({ format: "gguf", family: "" });

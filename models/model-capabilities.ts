@@ -1,0 +1,30 @@
+/**
+ * What a chat model can be asked beyond text (pure): to read images (a projector beside it) and to
+ * call tools (a chat template that takes them), in the words clients know: Ollama's `/api/show`
+ * capabilities and Lemonade's labels. A node says it of its own models in its announcement; of
+ * another node's model the catalog shows what every holder says alike (`placement/catalog.ts`).
+ */
+import type { ModelInfo } from "./model-store.ts";
+
+export const CAPABILITIES = ["tools", "vision"] as const;
+export type Capability = (typeof CAPABILITIES)[number];
+
+/** Lemonade's labels for them (its model list and its web UI's image button read these). */
+const LABELS: Readonly<Record<Capability, string>> = { tools: "tool-calling", vision: "vision" };
+
+export function capabilitiesOfModel(m: Pick<ModelInfo, "type" | "mmproj" | "facts" | "labels">): Capability[] {
+  if (m.type !== "llm") return [];
+  const caps: Capability[] = [];
+  // The operator may say so in models.json (Lemonade's label) of a template our reading misses.
+  if (m.facts?.templateTakesTools === true || m.labels.some((l) => l.toLowerCase() === LABELS.tools)) caps.push("tools");
+  if (m.mmproj !== undefined) caps.push("vision");
+  return caps;
+}
+
+/** Its labels with those its capabilities give, each once. */
+export const labelsWith = (labels: readonly string[], caps: readonly Capability[]): string[] => [...new Set([...labels, ...caps.map((c) => LABELS[c])])];
+
+/** What a peer announced, as this node reads it: the capabilities it knows, each once, in their order; anything else is dropped. */
+export function announcedCapabilities(value: readonly string[]): Capability[] {
+  return CAPABILITIES.filter((c) => value.includes(c));
+}
