@@ -83,6 +83,8 @@ export interface ConsoleModel {
   split: boolean;
   /** llm, embedding, reranking, ... (as the node that has its file reads it); null when no node says. */
   type: string | null;
+  /** What it can be asked beyond text ("tools", "vision") as every holder says alike; null when they do not. */
+  caps: string[] | null;
   quant: string | null;
   sizeBytes: number;
   needBytes: number;

@@ -100,6 +100,7 @@ function modelOf(m: CatalogModel, input: ConsoleInput, announcements: readonly A
     members: groupOf(m, input.views),
     split: m.split,
     type: file?.type ?? null,
+    caps: m.caps ?? null,
     quant: file?.quant ?? null,
     sizeBytes: m.sizeBytes,
     needBytes: m.needBytes,

@@ -11,6 +11,9 @@ import { DASH, formatBytes, formatDuration, formatPercent, shortId } from "../fo
 import { Card, Cell, Empty, Pill, Table, type Tone } from "./parts.tsx";
 import { PullForm } from "./pull.tsx";
 
+/** What a model can be asked beyond text, as a reader of the list says it. */
+const capabilityWords = (cap: string): string => (cap === "vision" ? "reads images" : cap === "tools" ? "calls tools" : cap);
+
 const STATUS_TONE: Record<ConsoleModelStatus, Tone> = {
   ready: "ok",
   loading: "info",
@@ -80,7 +83,7 @@ function ModelRow({ m, nameOf }: { m: ConsoleModel; nameOf: NameOf }) {
         <span class="mono strong">{m.name}</span>{" "}
         {m.pinned && <Pill tone="accent">pinned</Pill>}
         <div class="sub">
-          {[m.type ?? "unknown type", m.quant, formatBytes(m.sizeBytes)].filter(Boolean).join(" · ")}
+          {[m.type ?? "unknown type", ...(m.caps ?? []).map(capabilityWords), m.quant, formatBytes(m.sizeBytes)].filter(Boolean).join(" · ")}
         </div>
         {m.origin && (
           <div class="sub ellipsis mono" title={m.origin}>
