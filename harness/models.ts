@@ -1,12 +1,13 @@
 /**
  * Test models on demand: made once by our own GGUF writer into a cache keyed by a hash of the
  * writer's source (so a change to the writer never leaves a test reading a stale model), then
- * reused by every test file and run.
+ * reused by every test file and run. The `vision` model has its projector beside it
+ * (`testProjector(model)`), written before the model, so a cached model always has it.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DEFAULT_SEED, makeTestModel } from "../scripts/make-test-model.ts";
+import { DEFAULT_SEED, makeTestModel, projectorPath } from "../scripts/make-test-model.ts";
 import { testModelName } from "../scripts/test-model/llama-model.ts";
 import type { PresetName, WeightType } from "../scripts/test-model/presets.ts";
 
@@ -35,3 +36,6 @@ export async function testModel(preset: PresetName, type: WeightType = "f32", se
   }
   return path;
 }
+
+/** The vision projector (`mmproj-<model>.gguf`) beside a test model made by `testModel("vision")`. */
+export const testProjector = (model: string): string => projectorPath(model);

@@ -1,17 +1,19 @@
 #!/usr/bin/env bun
 /**
  * Makes random-weight GGUF models of llama architecture for tests, deterministic by seed, with a
- * working SentencePiece tokenizer and a ChatML chat template.
+ * working SentencePiece tokenizer and a ChatML chat template. The `vision` preset also gets a vision
+ * projector beside it, `mmproj-<model>.gguf` (`projectorPath(out)`), the name our model store pairs by.
  *
  *   bun scripts/make-test-model.ts --preset tiny --type q8_0 --out tiny.gguf [--seed 1]
  *   bun scripts/make-test-model.ts --all --dir DIR      # every preset at every weight type
  *   bun scripts/make-test-model.ts --preset tiny --split 3 --out tiny.gguf   # tiny-00001-of-00003.gguf, ...
  */
 import { mkdirSync, renameSync } from "node:fs";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { writeGguf, type MetadataValue, type TensorSpec } from "../models/gguf-writer.ts";
 import { llamaMetadata, llamaTensors, testModelName } from "./test-model/llama-model.ts";
+import { projectorMetadata, projectorShape, projectorTensors } from "./test-model/projector.ts";
 import { PRESET_NAMES, presetShape, WEIGHT_TYPES, type PresetName, type WeightType } from "./test-model/presets.ts";
 import { shardPath, splitModel } from "./test-model/split.ts";
 
@@ -29,15 +31,29 @@ export interface TestModelRequest {
 /** The files `makeTestModel({ out, split })` writes, first shard first. */
 export const splitShardPaths = (out: string, split: number): string[] => Array.from({ length: split }, (_, i) => shardPath(out, i, split));
 
-/** Writes the model (through a temporary name, so a reader never sees half a file); returns its size (all shards). */
+/** The vision projector written beside the model `out` (a `.gguf` path; for a split model, the unsplit name). */
+export const projectorPath = (out: string): string => join(dirname(out), `mmproj-${basename(out).replace(/\.gguf$/i, "")}.gguf`);
+
+/** Presets whose model comes with a vision projector. */
+export const hasProjector = (preset: PresetName): boolean => preset === "vision";
+
+/**
+ * Writes the model (through a temporary name, so a reader never sees half a file) and, for the
+ * `vision` preset, its projector first, so a model on disk means its projector is there too.
+ * Returns the size of everything written (all shards, and the projector).
+ */
 export async function makeTestModel(req: TestModelRequest): Promise<number> {
   const seed = req.seed ?? DEFAULT_SEED;
   const shape = presetShape(req.preset, req.type);
   const name = `mesh-test-${testModelName(req.preset, req.type)}`;
   const metadata = llamaMetadata(name, shape, req.type, seed);
   const tensors = llamaTensors(shape, req.type, seed);
-  if (req.split === undefined) return writeWhole(req.out, metadata, tensors);
   let size = 0;
+  if (hasProjector(req.preset)) {
+    const proj = projectorShape(shape.nEmbd);
+    size += await writeWhole(projectorPath(req.out), projectorMetadata(`${name}-mmproj`, proj, seed), projectorTensors(proj, seed));
+  }
+  if (req.split === undefined) return size + (await writeWhole(req.out, metadata, tensors));
   const shards = splitModel(metadata, tensors, req.split);
   for (const [i, shard] of shards.entries()) size += await writeWhole(shardPath(req.out, i, shards.length), shard.metadata, shard.tensors);
   return size;
@@ -91,6 +107,7 @@ if (import.meta.main) {
   for (const job of jobs) {
     const size = await makeTestModel(job);
     const files = job.split === undefined ? [job.out] : splitShardPaths(job.out, job.split);
+    if (hasProjector(job.preset)) files.push(projectorPath(job.out));
     console.log(`${files.join(" ")}\t${(size / 1048576).toFixed(1)} MiB`);
   }
 }

@@ -1,11 +1,12 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { gguf } from "@huggingface/gguf";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tensorBytes } from "../../models/gguf-writer.ts";
-import { makeTestModel } from "../../scripts/make-test-model.ts";
+import { makeTestModel, projectorPath } from "../../scripts/make-test-model.ts";
 import { llamaTensors } from "../../scripts/test-model/llama-model.ts";
+import { imageTokens, projectorShape } from "../../scripts/test-model/projector.ts";
 import { PRESET_NAMES, presetShape, RPC_HASH_THRESHOLD, WEIGHT_TYPES } from "../../scripts/test-model/presets.ts";
 import { buildVocab } from "../../scripts/test-model/vocab.ts";
 
@@ -55,4 +56,27 @@ test("the vocabulary has unique tokens, 256 byte tokens and every prefix of ever
   const set = new Set(v.tokens);
   for (const t of v.tokens.filter((t) => t.startsWith("\u2581") && t.length > 2)) expect(set.has(t.slice(0, -1))).toBe(true);
   expect([v.bos, v.eos, v.unk, v.imStart, v.imEnd].every((id) => id >= 0 && id < v.tokens.length)).toBe(true);
+});
+
+test("vision writes a LLaVA mlp projector beside the model, projecting into the model's width", async () => {
+  const out = join(dir, "vision-f32.gguf");
+  const size = await makeTestModel({ preset: "vision", type: "f32", out });
+  const proj = projectorPath(out);
+  expect(proj).toBe(join(dir, "mmproj-vision-f32.gguf"));
+  expect(size).toBe(statSync(out).size + statSync(proj).size);
+  expect(statSync(proj).size).toBeLessThan(1024 * 1024);
+  const { metadata, tensorInfos } = await gguf(proj, { allowLocalFile: true });
+  const md = metadata as Record<string, unknown>;
+  expect(md["clip.projector_type"]).toBe("mlp");
+  expect(md["clip.has_vision_encoder"]).toBe(true);
+  expect(md["clip.vision.image_size"]).toBe(48);
+  expect(md["clip.vision.patch_size"]).toBe(8);
+  expect(imageTokens(projectorShape(64))).toBe(36);
+  const dims = Object.fromEntries(tensorInfos.map((t) => [t.name, t.shape.map(Number)]));
+  expect(dims["v.patch_embd.weight"]).toEqual([8, 8, 3, 64]);
+  expect(dims["v.position_embd.weight"]).toEqual([64, 36]);
+  expect(dims["v.blk.1.ffn_down.weight"]).toEqual([128, 64]);
+  // mm.2's rows are the text model's n_embd: llama.cpp refuses a projector whose width differs.
+  expect(dims["mm.2.weight"]).toEqual([64, presetShape("vision", "f32").nEmbd]);
+  expect(tensorInfos.every((t) => t.dtype === 0)).toBe(true);
 });
