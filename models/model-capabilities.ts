@@ -22,7 +22,9 @@ export function capabilitiesOfModel(m: Pick<ModelInfo, "type" | "mmproj" | "fact
 }
 
 /** Its labels with those its capabilities give, each once. */
-export const labelsWith = (labels: readonly string[], caps: readonly Capability[]): string[] => [...new Set([...labels, ...caps.map((c) => LABELS[c])])];
+export const labelsWith = (labels: readonly string[], caps: readonly string[]): string[] => [...new Set([...labels, ...caps.flatMap((c) => (isCapability(c) ? [LABELS[c]] : []))])];
+
+const isCapability = (c: string): c is Capability => (CAPABILITIES as readonly string[]).includes(c);
 
 /** What a peer announced, as this node reads it: the capabilities it knows, each once, in their order; anything else is dropped. */
 export function announcedCapabilities(value: readonly string[]): Capability[] {

@@ -4,7 +4,6 @@
  * nodes assigned to serve it (its group), the group's elected host, its status, and which member
  * downloads it when no node has it yet.
  */
-import { announcedCapabilities, type Capability } from "../models/model-capabilities.ts";
 import { elect, splitPlan, type Candidate } from "./election.ts";
 
 export interface NodeModel {
@@ -24,8 +23,8 @@ export interface NodeModel {
   quant?: string;
   /** Its kind as this node says (`models/model-type.ts`: llm, embedding...): a claim. */
   type?: string;
-  /** What this node says it can be asked beyond text (`models/model-capabilities.ts`): a claim. */
-  caps?: Capability[];
+  /** What this node says it can be asked beyond text (`models/model-capabilities.ts`: tools, vision): a claim. */
+  caps?: string[];
 }
 
 /** What the catalog needs to know about one node (ours included), from its announcement. */
@@ -114,7 +113,7 @@ export interface CatalogModel {
    */
   type?: string;
   /** What it can be asked beyond text (images, tools) when every holder says the same; unknown otherwise. */
-  caps?: Capability[];
+  caps?: string[];
 }
 
 /** A model's group as election sees it. */
@@ -273,8 +272,8 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
       const types = new Set([...(index.entries.get(m.name)?.values() ?? [])].map((d) => d.type));
       const agreedType = types.size === 1 ? [...types][0] : undefined;
       // Alike, what it can be asked: a client is told it cannot send a model images only when every holder says so.
-      const capSets = new Set([...(index.entries.get(m.name)?.values() ?? [])].map((d) => d.caps?.join(",")));
-      const agreedCaps = capSets.size === 1 ? [...capSets][0]?.split(",").filter(Boolean) : undefined;
+      const holders = [...(index.entries.get(m.name)?.values() ?? [])];
+      const agreedCaps = new Set(holders.map((d) => d.caps?.join(","))).size === 1 ? holders[0]?.caps : undefined;
       const pulledBy = copyFrom.length === 0 && content.length <= 1 && !holderWaitedFor && (m.ref !== undefined || m.source !== undefined) ? puller(group, m.name) : undefined;
       return {
         name: m.name,
@@ -301,7 +300,7 @@ export function catalog(nodes: readonly NodeView[]): CatalogModel[] {
         ...(describer?.parameters !== undefined ? { parameters: describer.parameters } : {}),
         ...(describer?.quant !== undefined ? { quant: describer.quant } : {}),
         ...(agreedType !== undefined ? { type: agreedType } : {}),
-        ...(agreedCaps !== undefined ? { caps: announcedCapabilities(agreedCaps) } : {}),
+        ...(agreedCaps !== undefined ? { caps: agreedCaps } : {}),
       };
     })
     .sort((a, b) => byCodePoint(a.name, b.name));

@@ -9,7 +9,7 @@
  */
 import { createHash } from "node:crypto";
 import type { CatalogModel } from "../../placement/catalog.ts";
-import { capabilitiesOfModel, type Capability } from "../../models/model-capabilities.ts";
+import { capabilitiesOfModel } from "../../models/model-capabilities.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import { taggedName, type JsonObject } from "./ollama-mapping.ts";
 import { isObject } from "../http/json.ts";
@@ -143,7 +143,7 @@ export function psEntry(m: ModelInfo, mtimeMs: number, lastUse: number, idleUnlo
 }
 
 /** Ollama's `capabilities` of a model of kind `type` that can be asked `caps` besides text. */
-export function capabilitiesOf(type: string | undefined, caps: readonly Capability[]): string[] {
+export function capabilitiesOf(type: string | undefined, caps: readonly string[]): string[] {
   if (type === "embedding") return ["embedding"];
   if (type === "reranking") return [];
   return ["completion", ...caps];
