@@ -6,6 +6,7 @@
  * goes straight to a log file under the state dir; its exit is noticed at once, and aborts the
  * signal every in-flight request to it is tied to.
  */
+import { dirname } from "node:path";
 import { closeSync, openSync } from "node:fs";
 import type { Subprocess } from "bun";
 import type { ModelType } from "../models/model-type.ts";
@@ -136,7 +137,16 @@ export class WrappedServer {
         stderr: fd,
         // Room for the requests sent ahead of a slot (`httpThreadsFor`), as an environment
         // variable: an operator's own (`--threads-http` in the args, or this variable) still wins.
-        env: { LLAMA_ARG_THREADS_HTTP: String(httpThreadsFor(this.queue.slots, navigator.hardwareConcurrency)), ...process.env, GGML_NO_BACKTRACE: "1", ...spec.env },
+        // Alike, ffmpeg is looked for in the binaries' own folder, which holds none: llama-server
+        // hands any media its image decoder cannot read to ffprobe as a video, and a client's bytes
+        // must not reach a program the operator never chose to run (one who does names its folder).
+        env: {
+          LLAMA_ARG_THREADS_HTTP: String(httpThreadsFor(this.queue.slots, navigator.hardwareConcurrency)),
+          LLAMA_ARG_VIDEO_FFMPEG_DIR: dirname(spec.argv[0] ?? "."),
+          ...process.env,
+          GGML_NO_BACKTRACE: "1",
+          ...spec.env,
+        },
       });
     } finally {
       closeSync(fd);

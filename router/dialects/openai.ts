@@ -19,6 +19,7 @@ import type { Serving } from "../serving/serving.ts";
 import { TRANSLATORS } from "./dialects.ts";
 import { embeddingsRefusalOn } from "../serving/embedding-models.ts";
 import { carriesImage, visionRefusalOn } from "../serving/vision-models.ts";
+import { imagesRefusal } from "../serving/image-check.ts";
 import type { JsonObject } from "../http/json.ts";
 import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
 
@@ -195,9 +196,14 @@ export function openAiInference(serving: Serving, observer: InferenceObserver | 
     // An embedding asked of a model that does not embed is told so here, before anything loads or goes anywhere.
     const notEmbedding = sentTo === "/v1/embeddings" ? embeddingsRefusalOn(serving, parsed.model) : undefined;
     if (notEmbedding !== undefined) return badRequest(c, notEmbedding, "model_not_embedding");
-    // So is an image sent to a model that cannot read it.
-    const notVision = carriesImage(translation?.body ?? parsed.json) ? visionRefusalOn(serving, parsed.model) : undefined;
-    if (notVision !== undefined) return badRequest(c, notVision, "model_not_vision");
+    // So is an image sent to a model that cannot read it, or one that is no image llama.cpp reads.
+    const sent = translation?.body ?? parsed.json;
+    if (carriesImage(sent)) {
+      const notVision = visionRefusalOn(serving, parsed.model);
+      if (notVision !== undefined) return badRequest(c, notVision, "model_not_vision");
+      const badImage = imagesRefusal(sent);
+      if (badImage !== undefined) return badRequest(c, badImage, "invalid_image");
+    }
     const res = await serving.infer({
       model: parsed.model,
       path: sentTo,
