@@ -22,6 +22,8 @@ import { recordPassingStats } from "./passing-stats.ts";
 import { proxyToServer } from "./proxy.ts";
 import { requestSource, takesSlot } from "./request-source.ts";
 import { toolChoiceRefusal } from "./tool-choice.ts";
+import { toolChoiceForServer } from "./named-tool-choice.ts";
+import { isObject } from "../http/json.ts";
 import { shortId } from "../../base/short-id.ts";
 import { ANSWERED_BY_HEADER, FORWARDED_HEADER, KEEP_ALIVE_HEADER, KV_FROM_HEADER } from "../../mesh/mesh-headers.ts";
 import { type MeshRouting } from "../../node/mesh-routing.ts";
@@ -119,6 +121,9 @@ async function send(parts: InferenceParts, call: InferenceCall, route: Route | u
   }
   if (route?.to === "unavailable") return call.refuse(503, route.message, "service_unavailable", "model_not_ready", route.retryAfterS);
   const upstreamPath = upstreamPathOf(call.path);
+  // A tool choice this node's llama-server would take as auto is sent in words it keeps.
+  const narrowed = isObject(call.json) ? toolChoiceForServer(call.path, call.json) : undefined;
+  if (typeof narrowed === "string") return call.refuse(400, narrowed, "invalid_request_error", "invalid_tool_choice");
   const lease = await parts.pool.acquire(await parts.findModel(call.model), call.signal, takesSlot(upstreamPath) ? requestSource(call.headers, call.acceptedKey) : undefined);
   // Only the node that serves the model knows its chat template: a tool call it cannot make is refused here, whoever sent the request.
   const noTools = toolChoiceRefusal(call.path, call.model, call.json, lease.server.templateCaps);
@@ -137,7 +142,7 @@ async function send(parts: InferenceParts, call: InferenceCall, route: Route | u
     lease,
     model: call.model,
     path: upstreamPath,
-    body: slot === undefined ? call.body : pinnedTo(call.json, slot),
+    body: slot === undefined ? (narrowed === undefined ? call.body : encoded(narrowed)) : pinnedTo(narrowed ?? call.json, slot),
     clientSignal: call.signal,
     extraHeaders: self ? { [ANSWERED_BY_HEADER]: self } : undefined,
     keepAliveMs: call.keepAliveCommentMs,
@@ -177,7 +182,8 @@ function memberCounts(call: Pick<InferenceCall, "headers">, routing: MeshRouting
 }
 
 /** The body pinned to the slot a fetched cache was restored into (llama-server's `id_slot`). */
-const pinnedTo = (json: unknown, slot: number): ArrayBuffer => new TextEncoder().encode(JSON.stringify({ ...(json as Record<string, unknown>), id_slot: slot })).buffer as ArrayBuffer;
+const encoded = (json: unknown): ArrayBuffer => new TextEncoder().encode(JSON.stringify(json)).buffer as ArrayBuffer;
+const pinnedTo = (json: unknown, slot: number): ArrayBuffer => encoded({ ...(json as Record<string, unknown>), id_slot: slot });
 
 async function forward(routing: MeshRouting, peer: string, call: InferenceCall, keepAlive: KeepAlive | undefined, movedFrom: string | undefined): Promise<Response> {
   const carried = keepAliveHeaderValue(keepAlive?.ms);
