@@ -2,11 +2,18 @@
  * A small SentencePiece-style ("llama") vocabulary that llama.cpp tokenizes for real: control tokens
  * for BOS/EOS and a ChatML template, 256 byte-fallback tokens so any UTF-8 text round-trips, single
  * ASCII characters, and every prefix of a list of common words (SPM merges pairs only into pieces
- * that exist, so a word is reachable only through its prefixes).
+ * that exist, so a word is reachable only through its prefixes). A model may add tokens of its own
+ * at the end (the tool-call markers), so every other token keeps its id.
  */
 
 /** llama.cpp's `llama_token_type`. */
-const TokenType = { NORMAL: 1, UNKNOWN: 2, CONTROL: 3, BYTE: 6 } as const;
+const TokenType = { NORMAL: 1, UNKNOWN: 2, CONTROL: 3, USER_DEFINED: 4, BYTE: 6 } as const;
+
+/**
+ * The tool-call markers of the `tools` template, one token each as in Qwen2.5's vocabulary
+ * (user-defined: llama.cpp always matches them whole in text, and prints them as text).
+ */
+export const TOOL_CALL_TOKENS = ["<tool_call>", "</tool_call>"] as const;
 
 const WORDS = `the be to of and a in that have it for not on with he as you do at this but his by from they we say her
 she or an will my one all would there their what so up out if about who get which go me when make can like time no just
@@ -30,7 +37,8 @@ export interface Vocab {
   imEnd: number;
 }
 
-export function buildVocab(): Vocab {
+/** The vocabulary, with `extra` user-defined tokens after every other one. */
+export function buildVocab(extra: readonly string[] = []): Vocab {
   const tokens: string[] = [];
   const scores: number[] = [];
   const types: number[] = [];
@@ -57,6 +65,10 @@ export function buildVocab(): Vocab {
       const prefix = piece.slice(0, end);
       if (!seen.has(prefix)) add(prefix, TokenType.NORMAL, end);
     }
+  }
+  for (const text of extra) {
+    if (seen.has(text)) throw new Error(`token ${JSON.stringify(text)} is in the vocabulary already`);
+    add(text, TokenType.USER_DEFINED, 0);
   }
   return { tokens, scores, types, bos, eos, unk, imStart, imEnd };
 }

@@ -5,10 +5,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tensorBytes } from "../../models/gguf-writer.ts";
 import { makeTestModel, projectorPath } from "../../scripts/make-test-model.ts";
-import { llamaTensors } from "../../scripts/test-model/llama-model.ts";
+import { llamaMetadata, llamaTensors, vocabOf } from "../../scripts/test-model/llama-model.ts";
 import { imageTokens, projectorShape } from "../../scripts/test-model/projector.ts";
 import { PRESET_NAMES, presetShape, RPC_HASH_THRESHOLD, WEIGHT_TYPES } from "../../scripts/test-model/presets.ts";
-import { buildVocab } from "../../scripts/test-model/vocab.ts";
+import { buildVocab, TOOL_CALL_TOKENS } from "../../scripts/test-model/vocab.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "mesh-test-model-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -56,6 +56,20 @@ test("the vocabulary has unique tokens, 256 byte tokens and every prefix of ever
   const set = new Set(v.tokens);
   for (const t of v.tokens.filter((t) => t.startsWith("\u2581") && t.length > 2)) expect(set.has(t.slice(0, -1))).toBe(true);
   expect([v.bos, v.eos, v.unk, v.imStart, v.imEnd].every((id) => id >= 0 && id < v.tokens.length)).toBe(true);
+});
+
+test("the tools model's vocabulary is the default one and the tool-call markers after it; only it drops the space prefix", () => {
+  const base = buildVocab();
+  const tools = vocabOf(presetShape("tools", "f32"));
+  expect(tools.tokens).toEqual([...base.tokens, "<tool_call>", "</tool_call>"]);
+  expect(tools.types).toEqual([...base.types, 4, 4]);
+  expect(tools.scores.slice(0, base.scores.length)).toEqual(base.scores);
+  expect(vocabOf(presetShape("tiny", "f32"))).toEqual(base);
+  expect(TOOL_CALL_TOKENS).toEqual(["<tool_call>", "</tool_call>"]);
+  const md = (preset: "tiny" | "tools") => llamaMetadata("m", presetShape(preset, "f32"), "f32", 1);
+  expect(md("tiny").has("tokenizer.ggml.add_space_prefix")).toBe(false);
+  expect(md("tools").get("tokenizer.ggml.add_space_prefix")).toEqual({ type: "bool", value: false });
+  expect(md("tools").get("llama.vocab_size")).toEqual({ type: "u32", value: base.tokens.length + 2 });
 });
 
 test("vision writes a LLaVA mlp projector beside the model, projecting into the model's width", async () => {
