@@ -16,7 +16,10 @@ import { makeTestModel, splitShardPaths } from "../../scripts/make-test-model.ts
 import { killAllChildren } from "../../harness/children.ts";
 import { startFakeHub, type FakeHub } from "../../harness/fake-hub.ts";
 import { startLlamaServer } from "../../harness/llama.ts";
-import { testModel } from "../../harness/models.ts";
+import { testModel, testProjector } from "../../harness/models.ts";
+import { gradientPng, pngDataUrl } from "../../harness/png.ts";
+import { imageTokens, projectorShape } from "../../scripts/test-model/projector.ts";
+import { presetShape } from "../../scripts/test-model/presets.ts";
 import { sha256, tempDirs } from "../../harness/transfer.ts";
 import { waitFor } from "../../harness/wait.ts";
 
@@ -35,6 +38,8 @@ afterAll(async () => {
 beforeAll(async () => {
   const q8 = await testModel("tiny", "q8_0");
   const f32 = await testModel("tiny", "f32");
+  const vision = await testModel("vision", "q8_0");
+  const projector = testProjector(vision);
   const splitOut = join(dirs.fresh("split-model"), "Tiny-Q8_0.gguf");
   await makeTestModel({ preset: "tiny", type: "q8_0", split: 3, out: splitOut });
   const shards = splitShardPaths(splitOut, 3);
@@ -55,7 +60,7 @@ beforeAll(async () => {
       },
       {
         repo: `${ORG}/Vision-GGUF`,
-        files: { "Vision-Q8_0.gguf": { fromFile: q8 }, "mmproj-Vision-F16.gguf": { fromFile: f32 }, "mmproj-Vision-F32.gguf": { fromFile: f32 } },
+        files: { "Vision-Q8_0.gguf": { fromFile: vision }, "mmproj-Vision-F16.gguf": { fromFile: projector }, "mmproj-Vision-F32.gguf": { fromFile: projector } },
       },
       { repo: `${ORG}/Huge-GGUF`, files: { "Huge-Q4_K_M.gguf": { fromFile: q8, claimSize: 1e15 } } },
     ],
@@ -264,7 +269,7 @@ describe("pulling from the Hub", () => {
     }
   }, 120_000);
 
-  test("a model with a projector: both installed, the F16 projector chosen, models.json names it", async () => {
+  test("a model with a projector: both installed, the F16 projector chosen, models.json names it, and the pair reads an image", async () => {
     const repo = `${ORG}/Vision-GGUF`;
     const modelsDir = dirs.fresh("models");
     const got = await pull(repo, { modelsDir });
@@ -277,7 +282,17 @@ describe("pulling from the Hub", () => {
       mmproj: `hf/${ORG}/Vision-GGUF/mmproj-Vision-F16.gguf`,
     });
     expect(got.sizeBytes).toBe(statSync(got.path).size + statSync(got.mmproj!).size);
-  });
+
+    const server = await startLlamaServer(got.path, ["--mmproj", got.mmproj!]);
+    try {
+      const ask = { model: "m", max_tokens: 1, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: pngDataUrl(gradientPng(16, 16)) } }] }] };
+      const res = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify(ask) });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { usage: { prompt_tokens: number } }).usage.prompt_tokens).toBeGreaterThan(imageTokens(projectorShape(presetShape("vision", "q8_0").nEmbd)));
+    } finally {
+      await server.stop();
+    }
+  }, 120_000);
 
   test("a quant that is not there: the error lists those that are, before any download", async () => {
     const before = hub.requests.length;
