@@ -69,9 +69,17 @@ export interface BatteryRun {
   output: string;
 }
 
+/** What the battery asks for: the node, its chat and embedding models, and the one that calls tools (without it the tool checks fail and say so). */
+export interface BatteryTarget {
+  baseUrl: string;
+  model: string;
+  embedModel: string;
+  toolsModel?: string;
+}
+
 /** Runs every check against the node at `baseUrl` and gathers its lines; one that overruns is stopped, and what it had printed is kept. */
-export async function runBattery(python: string, node: { baseUrl: string; model: string; embedModel: string }, timeoutMs: number): Promise<BatteryRun> {
-  const args = ["--base-url", node.baseUrl, "--model", node.model, "--embed-model", node.embedModel];
+export async function runBattery(python: string, node: BatteryTarget, timeoutMs: number): Promise<BatteryRun> {
+  const args = ["--base-url", node.baseUrl, "--model", node.model, "--embed-model", node.embedModel, ...(node.toolsModel ? ["--tools-model", node.toolsModel] : [])];
   const child = spawnChild("python-clients", [python, BATTERY, ...args], { env: { PYTHONUNBUFFERED: "1" } });
   const overran = await withDeadline(child.proc.exited, timeoutMs, `the Python client battery against ${node.baseUrl}`).then(
     () => "",

@@ -83,17 +83,40 @@ function content(text: string, images: unknown): Json {
   return parts;
 }
 
-function mapMessage(m: unknown): Json | string {
-  if (!isObject(m) || typeof m.role !== "string") return "each message needs a \"role\"";
-  const out: JsonObject = { role: m.role, content: content(typeof m.content === "string" ? m.content : "", m.images) };
-  if (Array.isArray(m.tool_calls)) {
-    out.tool_calls = m.tool_calls.map((call, i) => {
-      const fn = isObject(call) && isObject(call.function) ? call.function : {};
-      const args = fn.arguments;
-      return { id: `call_${i}`, type: "function", function: { name: typeof fn.name === "string" ? fn.name : "", arguments: typeof args === "string" ? args : JSON.stringify(args ?? {}) } };
-    });
+/**
+ * Ollama messages as OpenAI's. A tool call needs an id in OpenAI's words, and its result the id it
+ * answers (`tool_call_id`, which llama-server's templates render by): a call keeps the id it came
+ * with, else gets `call_<n>` (n counting every call of the conversation); a tool message keeps its
+ * `tool_call_id`, else answers the first unanswered call of the assistant message before it with its
+ * `tool_name`, else the first unanswered one (LangChain's ChatOllama sends neither).
+ */
+function mapMessages(list: readonly unknown[]): Json[] | string {
+  const out: Json[] = [];
+  let numbered = 0;
+  let open: { id: string; name: string }[] = [];
+  for (const m of list) {
+    if (!isObject(m) || typeof m.role !== "string") return 'each message needs a "role"';
+    const message: JsonObject = { role: m.role, content: content(typeof m.content === "string" ? m.content : "", m.images) };
+    if (Array.isArray(m.tool_calls)) {
+      open = [];
+      message.tool_calls = m.tool_calls.map((call, i) => {
+        const fn = isObject(call) && isObject(call.function) ? call.function : {};
+        const id = isObject(call) && typeof call.id === "string" && call.id !== "" ? call.id : `call_${numbered + i}`;
+        const name = typeof fn.name === "string" ? fn.name : "";
+        open.push({ id, name });
+        return { id, type: "function", function: { name, arguments: typeof fn.arguments === "string" ? fn.arguments : JSON.stringify(fn.arguments ?? {}) } };
+      });
+      numbered += m.tool_calls.length;
+    }
+    if (m.role === "tool") {
+      const given = typeof m.tool_call_id === "string" && m.tool_call_id !== "" ? m.tool_call_id : undefined;
+      const answered = given !== undefined ? open.find((c) => c.id === given) : (open.find((c) => c.name === m.tool_name) ?? open[0]);
+      open = open.filter((c) => c !== answered);
+      if (given !== undefined || answered) message.tool_call_id = given ?? answered!.id;
+    }
+    if (typeof m.tool_name === "string") message.name = m.tool_name;
+    out.push(message);
   }
-  if (typeof m.tool_name === "string") out.name = m.tool_name;
   return out;
 }
 
@@ -116,12 +139,8 @@ export function mapChat(req: unknown): Mapped {
   if (!isObject(req)) return bad("request body must be a JSON object");
   const model = modelOf(req);
   if (!model) return bad('"model" is required');
-  const messages: Json[] = [];
-  for (const m of Array.isArray(req.messages) ? req.messages : []) {
-    const mapped = mapMessage(m);
-    if (typeof mapped === "string") return bad(mapped);
-    messages.push(mapped);
-  }
+  const messages = mapMessages(Array.isArray(req.messages) ? req.messages : []);
+  if (typeof messages === "string") return bad(messages);
   const stream = req.stream !== false;
   const body = common(req, model, stream);
   body.messages = messages;
@@ -195,10 +214,10 @@ export function finalStats(answer: JsonObject, finishReason: string | undefined,
 
 export type AnswerKind = "chat" | "generate";
 
-/** Tool calls as Ollama gives them: arguments an object, not a JSON string. */
+/** Tool calls as Ollama gives them: the `id` if any, `function.index` (0 left out, as Ollama's) and arguments an object. */
 export function mapToolCalls(calls: unknown): Json[] {
   if (!Array.isArray(calls)) return [];
-  return calls.map((c) => {
+  return calls.map((c, i) => {
     const fn = isObject(c) && isObject(c.function) ? c.function : {};
     let args: Json = {};
     if (typeof fn.arguments === "string") {
@@ -208,7 +227,8 @@ export function mapToolCalls(calls: unknown): Json[] {
         args = fn.arguments;
       }
     } else if (isObject(fn.arguments)) args = fn.arguments;
-    return { function: { name: typeof fn.name === "string" ? fn.name : "", arguments: args } };
+    const id = isObject(c) && typeof c.id === "string" && c.id !== "" ? c.id : undefined;
+    return { ...(id !== undefined ? { id } : {}), function: { ...(i > 0 ? { index: i } : {}), name: typeof fn.name === "string" ? fn.name : "", arguments: args } };
   });
 }
 
@@ -244,13 +264,13 @@ export const MAX_EVENT_CHARS = 1 << 20;
 
 /**
  * Turns an OpenAI SSE stream into Ollama NDJSON, one event at a time: text deltas become lines as
- * they come; tool call fragments are gathered and given whole with the final line, which carries
- * `done: true` and the statistics of the last event that has them.
+ * they come; tool call fragments are gathered and given whole in a line of their own when the answer
+ * finishes (as Ollama's), before the final line with `done: true` and the last statistics given.
  */
 export class StreamTranslator {
   private finish: string | undefined;
   private stats: JsonObject = {};
-  private readonly calls: { name: string; args: string }[] = [];
+  private readonly calls: { id: string; name: string; args: string }[] = [];
   /** The text of the event still arriving. */
   private held = "";
   /** An event grew past MAX_EVENT_CHARS: the stream is given up. */
@@ -284,14 +304,21 @@ export class StreamTranslator {
   close(now: Date, totalMs: number): string {
     if (this.failed) return "";
     if (!this.ended) return ndjson({ error: `the stream for model "${this.model}" ended early` });
-    const toolCalls = this.calls.map((c) => ({ id: "", type: "function", function: { name: c.name, arguments: c.args } }));
-    return ndjson({
+    // Calls the stream gave no finish_reason after: their line now, before the last.
+    const calls = this.takeCalls();
+    return (calls ? this.line(now, "", "", calls) : "") + ndjson({
       model: taggedName(this.model),
       created_at: now.toISOString(),
-      ...piece(this.kind, "", mapToolCalls(toolCalls)),
+      ...piece(this.kind, "", undefined),
       done: true,
       ...finalStats(this.stats, this.finish, totalMs),
     });
+  }
+
+  /** The tool calls gathered so far, in Ollama's shape, taken (undefined: none). */
+  private takeCalls(): Json[] | undefined {
+    const calls = this.calls.splice(0).filter((c) => c !== undefined);
+    return calls.length ? mapToolCalls(calls.map((c) => ({ id: c.id, function: { name: c.name, arguments: c.args } }))) : undefined;
   }
 
   private event(event: WholeSseEvent, now: Date): string | undefined {
@@ -325,18 +352,21 @@ export class StreamTranslator {
       if (!isObject(call)) continue;
       const index = typeof call.index === "number" ? call.index : this.calls.length;
       const fn = isObject(call.function) ? call.function : {};
-      const slot = (this.calls[index] ??= { name: "", args: "" });
+      const slot = (this.calls[index] ??= { id: "", name: "", args: "" });
+      if (typeof call.id === "string" && slot.id === "") slot.id = call.id;
       if (typeof fn.name === "string") slot.name += fn.name;
       if (typeof fn.arguments === "string") slot.args += fn.arguments;
     }
     const text = typeof choice.text === "string" ? choice.text : typeof delta.content === "string" ? delta.content : "";
     const thinking = typeof delta.reasoning_content === "string" ? delta.reasoning_content : "";
-    if (text === "" && thinking === "") return undefined;
-    return this.line(now, text, thinking);
+    // The answer is finished: its calls are whole now.
+    const calls = typeof choice.finish_reason === "string" ? this.takeCalls() : undefined;
+    if (text === "" && thinking === "" && !calls) return undefined;
+    return this.line(now, text, thinking, calls);
   }
 
-  private line(now: Date, text: string, thinking = ""): string {
-    return ndjson({ model: taggedName(this.model), created_at: now.toISOString(), ...piece(this.kind, text, undefined, thinking), done: false });
+  private line(now: Date, text: string, thinking = "", toolCalls?: Json[]): string {
+    return ndjson({ model: taggedName(this.model), created_at: now.toISOString(), ...piece(this.kind, text, toolCalls, thinking), done: false });
   }
 }
 

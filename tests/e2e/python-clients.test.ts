@@ -1,12 +1,15 @@
 /**
  * The Python clients users point at a node (tests/python/clients.py: the `openai` SDK on `/v1` and
- * on Lemonade's `/api/v1`, the `anthropic` SDK, LangChain's ChatOpenAI), run against a node that
- * hosts the chat and embedding models and a node that forwards to it. The battery runs once per
+ * on Lemonade's `/api/v1`, the `anthropic` SDK, LangChain's ChatOpenAI, and tool calls in each),
+ * run against a node that hosts the chat, embedding and tools models and a node that forwards to it. The battery runs once per
  * node before the tests; each of its checks is a test of its own, so a failure names its check and
  * carries the failing request and answer. Without MESH_PYTHON (npm test provides it) the file
  * skips and says why, and so does a check whose SDK that python cannot import.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { killAllChildren } from "../../harness/children.ts";
 import { hostAndEntry, type MeshTestNode } from "../../harness/mesh.ts";
 import { testModel } from "../../harness/models.ts";
@@ -15,6 +18,8 @@ import { listChecks, pythonUnavailable, runBattery, type BatteryRun } from "../.
 
 const MODEL = "tiny-q8_0";
 const EMBED = "embed";
+/** The `tools` test model, which calls a tool whenever it is offered one: the tool checks ask it. */
+const TOOLS = "tools-f32";
 const skip = pythonUnavailable();
 if (skip) console.log(`SKIP Python clients: ${skip}`);
 const python = process.env.MESH_PYTHON ?? "";
@@ -26,6 +31,9 @@ for (const sdk of new Set(checks.filter((c) => c.unavailable).map((c) => c.unava
 // (responses.parse fails with "Failed to initialize samplers"); the legacy template path hands the
 // schema's grammar to the sampler as it is. The host serves the model that way.
 const HOST_LLAMA = SMALL_LLAMA.map((arg, i) => (SMALL_LLAMA[i - 1] === "--llamacpp-args" ? `${arg} --no-jinja` : arg));
+// The tools model needs the Jinja path (llama-server's tool calls take it): its models.json entry
+// turns it back on (the model's args come after the node's). It loads beside the chat model.
+const TOOLS_ENTRY = { [TOOLS]: { file: `${TOOLS}.gguf`, llamacpp_args: "--jinja" } };
 
 const nodes: MeshTestNode[] = [];
 const runs = new Map<string, BatteryRun>();
@@ -33,11 +41,14 @@ const through = ["the serving node", "a node that forwards"] as const;
 
 beforeAll(async () => {
   if (skip) return;
-  const embedModel = { [`${EMBED}.gguf`]: await testModel("embed") };
-  const { host, entry } = await hostAndEntry(MODEL, [...HOST_LLAMA, "--model", await testModel("tiny", "q8_0")], SMALL_LLAMA, nodes, { models: embedModel });
+  const registry = join(mkdtempSync(join(tmpdir(), "mesh-python-clients-")), "models.json");
+  writeFileSync(registry, JSON.stringify(TOOLS_ENTRY));
+  const models = { [`${EMBED}.gguf`]: await testModel("embed"), [`${TOOLS}.gguf`]: await testModel("tools"), "models.json": registry };
+  const hostArgs = [...HOST_LLAMA, "--max-loaded-models", "2", "--model", await testModel("tiny", "q8_0")];
+  const { host, entry } = await hostAndEntry(MODEL, hostArgs, SMALL_LLAMA, nodes, { models });
   // One at a time: both end at the host's one llama-server slot, and the checks are short.
   for (const [label, node] of [[through[0], host], [through[1], entry]] as const) {
-    runs.set(label, await runBattery(python, { baseUrl: node.url, model: MODEL, embedModel: EMBED }, 90_000));
+    runs.set(label, await runBattery(python, { baseUrl: node.url, model: MODEL, embedModel: EMBED, toolsModel: TOOLS }, 90_000));
   }
 }, 200_000);
 afterAll(async () => {

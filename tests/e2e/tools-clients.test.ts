@@ -7,7 +7,7 @@
  */
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Ollama } from "ollama";
+import { Ollama, type Message as OllamaMessage, type Tool as OllamaTool } from "ollama";
 import OpenAI from "openai";
 import { killAllChildren } from "../../harness/children.ts";
 import { hostAndEntry, type MeshTestNode } from "../../harness/mesh.ts";
@@ -131,6 +131,47 @@ describe.each(through)("through %s", (_, node) => {
       if (call?.type !== "function_call") throw new Error("no function call");
       expect(call.name).toBe("get_weather");
       expectWeatherArgs(call.arguments);
+    });
+  });
+
+  describe("Ollama chat", () => {
+    const ollama = () => new Ollama({ host: node().url });
+    const tools: OllamaTool[] = [{ type: "function", function: { name: "get_weather", description: DESCRIPTION, parameters: PARAMETERS } }];
+    // Ollama has no tool_choice: offered tools, the model calls one of its own accord.
+    const CALL = { num_predict: CALL_TOKENS, ...GREEDY };
+
+    test("a call (arguments an object), its result sent back by tool_name without tools, and the answer", async () => {
+      const messages: OllamaMessage[] = [{ role: "user", content: ASK }];
+      const first = await ollama().chat({ model: MODEL, messages, tools, stream: false, options: CALL });
+      // Ollama's done_reason after a call is "stop".
+      expect(first.done_reason).toBe("stop");
+      expect(first.message.tool_calls).toHaveLength(1);
+      const call = first.message.tool_calls![0]!;
+      expect(call.function.name).toBe("get_weather");
+      expect(typeof call.function.arguments).toBe("object");
+      expectWeatherArgs(call.function.arguments);
+
+      // The assistant message as it came back, and the result named by tool_name (Ollama's words).
+      messages.push(first.message, { role: "tool", content: "sunny", tool_name: "get_weather" });
+      const answer = await ollama().chat({ model: MODEL, messages, stream: false, options: { num_predict: ANSWER_TOKENS, ...GREEDY } });
+      expect(answer.message.tool_calls ?? []).toEqual([]);
+      expect(typeof answer.message.content).toBe("string");
+      expect(["stop", "length"]).toContain(answer.done_reason);
+      expect(answer.eval_count).toBeGreaterThan(0);
+    });
+
+    test("streamed: the call whole in a line of its own before the last, which says done", async () => {
+      const lines = [];
+      for await (const line of await ollama().chat({ model: MODEL, messages: [{ role: "user", content: ASK }], tools, stream: true, options: CALL })) lines.push(line);
+      const last = lines.at(-1)!;
+      expect(last.done).toBe(true);
+      expect(last.done_reason).toBe("stop");
+      const withCalls = lines.filter((l) => (l.message.tool_calls ?? []).length > 0);
+      expect(withCalls).toHaveLength(1);
+      expect(withCalls[0]!.done).toBe(false);
+      const call = withCalls[0]!.message.tool_calls![0]!;
+      expect(call.function.name).toBe("get_weather");
+      expectWeatherArgs(call.function.arguments);
     });
   });
 

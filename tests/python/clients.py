@@ -3,13 +3,15 @@
 The Python clients users point at a node, each called as a user would call it: the `openai` SDK
 (chat whole and streamed, legacy completions with logprobs, embeddings, the model list, the
 Responses API, and the same SDK on Lemonade's base URL `/api/v1`), the `anthropic` SDK (messages
-whole and streamed, stop sequences, token counts) and LangChain's ChatOpenAI. Each check is small
+whole and streamed, stop sequences, token counts) and LangChain's ChatOpenAI; and tool calls in each
+of them (a forced call, its result sent back and answered, structured output by function calling),
+asked of a model that calls tools (--tools-model: the `tools` test model). Each check is small
 (a few tokens, greedy) and runs whatever the others did; each prints one JSON line,
 {"check", "ok", "detail", "seconds"}, so a test can name the one that failed. The test model has
 random weights: the checks judge an answer's shape and bookkeeping (finish reasons, usage, offsets,
 what the SDK rebuilds from a stream), never what it says. Exit status: 0 when every check passed.
 
-  python clients.py --base-url http://127.0.0.1:9337 --model tiny-q8_0 --embed-model embed
+  python clients.py --base-url http://127.0.0.1:9337 --model tiny-q8_0 --embed-model embed --tools-model tools-f32
   python clients.py --list     # the checks, one JSON line each, with why one cannot run here
 """
 from __future__ import annotations
@@ -44,6 +46,12 @@ class Node:
     base_url: str
     model: str
     embed_model: str
+    # A model that calls a tool whenever it is offered one; None: the tool checks fail and say so.
+    tools_model: str | None = None
+
+    def tools(self) -> str:
+        need(self.tools_model, "this check needs --tools-model (a model that calls tools, e.g. the tools test model)")
+        return self.tools_model  # type: ignore[return-value]
 
     def openai(self, base: str = "/v1") -> Any:
         import openai
@@ -204,6 +212,37 @@ def openai_responses_parse(node: Node) -> object:
     return {"output_parsed": r.output_parsed.model_dump()}
 
 
+# ---- tool calls (asked of the tools model) ------------------------------------------------------
+
+ASK_WEATHER = "what is the weather in paris?"
+CITIES = ("paris", "london")
+WEATHER_PARAMETERS = {"type": "object", "properties": {"city": {"type": "string", "enum": list(CITIES)}}, "required": ["city"]}
+# Enough for the call's fixed text and the longest city; the grammar ends the call itself.
+CALL_TOKENS = 64
+
+
+def need_city(args: object) -> None:
+    need(isinstance(args, dict) and set(args) == {"city"} and args["city"] in CITIES, f"arguments {args!r}")
+
+
+def openai_chat_tools(node: Node) -> object:
+    client, model = node.openai(), node.tools()
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city", "parameters": WEATHER_PARAMETERS}}]
+    messages: list[Any] = [{"role": "user", "content": ASK_WEATHER}]
+    r = client.chat.completions.create(model=model, messages=messages, tools=tools, tool_choice="required", max_tokens=CALL_TOKENS, temperature=0)
+    c = r.choices[0]
+    need(c.finish_reason == "tool_calls", f"finish_reason {c.finish_reason!r}")
+    calls = c.message.tool_calls or []
+    need(len(calls) == 1 and calls[0].function.name == "get_weather" and calls[0].id, f"tool_calls {[t.model_dump() for t in calls]}")
+    need_city(json.loads(calls[0].function.arguments))
+    messages += [c.message, {"role": "tool", "tool_call_id": calls[0].id, "content": "sunny"}]
+    answer = client.chat.completions.create(model=model, messages=messages, tools=tools, tool_choice="none", max_tokens=4, temperature=0)
+    a = answer.choices[0]
+    need(not a.message.tool_calls and isinstance(a.message.content, str), f"answer {a.message.model_dump()}")
+    need(a.finish_reason in FINISHED, f"the answer's finish_reason {a.finish_reason!r}")
+    return {"call": calls[0].function.model_dump(), "answer": a.message.content}
+
+
 def lemonade_chat_create(node: Node) -> object:
     # The OpenAI SDK with Lemonade's base URL, as Lemonade's own docs set it up.
     client = node.openai("/api/v1")
@@ -276,13 +315,30 @@ def anthropic_count_tokens(node: Node) -> object:
     return {"input_tokens": [plain, with_system]}
 
 
+def anthropic_messages_tools(node: Node) -> object:
+    client, model = node.anthropic(), node.tools()
+    tools = [{"name": "get_weather", "description": "The weather in a city", "input_schema": WEATHER_PARAMETERS}]
+    messages: list[Any] = [{"role": "user", "content": ASK_WEATHER}]
+    m = client.messages.create(model=model, messages=messages, tools=tools, tool_choice={"type": "any"}, max_tokens=CALL_TOKENS, **GREEDY)
+    need(m.stop_reason == "tool_use", f"stop_reason {m.stop_reason!r}")
+    uses = [b for b in m.content if b.type == "tool_use"]
+    need(len(uses) == 1 and uses[0].name == "get_weather" and uses[0].id, f"content {[b.model_dump() for b in m.content]}")
+    need_city(uses[0].input)
+    messages += [{"role": "assistant", "content": m.content}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": uses[0].id, "content": "sunny"}]}]
+    answer = client.messages.create(model=model, messages=messages, tools=tools, tool_choice={"type": "none"}, max_tokens=4, **GREEDY)
+    need(all(b.type == "text" for b in answer.content), f"the answer's content {[b.type for b in answer.content]}")
+    need(answer.stop_reason in ("end_turn", "max_tokens"), f"the answer's stop_reason {answer.stop_reason!r}")
+    return {"input": uses[0].input, "answer": text_of(answer)}
+
+
 # ---- LangChain ---------------------------------------------------------------------------------
 
 
 def langchain_chat(node: Node, **more: Any) -> Any:
     from langchain_openai import ChatOpenAI
 
-    return ChatOpenAI(model=node.model, base_url=f"{node.base_url}/v1", api_key=KEY, temperature=0, max_tokens=4, max_retries=0, timeout=TIMEOUT_S, **more)
+    settings = {"model": node.model, "max_tokens": 4, **more}
+    return ChatOpenAI(base_url=f"{node.base_url}/v1", api_key=KEY, temperature=0, max_retries=0, timeout=TIMEOUT_S, **settings)
 
 
 def langchain_invoke(node: Node) -> object:
@@ -307,6 +363,37 @@ def langchain_stream(node: Node) -> object:
     return {"chunks": len(chunks), "content": whole.content, "usage": u}
 
 
+def langchain_bind_tools(node: Node) -> object:
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+
+    @tool
+    def get_weather(city: Literal["paris", "london"]) -> str:
+        """The weather in a city."""
+        return "sunny"
+
+    model = node.tools()
+    called = langchain_chat(node, model=model, max_tokens=CALL_TOKENS).bind_tools([get_weather], tool_choice="any").invoke(ASK_WEATHER)
+    calls = called.tool_calls
+    need(len(calls) == 1 and calls[0]["name"] == "get_weather" and calls[0]["id"], f"tool_calls {calls!r}")
+    need_city(calls[0]["args"])
+    answer = langchain_chat(node, model=model).invoke([HumanMessage(ASK_WEATHER), called, ToolMessage("sunny", tool_call_id=calls[0]["id"])])
+    need(not answer.tool_calls and isinstance(answer.content, str), f"answer {answer!r}")
+    return {"call": calls[0], "answer": answer.content}
+
+
+def langchain_structured_output(node: Node) -> object:
+    from pydantic import BaseModel
+
+    class Weather(BaseModel):
+        city: Literal["paris", "london"]
+
+    chat = langchain_chat(node, model=node.tools(), max_tokens=CALL_TOKENS)
+    parsed = chat.with_structured_output(Weather, method="function_calling").invoke(ASK_WEATHER)
+    need(isinstance(parsed, Weather), f"parsed {parsed!r}")
+    return {"parsed": parsed.model_dump()}
+
+
 # ---- the battery -------------------------------------------------------------------------------
 
 # (name, the module its SDK is imported as, the check)
@@ -320,12 +407,16 @@ CHECKS: list[tuple[str, str, Callable[[Node], object]]] = [
     ("openai.responses.stream", "openai", openai_responses_stream),
     ("openai.responses.parse", "openai", openai_responses_parse),
     ("openai.lemonade.chat.create", "openai", lemonade_chat_create),
+    ("openai.chat.tools", "openai", openai_chat_tools),
     ("anthropic.messages.create", "anthropic", anthropic_messages_create),
     ("anthropic.messages.stream", "anthropic", anthropic_messages_stream),
     ("anthropic.stop_sequences", "anthropic", anthropic_stop_sequences),
     ("anthropic.count_tokens", "anthropic", anthropic_count_tokens),
+    ("anthropic.messages.tools", "anthropic", anthropic_messages_tools),
     ("langchain.invoke", "langchain_openai", langchain_invoke),
     ("langchain.stream", "langchain_openai", langchain_stream),
+    ("langchain.bind_tools", "langchain_openai", langchain_bind_tools),
+    ("langchain.structured_output", "langchain_openai", langchain_structured_output),
 ]
 
 
@@ -358,6 +449,7 @@ def main() -> int:
     ap.add_argument("--base-url", help="the node, e.g. http://127.0.0.1:9337 (no /v1)")
     ap.add_argument("--model", help="a chat model the node serves")
     ap.add_argument("--embed-model", help="an embedding model the node serves")
+    ap.add_argument("--tools-model", help="a model the node serves that calls a tool whenever it is offered one (for the tool checks)")
     ap.add_argument("--only", default="", help="comma-separated check names (default: all)")
     args = ap.parse_args()
     only = {n for n in args.only.split(",") if n}
@@ -372,7 +464,7 @@ def main() -> int:
         return 0
     if not (args.base_url and args.model and args.embed_model):
         ap.error("--base-url, --model and --embed-model are needed to run the checks")
-    node = Node(args.base_url.rstrip("/"), args.model, args.embed_model)
+    node = Node(args.base_url.rstrip("/"), args.model, args.embed_model, args.tools_model)
     failed = 0
     for name, _, check in checks:
         started = time.monotonic()

@@ -42,6 +42,46 @@ describe("format", () => {
   ])("%p → %p", (format, expected) => expect(mapFormat(format)).toEqual(expected));
 });
 
+/** The messages `mapChat` sends llama-server for these Ollama messages. */
+const sent = (messages: unknown[]) => {
+  const mapped = mapChat({ model: "t", stream: false, messages });
+  return mapped.ok ? mapped.body.messages : mapped.error;
+};
+const ask = { role: "user", content: "weather?" };
+const assistant = (...calls: { id?: string; name: string }[]) => ({ role: "assistant", content: "", tool_calls: calls.map((c) => ({ ...(c.id ? { id: c.id } : {}), function: { name: c.name, arguments: { city: "paris" } } })) });
+const called = (...calls: { id: string; name: string }[]) => ({ role: "assistant", content: "", tool_calls: calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: '{"city":"paris"}' } })) });
+
+describe("tool results answer the call they belong to (tool_call_id, which llama-server's templates render)", () => {
+  test.each([
+    [
+      "Ollama's own client: tool_name, no ids",
+      [ask, assistant({ name: "get_weather" }), { role: "tool", content: "sunny", tool_name: "get_weather" }],
+      [ask, called({ id: "call_0", name: "get_weather" }), { role: "tool", content: "sunny", tool_call_id: "call_0", name: "get_weather" }],
+    ],
+    [
+      "the AI SDK's Ollama provider: the call's id and tool_call_id are kept",
+      [ask, assistant({ id: "abc", name: "get_weather" }), { role: "tool", content: "sunny", tool_call_id: "abc" }],
+      [ask, called({ id: "abc", name: "get_weather" }), { role: "tool", content: "sunny", tool_call_id: "abc" }],
+    ],
+    [
+      "LangChain's ChatOllama: the call's id, a tool message with neither: the first unanswered call",
+      [ask, assistant({ id: "u1", name: "a" }, { id: "u2", name: "b" }), { role: "tool", content: "1" }, { role: "tool", content: "2" }],
+      [ask, called({ id: "u1", name: "a" }, { id: "u2", name: "b" }), { role: "tool", content: "1", tool_call_id: "u1" }, { role: "tool", content: "2", tool_call_id: "u2" }],
+    ],
+    [
+      "two calls answered out of order, by tool_name",
+      [ask, assistant({ name: "a" }, { name: "b" }), { role: "tool", content: "2", tool_name: "b" }, { role: "tool", content: "1", tool_name: "a" }],
+      [ask, called({ id: "call_0", name: "a" }, { id: "call_1", name: "b" }), { role: "tool", content: "2", tool_call_id: "call_1", name: "b" }, { role: "tool", content: "1", tool_call_id: "call_0", name: "a" }],
+    ],
+    [
+      "two turns of calls: ids count every call of the conversation, a result answers the latest turn",
+      [ask, assistant({ name: "a" }), { role: "tool", content: "1", tool_name: "a" }, assistant({ name: "a" }), { role: "tool", content: "2", tool_name: "a" }],
+      [ask, called({ id: "call_0", name: "a" }), { role: "tool", content: "1", tool_call_id: "call_0", name: "a" }, called({ id: "call_1", name: "a" }), { role: "tool", content: "2", tool_call_id: "call_1", name: "a" }],
+    ],
+    ["a tool message with no call before it goes as it is", [ask, { role: "tool", content: "x", tool_name: "a" }], [ask, { role: "tool", content: "x", name: "a" }]],
+  ])("%s", (_, messages, expected) => expect(sent(messages)).toEqual(expected));
+});
+
 describe("requests", () => {
   test.each([
     [
@@ -79,12 +119,13 @@ describe("requests", () => {
           stream: false,
           messages: [
             { role: "assistant", content: "", tool_calls: [{ id: "call_0", type: "function", function: { name: "f", arguments: '{"x":1}' } }] },
-            { role: "tool", content: "2", name: "f" },
+            { role: "tool", content: "2", tool_call_id: "call_0", name: "f" },
           ],
         },
       },
     ],
     ["chat without a model", mapChat({ messages: [] }), { ok: false, error: '"model" is required' }],
+    ["a message without a role", mapChat({ model: "t", messages: [{ content: "x" }] }), { ok: false, error: 'each message needs a "role"' }],
     ["chat that is not an object", mapChat([1]), { ok: false, error: "request body must be a JSON object" }],
     [
       "generate is a chat with the system prompt",
@@ -124,7 +165,19 @@ describe("whole answers", () => {
       wholeAnswer("chat", "t", { choices: [{ message: { content: "", tool_calls: [{ function: { name: "f", arguments: '{"x":1}' } }] }, finish_reason: "tool_calls" }], timings: TIMINGS }, 10, NOW),
       { model: "t:latest", created_at: NOW.toISOString(), message: { role: "assistant", content: "", tool_calls: [{ function: { name: "f", arguments: { x: 1 } } }] }, done: true, done_reason: "stop", ...STATS },
     ],
-  ])("%s", (_, got, expected) => expect(got).toEqual(expected));
+    [
+      "tool calls keep llama-server's ids; the second has Ollama's function.index",
+      wholeAnswer("chat", "t", { choices: [{ message: { content: "", tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: "{}" } }, { id: "c2", type: "function", function: { name: "g", arguments: '{"y":2}' } }] }, finish_reason: "tool_calls" }], timings: TIMINGS }, 10, NOW),
+      {
+        model: "t:latest",
+        created_at: NOW.toISOString(),
+        message: { role: "assistant", content: "", tool_calls: [{ id: "c1", function: { name: "f", arguments: {} } }, { id: "c2", function: { index: 1, name: "g", arguments: { y: 2 } } }] },
+        done: true,
+        done_reason: "stop",
+        ...STATS,
+      },
+    ],
+  ] as [string, unknown, unknown][])("%s", (_, got, expected) => expect(got).toEqual(expected));
 });
 
 const sse = (...events: unknown[]) => events.map((e) => `data: ${typeof e === "string" ? e : JSON.stringify(e)}\n\n`).join("");
@@ -146,12 +199,29 @@ describe("streams", () => {
     ]);
   });
 
-  test("generate streams `response`; tool call fragments arrive whole at the end", () => {
+  test("generate streams `response`", () => {
     const g = new StreamTranslator("generate", "tiny");
     expect(parse(g.push(sse({ choices: [{ text: "a" }] }), NOW))).toEqual([{ model: "tiny:latest", created_at: NOW.toISOString(), response: "a", done: false }]);
+  });
+
+  const line = (message: unknown) => ({ model: "t:latest", created_at: NOW.toISOString(), message, done: false });
+  const fragments = [
+    { choices: [{ delta: { tool_calls: [{ index: 0, id: "c1", type: "function", function: { name: "f", arguments: '{"x"' } }] } }] },
+    { choices: [{ delta: { tool_calls: [{ index: 0, function: { arguments: ":1}" } }] } }] },
+    { choices: [{ delta: { tool_calls: [{ index: 1, id: "c2", function: { name: "g", arguments: "{}" } }] } }] },
+  ];
+  const WHOLE_CALLS = [{ id: "c1", function: { name: "f", arguments: { x: 1 } } }, { id: "c2", function: { index: 1, name: "g", arguments: {} } }];
+  test.each([
+    ["at the finish_reason", sse(...fragments, { choices: [{ delta: {}, finish_reason: "tool_calls" }] }, { choices: [], usage: { prompt_tokens: 5, completion_tokens: 3 } }, "[DONE]"), [line({ role: "assistant", content: "", tool_calls: WHOLE_CALLS })], []],
+    ["at the end, when no finish_reason came", sse(...fragments, "[DONE]"), [], [line({ role: "assistant", content: "", tool_calls: WHOLE_CALLS })]],
+  ])("tool call fragments arrive whole in a line of their own before the last (as Ollama's): %s", (_, text, pushed, closing) => {
     const c = new StreamTranslator("chat", "t");
-    c.push(sse({ choices: [{ delta: { tool_calls: [{ index: 0, function: { name: "f", arguments: '{"x"' } }] } }] }, { choices: [{ delta: { tool_calls: [{ index: 0, function: { arguments: ":1}" } }] }, finish_reason: "tool_calls" }] }, "[DONE]"), NOW);
-    expect(parse([c.close(NOW, 1)])[0]!.message).toEqual({ role: "assistant", content: "", tool_calls: [{ function: { name: "f", arguments: { x: 1 } } }] });
+    expect(parse(c.push(text, NOW))).toEqual(pushed);
+    const last = c.close(NOW, 1).split("\n").filter((l) => l !== "");
+    expect(parse(last.slice(0, -1))).toEqual(closing);
+    // The last line has the figures and no calls: done_reason "stop", as Ollama says after a call.
+    expect(JSON.parse(last.at(-1)!)).toMatchObject({ message: { role: "assistant", content: "" }, done: true, done_reason: "stop" });
+    expect(JSON.parse(last.at(-1)!).message.tool_calls).toBeUndefined();
   });
 
   test("a thinking model's reasoning is Ollama's `thinking`, streamed and whole", () => {

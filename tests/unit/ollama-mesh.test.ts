@@ -61,7 +61,7 @@ function announced(models: { name: string; arch?: string; parameters?: number; q
   const infos = models.map((m) => {
     const path = join(dir, `${m.name}.gguf`);
     writeFileSync(path, "x");
-    const info = { name: m.name, path, files: [path], sizeBytes: 1000, type: "llm", facts: m.arch === undefined ? undefined : { architecture: m.arch }, problem: undefined, quant: m.quant, ...(m.parameters !== undefined ? { parameters: m.parameters } : {}) };
+    const info = { name: m.name, path, files: [path], mmproj: undefined, labels: [], sizeBytes: 1000, type: "llm", facts: m.arch === undefined ? undefined : { architecture: m.arch }, problem: undefined, quant: m.quant, ...(m.parameters !== undefined ? { parameters: m.parameters } : {}) };
     return info as unknown as ModelInfo;
   });
   const disk = diskFields(infos, new Map(), () => 2000);
