@@ -86,6 +86,7 @@ export async function runNode(config: Config): Promise<void> {
     backends: availableBackends(devices),
     devices,
     apiKeys: config.apiKeys,
+    mediaHosts: config.mediaHosts,
     metrics: { pool: node.pool, peers: () => node.mesh()?.membership.peers.size ?? 0, tunnels: () => node.tunnels.counters, kv: () => ({ follow: node.kv.follow?.counters, holder: node.kv.holder.counters }) },
     browser: { listen: config.listen, corsOrigins: config.corsOrigins },
     keepAliveMs: keepAliveMsFor(config.idleTimeoutS),

@@ -85,6 +85,8 @@ export interface Config {
    * requests of this node's clients and take over a model it runs; none: any member. This node always may.
    */
   hosts: string[];
+  /** Hosts (names or IPs) a client's images by URL may come from whatever their addresses, e.g. a NAS on the LAN; none: public addresses only. */
+  mediaHosts: string[];
   /** Seconds a connection may move no bytes before it is closed (a handler at work does not count). */
   idleTimeoutS: number;
   /** Requests in flight at once; more are answered 503. */
@@ -137,6 +139,7 @@ export function defaultConfig(home: string = homedir()): Config {
     insecure: false,
     corsOrigins: [],
     hosts: [],
+    mediaHosts: [],
     idleTimeoutS: 30,
     maxConnections: 512,
     maxQueue: 64,

@@ -21,6 +21,7 @@ import {
   parseMaxQueue,
   parseOrigin,
   parseHostId,
+  parseMediaHosts,
 } from "./values.ts";
 import { FLAVORS } from "../llama/flavor.ts";
 import { LLAMA_RELEASE } from "../llama/pin.ts";
@@ -114,6 +115,13 @@ export const NODE_FLAGS: readonly FlagSpec[] = [
   { ...listFlag("api-key", "<key>", "apiKeys", "require this bearer key on /v1 and /api (repeatable)"), secret: true },
   { name: "insecure", arg: "", help: "allow --listen beyond loopback without any --api-key", multiple: false, boolean: true, apply: (c, t) => void (c.insecure = parseBoolean(t)) },
   listFlag("hosts", "<node-id|self>", "hosts", "only these nodes (64-hex ids, as mesh status --json shows them) and this one serve this node's clients and take over a model it runs; self: this node alone (repeatable; default: any member)", parseHostId),
+  {
+    name: "media-hosts",
+    arg: "<list>",
+    help: "hosts (names or IPs, comma-separated) a client's images by URL may come from even at private addresses, e.g. a NAS on the LAN (default: none; public addresses only)",
+    multiple: true,
+    apply: (c, t) => void c.mediaHosts.push(...parseMediaHosts(t)),
+  },
   listFlag("cors-origin", "<origin>", "corsOrigins", "let web pages from this origin call the API, e.g. http://localhost:3000 (repeatable; default: none)", parseOrigin),
   flag("idle-timeout", "<duration>", "idleTimeoutS", parseIdleTimeout, "close a connection that moves no bytes this long, e.g. a stalled upload (default 30s; at most 255s)"),
   flag("max-connections", "<n>", "maxConnections", parsePositive, "requests in flight at once; more are answered 503 (default 512)"),

@@ -166,3 +166,24 @@ export function parseHostId(text: string): string {
   if (id === "self" || /^[0-9a-f]{64}$/.test(id)) return id;
   throw new Error(`expected a node id (all 64 hex digits, as mesh status --json shows it) or self, got "${text}"`);
 }
+
+/**
+ * `--media-hosts`: host names or IPs, comma-separated (`nas.local,192.168.1.20,fd00::5`), as URLs
+ * write them (lower case, IPv6 without brackets); a host only: no scheme, port or path.
+ */
+export function parseMediaHosts(text: string): string[] {
+  const hosts = text.split(",").map((t) => t.trim()).filter(Boolean);
+  if (hosts.length === 0) throw new Error(`expected host names or IPs separated by commas, e.g. nas.local,192.168.1.20, got "${text}"`);
+  return hosts.map((host) => {
+    let url: URL | undefined;
+    try {
+      url = new URL(`http://${host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}/`);
+    } catch {
+      url = undefined;
+    }
+    if (!url || url.pathname !== "/" || url.port || url.username || url.password || url.search || url.hash) {
+      throw new Error(`expected a host name or IP (no scheme, port or path), got "${host}"`);
+    }
+    return url.hostname.replace(/^\[|\]$/g, "").replace(/\.$/, "");
+  });
+}

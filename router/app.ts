@@ -31,6 +31,8 @@ export interface AppOptions {
   backends: readonly string[];
   /** The build's accelerators (`/api/v1/system-info`); none: a CPU-only build. */
   devices?: readonly LlamaDevice[];
+  /** Hosts (names or IPs) a client's images by URL may come from whatever their addresses (`--media-hosts`); none: public addresses only. */
+  mediaHosts?: readonly string[];
   /** Keys `/v1` and `/api` require; none: open. */
   apiKeys: readonly string[];
   /** What `/metrics` reads when scraped: the pool, and from the mesh its peers and tunnels. */
@@ -120,7 +122,7 @@ export function createApp(serving: Serving, opts: AppOptions): Hono<AppEnv> {
   const feed = opts.console ? new ConsoleFeed(opts.console, metrics) : undefined;
   app.route("/", consoleRoutes(feed, opts.keepAliveMs ?? KEEP_ALIVE_MS));
   // Every dialect's inference goes this one way into serving, counted under the route it came by.
-  const infer = openAiInference(serving, observer, opts.keepAliveMs);
+  const infer = openAiInference(serving, observer, opts.keepAliveMs, { allowHosts: opts.mediaHosts ?? [], maxBodyBytes: opts.maxBodyBytes });
   app.route("/v1", openAiRoutes(serving, infer));
   // llama-server's own model routes (`/tokenize`...) at the root, where its clients call them.
   app.route("/", llamaRoutes(infer));

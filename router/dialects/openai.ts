@@ -11,6 +11,7 @@ import type { InferenceObserver } from "../http/request-metrics.ts";
 import { INFERENCE_ROUTES, LLAMA_ROUTES } from "../http/route-table.ts";
 import { noRoute } from "./no-route.ts";
 import { remoteMediaUrl } from "../serving/media-urls.ts";
+import { imageBytesFor, inlineRemoteImages, NETWORK_IO } from "../serving/image-fetch.ts";
 import { catalogListing } from "./catalog-listing.ts";
 import { knownModels } from "../../models/known-models.ts";
 import { capabilitiesOfModel, labelsWith } from "../../models/model-capabilities.ts";
@@ -174,22 +175,49 @@ export interface OpenAiRequest {
  */
 export type OpenAiInference = (c: Context, req: OpenAiRequest) => Promise<Response>;
 
+/** What the node may fetch for a client's images by URL (`--media-hosts`), and its `--max-body-size`. */
+export interface MediaFetching {
+  allowHosts: readonly string[];
+  maxBodyBytes: number;
+}
+
+const NO_MEDIA_HOSTS: MediaFetching = { allowHosts: [], maxBodyBytes: 64 * 2 ** 20 };
+
+const encoded = (json: unknown): ArrayBuffer => encoder.encode(JSON.stringify(json)).buffer as ArrayBuffer;
+
+/**
+ * The body of a client's request that names media by URL, with the images fetched here, on the
+ * node it called, and put inline; or the refusal. The model must read images first (nothing is
+ * fetched for one that cannot). Only a client's: a member's request makes this node fetch nothing,
+ * its URLs refused as every other media URL is.
+ */
+async function withClientImages(c: Context, serving: Serving, model: string, json: unknown, media: MediaFetching, bodyBytes: number): Promise<unknown> {
+  const notVision = carriesImage(json) ? visionRefusalOn(serving, model) : undefined;
+  if (notVision !== undefined) return badRequest(c, notVision, "model_not_vision");
+  const inlined = await inlineRemoteImages(json, { allowHosts: media.allowHosts, maxBytes: imageBytesFor(media.maxBodyBytes, bodyBytes) }, NETWORK_IO, c.req.raw.signal);
+  return "refusal" in inlined ? badRequest(c, inlined.refusal, inlined.code) : inlined.body;
+}
+
 /**
  * The one way into serving: the body's model, served here or by the peer the mesh routes it to,
  * translated first when its dialect is one the mesh does not pass on as it is (`TRANSLATORS`).
  */
-export function openAiInference(serving: Serving, observer: InferenceObserver | undefined, keepAliveMs: number | undefined): OpenAiInference {
+export function openAiInference(serving: Serving, observer: InferenceObserver | undefined, keepAliveMs: number | undefined, media: MediaFetching = NO_MEDIA_HOSTS): OpenAiInference {
   return async (c, { path, body, keepAlive }) => {
     const started = performance.now();
     const parsed = modelOfBody(decoder.decode(body));
     if ("error" in parsed) return badRequest(c, parsed.error, "invalid_body");
-    const translation = TRANSLATORS[path]?.(parsed.json as JsonObject);
-    if (translation && "error" in translation) return badRequest(c, translation.error, "invalid_body");
-    const sentBody = translation ? (encoder.encode(JSON.stringify(translation.body)).buffer as ArrayBuffer) : body;
-    const sentTo = translation?.path ?? path;
     observer?.named(c, parsed.model);
     // Checked here, on the node a client or a member sent it to, before it goes anywhere.
-    const remote = remoteMediaUrl(parsed.json);
+    let remote = remoteMediaUrl(parsed.json);
+    const forwarded = c.req.header(FORWARDED_HEADER) !== undefined;
+    const json = remote === undefined || forwarded ? parsed.json : await withClientImages(c, serving, parsed.model, parsed.json, media, body.byteLength);
+    if (json instanceof Response) return json;
+    if (json !== parsed.json) remote = remoteMediaUrl(json);
+    const translation = TRANSLATORS[path]?.(json as JsonObject);
+    if (translation && "error" in translation) return badRequest(c, translation.error, "invalid_body");
+    const sentBody = translation ? encoded(translation.body) : json === parsed.json ? body : encoded(json);
+    const sentTo = translation?.path ?? path;
     if (remote !== undefined) {
       return badRequest(c, `media by URL is not fetched (${remote.slice(0, 200)}): send images and files inline, as data: URLs or base64 sources`, "remote_media_refused");
     }
@@ -197,7 +225,7 @@ export function openAiInference(serving: Serving, observer: InferenceObserver | 
     const notEmbedding = sentTo === "/v1/embeddings" ? embeddingsRefusalOn(serving, parsed.model) : undefined;
     if (notEmbedding !== undefined) return badRequest(c, notEmbedding, "model_not_embedding");
     // So is an image sent to a model that cannot read it, or one that is no image llama.cpp reads.
-    const sent = translation?.body ?? parsed.json;
+    const sent = translation?.body ?? json;
     if (carriesImage(sent)) {
       const notVision = visionRefusalOn(serving, parsed.model);
       if (notVision !== undefined) return badRequest(c, notVision, "model_not_vision");
@@ -209,12 +237,12 @@ export function openAiInference(serving: Serving, observer: InferenceObserver | 
       path: sentTo,
       body: sentBody,
       // What is sent, for its affinity key and the serving node's checks.
-      json: translation?.body ?? parsed.json,
+      json: translation?.body ?? json,
       started,
       headers: c.req.raw.headers,
       acceptedKey: c.get("acceptedKey"),
       signal: c.req.raw.signal,
-      forwarded: c.req.header(FORWARDED_HEADER) !== undefined,
+      forwarded,
       keepAlive,
       refuse: (status, message, type, code, retryAfterS) => errorResponse(c, status, message, type, code, retryAfterS),
       onForwarded: (peer) => observer?.forwarded(peer),
