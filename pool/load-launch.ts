@@ -19,6 +19,7 @@ import { serverArgv } from "./server-args.ts";
 /** The speculative type for a separate draft model (llama.cpp infers none from a plain GGUF). */
 export const DRAFT_SPEC_TYPE = "draft-simple";
 
+/** Where a load runs: what a draft and a projector are held to when the target is split. */
 export interface DraftPlacement {
   /** The target is split over RPC workers. */
   split: boolean;
@@ -38,6 +39,16 @@ export function draftArgs(draftPath: string | undefined, p: DraftPlacement): str
   const args = ["--spec-draft-model", draftPath, "--spec-type", DRAFT_SPEC_TYPE];
   if (p.split) args.push("--spec-draft-device", p.backend === "cpu" || p.localDevices.length === 0 ? "none" : p.localDevices.join(","));
   return args;
+}
+
+/**
+ * The flags that keep a split model's projector on this host (pure). llama.cpp puts a projector on
+ * the first device of GPU type, and an RPC worker's device is one: left to it, a CPU host would
+ * send every image's encoding to a worker. Unsplit, the projector follows llama.cpp's choice.
+ */
+export function projectorArgs(mmproj: string | undefined, p: DraftPlacement): string[] {
+  if (mmproj === undefined || !p.split) return [];
+  return p.backend === "cpu" || p.localDevices.length === 0 ? ["--no-mmproj-offload"] : ["--mmproj-device", p.localDevices[0]!];
 }
 
 /**
@@ -101,7 +112,8 @@ export function launchArgv(i: LaunchInput): { argv: string[]; ctxSize: number } 
     rpcWorkers: i.split.endpoints,
     tensorSplit: i.split.tensorSplit,
   });
-  argv.push(...draftArgs(i.draft?.path, { split: i.split.endpoints.length > 0, backend: i.options.backend, localDevices: i.localDevices }));
+  const placement: DraftPlacement = { split: i.split.endpoints.length > 0, backend: i.options.backend, localDevices: i.localDevices };
+  argv.push(...draftArgs(i.draft?.path, placement), ...projectorArgs(i.model.mmproj, placement));
   if (i.slotDir !== undefined) argv.push("--slot-save-path", i.slotDir);
   return { argv, ctxSize };
 }

@@ -8,7 +8,7 @@ import { chooseDraft, draftNameProblem, type DraftTarget } from "../../models/mo
 import type { ModelInfo } from "../../models/model-store.ts";
 import { NodeMetrics } from "../../metrics/node-metrics.ts";
 import { PoolError } from "../../pool/errors.ts";
-import { draftArgs, launchArgv, resolveDraft, type DraftPlacement } from "../../pool/load-launch.ts";
+import { draftArgs, launchArgv, projectorArgs, resolveDraft, type DraftPlacement } from "../../pool/load-launch.ts";
 import { parseRequestArgs } from "../../pool/request-args.ts";
 import { checkUserArgs, loadArgs } from "../../pool/server-args.ts";
 import { toStats } from "../../metrics/request-stats.ts";
@@ -100,6 +100,14 @@ describe("draft flags", () => {
     ["split, load asked for the CPU: the draft too", "/m/d.gguf", { split: true, backend: "cpu", localDevices: ["Vulkan0"] }, ["--spec-draft-model", "/m/d.gguf", "--spec-type", "draft-simple", "--spec-draft-device", "none"]],
   ];
   test.each(cases)("%s", (_, path, placement, want) => expect(draftArgs(path, placement)).toEqual(want));
+
+  test.each<[string, string | undefined, DraftPlacement, string[]]>([
+    ["no projector: no flags", undefined, { split: true, localDevices: [] }, []],
+    ["unsplit: the projector where llama.cpp puts it", "/m/mmproj-x.gguf", { split: false, localDevices: ["Vulkan0"] }, []],
+    ["split, CPU-only host: on the host's CPU, never a worker's device", "/m/mmproj-x.gguf", { split: true, localDevices: [] }, ["--no-mmproj-offload"]],
+    ["split, host with GPUs: on the host's first", "/m/mmproj-x.gguf", { split: true, localDevices: ["Vulkan0", "Vulkan1"] }, ["--mmproj-device", "Vulkan0"]],
+    ["split, load asked for the CPU: the projector too", "/m/mmproj-x.gguf", { split: true, backend: "cpu", localDevices: ["Vulkan0"] }, ["--no-mmproj-offload"]],
+  ])("projector: %s", (_, mmproj, placement, want) => expect(projectorArgs(mmproj, placement)).toEqual(want));
 
   test("the launch: managed flags, the user's, then the draft's; a split draft on the host", () => {
     const { argv, ctxSize } = launchArgv({
