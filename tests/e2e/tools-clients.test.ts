@@ -51,6 +51,12 @@ const through = [
 describe.each(through)("through %s", (_, node) => {
   const openai = () => new OpenAI({ baseURL: `${node().url}/v1`, apiKey: "unused", maxRetries: 0 });
 
+  test("/v1/models and /api/show say the model calls tools", async () => {
+    const models = (await (await fetch(`${node().url}/v1/models`)).json()) as { data: { id: string; capabilities: string[]; labels: string[] }[] };
+    expect(models.data.find((m) => m.id === MODEL)).toMatchObject({ capabilities: ["completion", "tools"], labels: expect.arrayContaining(["tool-calling"]) });
+    expect((await new Ollama({ host: node().url }).show({ model: MODEL })).capabilities).toEqual(["completion", "tools"]);
+  });
+
   describe("OpenAI chat completions", () => {
     const tools: OpenAI.ChatCompletionTool[] = [{ type: "function", function: { name: "get_weather", description: DESCRIPTION, parameters: PARAMETERS } }];
 
