@@ -48,6 +48,7 @@ export function fakeAnnouncement(nodeId: string, line: TransportLine = TEST_LINE
     vramBytes: 0,
     keepsLayouts: true,
     hostsOnlyGetters: true,
+    prefersSeeingHosts: true,
     ramBytes: 0,
     modelsOnDisk: [],
     serving: [],

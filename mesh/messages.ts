@@ -118,6 +118,8 @@ export const AnnouncementSchema = z.object({
   keepsLayouts: z.boolean().default(false),
   /** It never elects a member that can never get a model (no files, no fetching) as its host; older versions may, so a group with one does too. */
   hostsOnlyGetters: z.boolean().default(false),
+  /** It elects, for a model some holder's copy reads images of, a holder whose copy does (its projector beside it) first; older versions do not, so a group with one does not either. */
+  prefersSeeingHosts: z.boolean().default(false),
   /** The workers (node ids) its running server of the assigned model uses, when it hosts one. */
   layout: z.array(z.string().min(1).max(128)).max(L.layout).refine((ids) => new Set(ids).size === ids.length, "a worker named twice in layout").optional(),
   /** Its last load of the assigned model failed, and why (it tries again later, less and less often). */

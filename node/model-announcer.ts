@@ -66,6 +66,7 @@ export class ModelAnnouncer {
       rpcProtocol: this.o.rpcProtocol(),
       keepsLayouts: true,
       hostsOnlyGetters: true,
+      prefersSeeingHosts: true,
       ...(fetching ? { fetching } : {}),
       ...(group.layout ? { layout: group.layout } : {}),
       ...(group.loadFailed ? { loadFailed: group.loadFailed } : {}),

@@ -14,7 +14,7 @@ import { capabilitiesOfModel, type Capability } from "../models/model-capabiliti
 import { needOf } from "../models/model-need.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 
-export type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching" | "rpcProtocol" | "keepsLayouts" | "hostsOnlyGetters" | "layout" | "loadFailed" | "replicating" | "takesReplicas">;
+export type ModelFields = Pick<Announcement, "modelsOnDisk" | "seeds" | "serving" | "assigned" | "hosting" | "idle" | "fetches" | "fetching" | "rpcProtocol" | "keepsLayouts" | "hostsOnlyGetters" | "prefersSeeingHosts" | "layout" | "loadFailed" | "replicating" | "takesReplicas">;
 
 /** Its family and weights as peers accept them (Ollama's details elsewhere in the mesh); what they would drop is left off. */
 function familyAndWeights(m: ModelInfo): { family?: string; parameters?: number } {
@@ -135,6 +135,7 @@ export function nodeView(nodeId: string, vramBytes: number, a: ModelFields): Nod
     ...(a.fetching ? { fetching: a.fetching.model } : {}),
     keepsLayouts: a.keepsLayouts,
     hostsOnlyGetters: a.hostsOnlyGetters,
+    prefersSeeingHosts: a.prefersSeeingHosts,
     ...(a.layout ? { layout: a.layout } : {}),
     ...(a.loadFailed ? { loadFailed: a.loadFailed } : {}),
     ...(a.replicating?.length ? { replicating: a.replicating } : {}),

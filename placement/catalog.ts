@@ -53,6 +53,8 @@ export interface NodeView {
   keepsLayouts?: boolean;
   /** It never elects a member that can never get the model (false: an older version, which may). */
   hostsOnlyGetters?: boolean;
+  /** It elects a holder whose copy reads images first, for a model some copy of which does (false: an older version, which does not). */
+  prefersSeeingHosts?: boolean;
   /** The workers its running server of its assigned model uses, when it hosts one. */
   layout?: string[];
   /** Its last load of its assigned model failed: why, and when it tries again. */
@@ -118,6 +120,8 @@ export interface CatalogModel {
 
 /** A model's group as election sees it. */
 export function electionCandidates(nodes: readonly NodeView[], model: string): Candidate[] {
+  // A model some holder's copy reads images of: a copy without its projector would serve it blind.
+  const seen = nodes.some((n) => n.modelsOnDisk.some((d) => d.name === model && d.caps?.includes("vision")));
   return nodes
     .filter((n) => n.assigned === model)
     .map((n) => ({
@@ -130,6 +134,8 @@ export function electionCandidates(nodes: readonly NodeView[], model: string): C
       canHost: n.modelsOnDisk.some((d) => d.name === model),
       canGet: n.fetches !== false || n.modelsOnDisk.some((d) => d.name === model),
       ...(n.hostsOnlyGetters === false ? { hostsOnlyGetters: false } : {}),
+      ...(seen ? { seesImages: n.modelsOnDisk.some((d) => d.name === model && d.caps?.includes("vision") === true) } : {}),
+      ...(n.prefersSeeingHosts === false ? { prefersSeeingHosts: false } : {}),
       ...(n.layout ? { layout: n.layout } : {}),
       ...(n.keepsLayouts === false ? { keepsLayouts: false } : {}),
     }));

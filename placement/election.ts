@@ -22,6 +22,10 @@ export interface Candidate {
   canGet?: boolean;
   /** False for a node of an older version, which may elect one that cannot get the model: then the whole group may. */
   hostsOnlyGetters?: boolean;
+  /** For a model some copy of which reads images: whether its own copy does (its projector is beside it). Undefined otherwise. */
+  seesImages?: boolean;
+  /** False for a node of an older version, which does not elect a copy that reads images first: then the whole group does not. */
+  prefersSeeingHosts?: boolean;
   /** The workers its running server for the model uses (it announced them), when it runs one. */
   layout?: readonly string[];
   /** False for a node of an older version, which elects afresh: then the whole group does. */
@@ -29,7 +33,10 @@ export interface Candidate {
 }
 
 export function elect(group: readonly Candidate[]): string | undefined {
-  const rank = (n: Candidate) => [Number(n.canHost !== false), n.vramBytes, Number(n.ready === true), Number(n.hosting === true)];
+  // A copy with its projector first: one without would refuse every image (a projector-less copy
+  // still hosts when the group has no other, rather than nobody serving the model at all).
+  const seeing = group.every((n) => n.prefersSeeingHosts !== false);
+  const rank = (n: Candidate) => [Number(n.canHost !== false), seeing ? Number(n.seesImages !== false) : 0, n.vramBytes, Number(n.ready === true), Number(n.hosting === true)];
   let best: Candidate | undefined;
   // Every node of the group must pick the same host: the rule holds only where every one knows it.
   const onlyGetters = group.every((n) => n.hostsOnlyGetters !== false);
@@ -56,7 +63,8 @@ export interface SplitPlan {
  * The layout a model runs in: its host and the workers whose rpc-servers it uses. A layout that
  * runs is kept while it can be (every reload of a large model is minutes of downtime): a member
  * joining or leaving changes it only when the running one lost a worker, no longer has the memory,
- * or when one member can hold the model alone, which saves every RPC hop per token. Otherwise the
+ * when one member can hold the model alone, which saves every RPC hop per token, or when its host's
+ * copy cannot read images (no projector) and another member's can. Otherwise the
  * elected host runs it alone if it can, else over every other member of the group. In a group with
  * a node of an older version, which knows no kept layouts, every node elects afresh as it does.
  */
@@ -83,6 +91,9 @@ function runningLayout(group: readonly Candidate[], needBytes: number): SplitPla
   if (capacity < needBytes) return undefined;
   const soloElsewhere = workers.length > 0 && group.some((n) => n.canHost !== false && n.vramBytes >= needBytes);
   if (soloElsewhere) return undefined;
+  // Nor a host whose copy cannot read images while another's can: it would refuse every image.
+  const seeingElsewhere = hostNode.seesImages === false && group.every((n) => n.prefersSeeingHosts !== false) && group.some((n) => n.canHost !== false && n.seesImages === true);
+  if (seeingElsewhere) return undefined;
   return { host, workers };
 }
 

@@ -23,6 +23,7 @@ import { proxyToServer } from "./proxy.ts";
 import { requestSource, takesSlot } from "./request-source.ts";
 import { toolChoiceRefusal } from "./tool-choice.ts";
 import { toolChoiceForServer } from "./named-tool-choice.ts";
+import { blindCopyRefusal } from "./vision-models.ts";
 import { isObject } from "../http/json.ts";
 import { shortId } from "../../base/short-id.ts";
 import { ANSWERED_BY_HEADER, FORWARDED_HEADER, KEEP_ALIVE_HEADER, KV_FROM_HEADER } from "../../mesh/mesh-headers.ts";
@@ -124,7 +125,11 @@ async function send(parts: InferenceParts, call: InferenceCall, route: Route | u
   // A tool choice this node's llama-server would take as auto is sent in words it keeps.
   const narrowed = isObject(call.json) ? toolChoiceForServer(call.path, call.json) : undefined;
   if (typeof narrowed === "string") return call.refuse(400, narrowed, "invalid_request_error", "invalid_tool_choice");
-  const lease = await parts.pool.acquire(await parts.findModel(call.model), call.signal, takesSlot(upstreamPath) ? requestSource(call.headers, call.acceptedKey) : undefined);
+  const info = await parts.findModel(call.model);
+  // This node's copy answers: one without a projector says so before it loads (llama-server would answer 500 once loaded).
+  const blind = blindCopyRefusal(info, call.json);
+  if (blind !== undefined) return call.refuse(400, blind, "invalid_request_error", "model_not_vision");
+  const lease = await parts.pool.acquire(info, call.signal, takesSlot(upstreamPath) ? requestSource(call.headers, call.acceptedKey) : undefined);
   // Only the node that serves the model knows its chat template: a tool call it cannot make is refused here, whoever sent the request.
   const noTools = toolChoiceRefusal(call.path, call.model, call.json, lease.server.templateCaps);
   if (noTools !== undefined) {

@@ -41,14 +41,30 @@ export function visionRefusal(model: string, known: readonly Known[]): string | 
   return `model "${model}" does not read images (it has no projector); ${instead}`;
 }
 
-/** This node's own models first (what it would load), then the mesh's as their holders agree. */
+/**
+ * Whether each model reads images, as far as this node can tell before it routes: a copy of its own
+ * that reads them does; one that does not reads none only if every holder of the mesh says alike
+ * (another's copy with its projector may be the one that answers: its server says otherwise, see
+ * `blindCopyRefusal`); another node's model as its holders agree.
+ */
 export function knownVision(local: readonly ModelInfo[], catalog: readonly Pick<CatalogModel, "name" | "type" | "caps">[]): Known[] {
-  const own = local.filter((m) => m.type === "llm").map((m) => ({ name: m.name, vision: capabilitiesOfModel(m).includes("vision") }));
+  const inMesh = new Map(catalog.map((m) => [m.name, m]));
+  const agreed = (name: string): boolean | undefined => {
+    const entry = inMesh.get(name);
+    return entry === undefined ? false : entry.caps === undefined ? undefined : entry.caps.includes("vision");
+  };
+  const own = local.filter((m) => m.type === "llm").map((m) => ({ name: m.name, vision: capabilitiesOfModel(m).includes("vision") ? true : agreed(m.name) }));
   const mine = new Set(own.map((m) => m.name));
   const theirs = catalog
     .filter((m) => !mine.has(m.name) && (m.type === undefined || m.type === "llm"))
     .map((m) => ({ name: m.name, vision: m.caps === undefined ? undefined : m.caps.includes("vision") }));
   return [...own, ...theirs];
+}
+
+/** The refusal of an image by the node whose own copy of `model`, the one about to answer, has no projector (pure). */
+export function blindCopyRefusal(model: Pick<ModelInfo, "name" | "type" | "mmproj">, json: unknown): string | undefined {
+  if (model.type !== "llm" || model.mmproj !== undefined || !carriesImage(json)) return undefined;
+  return `model "${model.name}" does not read images on this node: its copy has no projector (mmproj-${model.name}.gguf beside it)`;
 }
 
 /** The refusal on this node of an image sent to `model` (the store's list as last scanned: a request costs no scan). */

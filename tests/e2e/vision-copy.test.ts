@@ -1,7 +1,8 @@
 /**
  * A vision model's projector travels with it: a member that copies the model from a peer gets the
- * projector beside it, byte for byte, paired by name, so its own copy reads images; the two nodes
- * know the model by one content identity, projector included.
+ * projector beside it, byte for byte, paired by name, so its own copy reads images. And where two
+ * machines hold the model, one with its projector and one without, the one with it hosts, though
+ * the other has more memory: a blind copy would refuse every image.
  */
 import { afterAll, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
@@ -59,4 +60,27 @@ test("a member copying a vision model gets its projector; its copy reads images"
     max_tokens: 2,
   });
   expect(answer.usage!.prompt_tokens).toBeGreaterThan(imageTokens(projectorShape(presetShape("vision", "f32").nEmbd)));
+}, 180_000);
+
+test("of two holders, the one whose copy has the projector hosts, though the other offers more memory", async () => {
+  const model = await testModel("vision");
+  const blind = await startMeshNode([...SMALL_LLAMA, "--vram", "1GiB", "--model", MODEL], { models: { [`${MODEL}.gguf`]: model }, name: "blind" });
+  nodes.push(blind);
+  const seeing = await startMeshNode([...SMALL_LLAMA, "--vram", "512MiB", "--join", blind.token, "--model", MODEL], {
+    models: { [`${MODEL}.gguf`]: model, [PROJECTOR]: testProjector(model) },
+    name: "seeing",
+  });
+  nodes.push(seeing);
+  await waitForFullMesh([blind, seeing]);
+  const hostOf = async (node: MeshTestNode) => ((await (await fetch(`${node.url}/v1/models/${MODEL}`)).json()) as { host?: string }).host;
+  await waitFor(async () => (await hostOf(blind)) === seeing.nodeId && (await hostOf(seeing)) === seeing.nodeId, { what: "both nodes to elect the copy with the projector", timeoutMs: 60_000 });
+
+  // An image through the node without the projector reaches the one with it.
+  const ai = new OpenAI({ baseURL: `${blind.url}/v1`, apiKey: "unused", maxRetries: 0 });
+  await waitFor(async () => {
+    const answer = await ai.chat.completions
+      .create({ model: MODEL, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: pngDataUrl(gradientPng(32, 32)) } }] }], max_tokens: 2 })
+      .catch(() => undefined);
+    return (answer?.usage?.prompt_tokens ?? 0) > imageTokens(projectorShape(presetShape("vision", "f32").nEmbd));
+  }, { what: "an image through the blind node to be read by the seeing one", timeoutMs: 60_000 });
 }, 180_000);

@@ -13,7 +13,7 @@ import type { Standing } from "../../placement/trust.ts";
 
 const MEMBER = { standing: "member" as Standing };
 
-const own = (over: Partial<ModelFields> = {}): ModelFields => ({ modelsOnDisk: [], seeds: [], serving: [], hosting: false, idle: [], fetches: true, rpcProtocol: "3.0.0", keepsLayouts: true, hostsOnlyGetters: true, replicating: [], takesReplicas: false, ...over });
+const own = (over: Partial<ModelFields> = {}): ModelFields => ({ modelsOnDisk: [], seeds: [], serving: [], hosting: false, idle: [], fetches: true, rpcProtocol: "3.0.0", keepsLayouts: true, hostsOnlyGetters: true, prefersSeeingHosts: true, replicating: [], takesReplicas: false, ...over });
 
 function setup() {
   let fields = own({ modelsOnDisk: [{ name: "m", size: 100, need: 120 }] });

@@ -4,9 +4,10 @@ import { ModelOnDiskSchema } from "../../mesh/messages.ts";
 import { templateTakesTools } from "../../models/gguf-info.ts";
 import { capabilitiesOfModel, labelsWith } from "../../models/model-capabilities.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
-import { catalog, type NodeView } from "../../placement/catalog.ts";
+import { catalog, electionCandidates, type NodeView } from "../../placement/catalog.ts";
+import { elect, splitPlan, type Candidate } from "../../placement/election.ts";
 import { CHAT_TEMPLATES } from "../../scripts/test-model/templates.ts";
-import { carriesImage, knownVision, visionRefusal } from "../../router/serving/vision-models.ts";
+import { blindCopyRefusal, carriesImage, knownVision, visionRefusal } from "../../router/serving/vision-models.ts";
 
 describe("templateTakesTools", () => {
   test.each<[string, unknown, boolean]>([
@@ -104,15 +105,72 @@ describe("visionRefusal", () => {
     expect(visionRefusal("text", [{ name: "text", vision: false }])).toContain("no model of the mesh does: put a vision model's projector");
   });
 
-  test("this node's own files win over what holders say; only chat models count", () => {
+  test("what this node can tell before it routes: its own copy, then what every holder says; only chat models count", () => {
     const local = [
-      { name: "mine", type: "llm", mmproj: undefined, facts: undefined, labels: [] },
+      { name: "mine-blind", type: "llm", mmproj: undefined, facts: undefined, labels: [] },
+      { name: "mine-blind-seen-elsewhere", type: "llm", mmproj: undefined, facts: undefined, labels: [] },
+      { name: "mine-seeing", type: "llm", mmproj: "/m/mmproj-mine-seeing.gguf", facts: undefined, labels: [] },
       { name: "vec", type: "embedding", mmproj: undefined, facts: undefined, labels: [] },
     ] as unknown as ModelInfo[];
-    const entries = catalog([view("a", [{ name: "mine", type: "llm", caps: ["vision"] }, { name: "far", type: "llm", caps: ["vision"] }, { name: "emb", type: "embedding" }])]);
+    const entries = catalog([
+      view("self", [{ name: "mine-blind", type: "llm", caps: [] }, { name: "mine-blind-seen-elsewhere", type: "llm", caps: [] }, { name: "mine-seeing", type: "llm", caps: ["vision"] }]),
+      view("other", [{ name: "mine-blind-seen-elsewhere", type: "llm", caps: ["vision"] }, { name: "far", type: "llm", caps: ["vision"] }, { name: "emb", type: "embedding" }]),
+    ]);
     expect(knownVision(local, entries)).toEqual([
-      { name: "mine", vision: false },
+      { name: "mine-blind", vision: false },
+      // Another's copy reads images and may be the one that answers: its own server tells.
+      { name: "mine-blind-seen-elsewhere", vision: undefined },
+      { name: "mine-seeing", vision: true },
       { name: "far", vision: true },
     ]);
+    expect(knownVision(local, [])[0]).toEqual({ name: "mine-blind", vision: false });
   });
+
+  test.each<[string, Pick<ModelInfo, "name" | "type" | "mmproj">, unknown, string | undefined]>([
+    ["a blind copy asked an image", { name: "m", type: "llm", mmproj: undefined }, { messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:," } }] }] }, 'model "m" does not read images on this node: its copy has no projector'],
+    ["a copy with its projector", { name: "m", type: "llm", mmproj: "/p" }, { messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:," } }] }] }, undefined],
+    ["a blind copy asked text", { name: "m", type: "llm", mmproj: undefined }, { messages: [{ role: "user", content: "hi" }] }, undefined],
+    ["an embedding model (its own refusal)", { name: "e", type: "embedding", mmproj: undefined }, { messages: [{ role: "user", content: [{ type: "image", source: {} }] }] }, undefined],
+  ])("blindCopyRefusal: %s", (_, model, json, words) => {
+    const out = blindCopyRefusal(model, json);
+    if (words === undefined) return expect(out).toBeUndefined();
+    expect(out).toContain(words);
+  });
+});
+
+describe("the host of a model some copy of which reads images: a copy with its projector first", () => {
+  const holder = (nodeId: string, vramGb: number, caps: ("tools" | "vision")[], over: Partial<NodeView> = {}): NodeView => ({
+    ...view(nodeId, [{ name: "m", type: "llm", caps }]),
+    vramBytes: vramGb * 1e9,
+    assigned: "m",
+    prefersSeeingHosts: true,
+    ...over,
+  });
+  const hostOf = (views: NodeView[]) => elect(electionCandidates(views, "m"));
+  test.each<[string, NodeView[], string]>([
+    ["the copy with its projector, over a bigger one without", [holder("big-blind", 64, []), holder("small-seeing", 8, ["vision"])], "small-seeing"],
+    ["no copy reads images: the biggest, as ever", [holder("big", 64, []), holder("small", 8, [])], "big"],
+    ["every copy reads images: the biggest", [holder("big", 64, ["vision"]), holder("small", 8, ["vision"])], "big"],
+    [
+      "the copy that reads images is outside the group: a blind copy still hosts (better than nobody)",
+      [holder("big-blind", 64, []), holder("small-blind", 8, []), { ...holder("away", 8, ["vision"]), assigned: undefined }],
+      "big-blind",
+    ],
+    ["a group with an older node: the biggest, as the older node elects", [holder("big-blind", 64, [], { prefersSeeingHosts: false }), holder("small-seeing", 8, ["vision"])], "big-blind"],
+    [
+      "a member without the files that fetches is no better than the copy that reads images",
+      [holder("seeing", 8, ["vision"]), { ...view("empty", []), vramBytes: 64e9, assigned: "m", prefersSeeingHosts: true }],
+      "seeing",
+    ],
+  ])("%s", (_, views, host) => expect(hostOf(views)).toBe(host));
+});
+
+describe("a running host whose copy cannot read images gives way to one whose copy can", () => {
+  const candidate = (nodeId: string, vramBytes: number, seesImages: boolean, over: Partial<Candidate> = {}): Candidate => ({ nodeId, vramBytes, canHost: true, seesImages, prefersSeeingHosts: true, keepsLayouts: true, ...over });
+  test.each<[string, Candidate[], string]>([
+    ["blind and running, a seeing copy in the group: the seeing one", [candidate("blind", 64, false, { ready: true, hosting: true }), candidate("seeing", 8, true)], "seeing"],
+    ["seeing and running: it stays, whatever the memory", [candidate("big", 64, true), candidate("running", 8, true, { ready: true, hosting: true })], "running"],
+    ["blind and running, no seeing copy: it stays", [candidate("running", 8, false, { ready: true, hosting: true }), candidate("big", 64, false)], "running"],
+    ["blind and running in a group with an older node: it stays", [candidate("blind", 64, false, { ready: true, hosting: true }), candidate("seeing", 8, true, { prefersSeeingHosts: false })], "blind"],
+  ])("%s", (_, group, host) => expect(splitPlan(group, 1)?.host).toBe(host));
 });

@@ -67,7 +67,7 @@ function announced(models: { name: string; arch?: string; parameters?: number; q
   const disk = diskFields(infos, new Map(), () => 2000);
   // As a peer reads it: through the schema.
   const modelsOnDisk = disk.modelsOnDisk.map((d) => ModelOnDiskSchema.parse(d));
-  return { ...disk, modelsOnDisk, serving: [], assigned: undefined, hosting: false, idle: [], fetches: true, rpcProtocol: "3", keepsLayouts: true, hostsOnlyGetters: true, replicating: [], takesReplicas: false } as ModelFields;
+  return { ...disk, modelsOnDisk, serving: [], assigned: undefined, hosting: false, idle: [], fetches: true, rpcProtocol: "3", keepsLayouts: true, hostsOnlyGetters: true, prefersSeeingHosts: true, replicating: [], takesReplicas: false } as ModelFields;
 }
 
 const view = (id: string, fields: ModelFields, over: Partial<NodeView> = {}): NodeView => ({ ...nodeView(id, 8e9, fields), ...over });
