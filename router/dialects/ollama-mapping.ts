@@ -261,6 +261,8 @@ export function wholeAnswer(kind: AnswerKind, model: string, answer: unknown, to
 
 /** The longest SSE event the translator holds while waiting for its end (a generous bound on one token's event). */
 export const MAX_EVENT_CHARS = 1 << 20;
+/** Tool calls one streamed answer may make (a model calls a few); the answer may come from another node. */
+const MAX_TOOL_CALLS = 128;
 
 /**
  * Turns an OpenAI SSE stream into Ollama NDJSON, one event at a time: text deltas become lines as
@@ -351,6 +353,7 @@ export class StreamTranslator {
     for (const call of Array.isArray(delta.tool_calls) ? delta.tool_calls : []) {
       if (!isObject(call)) continue;
       const index = typeof call.index === "number" ? call.index : this.calls.length;
+      if (!Number.isInteger(index) || index < 0 || index >= MAX_TOOL_CALLS) continue;
       const fn = isObject(call.function) ? call.function : {};
       const slot = (this.calls[index] ??= { id: "", name: "", args: "" });
       if (typeof call.id === "string" && slot.id === "") slot.id = call.id;

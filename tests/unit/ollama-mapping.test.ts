@@ -224,6 +224,13 @@ describe("streams", () => {
     expect(JSON.parse(last.at(-1)!).message.tool_calls).toBeUndefined();
   });
 
+  test("a call's index is a place in a short list, never a size to grow one to (the answer may come from another node)", () => {
+    const c = new StreamTranslator("chat", "t");
+    const wild = [1e9, -1, 1.5, 128].map((index) => ({ choices: [{ delta: { tool_calls: [{ index, id: `c${index}`, function: { name: "f", arguments: "{}" } }] } }] }));
+    const pushed = parse(c.push(sse(...wild, fragments[2]!, { choices: [{ delta: {}, finish_reason: "tool_calls" }] }, "[DONE]"), NOW));
+    expect(pushed).toEqual([line({ role: "assistant", content: "", tool_calls: [{ id: "c2", function: { name: "g", arguments: {} } }] })]);
+  });
+
   test("a thinking model's reasoning is Ollama's `thinking`, streamed and whole", () => {
     const t = new StreamTranslator("chat", "m");
     expect(parse(t.push(sse({ choices: [{ delta: { reasoning_content: "hmm" } }] }), NOW))[0]!.message).toEqual({ role: "assistant", content: "", thinking: "hmm" });
