@@ -19,7 +19,7 @@ import { capabilitiesOf } from "./ollama-models.ts";
 import type { Serving } from "../serving/serving.ts";
 import { TRANSLATORS } from "./dialects.ts";
 import { embeddingsRefusalOn } from "../serving/embedding-models.ts";
-import { carriesImage, visionRefusalOn } from "../serving/vision-models.ts";
+import { carriesImage, knownVision, visionRefusal } from "../serving/vision-models.ts";
 import { imagesRefusal } from "../serving/image-check.ts";
 import type { JsonObject } from "../http/json.ts";
 import { FORWARDED_HEADER } from "../../mesh/mesh-headers.ts";
@@ -182,6 +182,9 @@ export interface MediaFetching {
 }
 
 const NO_MEDIA_HOSTS: MediaFetching = { allowHosts: [], maxBodyBytes: 64 * 2 ** 20 };
+
+/** The refusal on this node of an image sent to `model` (the store's list as last scanned: a request costs no scan). */
+const visionRefusalOn = (serving: Serving, model: string): string | undefined => visionRefusal(model, knownVision(serving.localModels(), serving.catalog()));
 
 const encoded = (json: unknown): ArrayBuffer => encoder.encode(JSON.stringify(json)).buffer as ArrayBuffer;
 

@@ -8,7 +8,6 @@ import type { CatalogModel } from "../../placement/catalog.ts";
 import { capabilitiesOfModel } from "../../models/model-capabilities.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import { isObject } from "../http/json.ts";
-import type { Serving } from "./serving.ts";
 
 /** Content part types that carry an image: the chat API's, Anthropic's, the Responses API's. */
 const IMAGE_PARTS: ReadonlySet<string> = new Set(["image_url", "image", "input_image"]);
@@ -66,6 +65,3 @@ export function blindCopyRefusal(model: Pick<ModelInfo, "name" | "type" | "mmpro
   if (model.type !== "llm" || model.mmproj !== undefined || !carriesImage(json)) return undefined;
   return `model "${model.name}" does not read images on this node: its copy has no projector (mmproj-${model.name}.gguf beside it)`;
 }
-
-/** The refusal on this node of an image sent to `model` (the store's list as last scanned: a request costs no scan). */
-export const visionRefusalOn = (serving: Serving, model: string): string | undefined => visionRefusal(model, knownVision(serving.localModels(), serving.catalog()));
