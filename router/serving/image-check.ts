@@ -9,8 +9,8 @@
 import { imageSize } from "image-size";
 import { isObject } from "../http/json.ts";
 
-/** What stb_image in llama.cpp decodes (WebP it does not: llama.cpp would pass it to ffprobe). */
-const READABLE: ReadonlySet<string> = new Set(["png", "jpg", "gif", "bmp"]);
+/** What stb_image in llama.cpp decodes, by `image-size`'s names, with their media types (WebP it does not: llama.cpp would pass it to ffprobe). */
+const READABLE: Readonly<Record<string, string>> = { png: "image/png", jpg: "image/jpeg", gif: "image/gif", bmp: "image/bmp" };
 
 /** Pixels of one image: a 48-megapixel photo (8000 x 6000) passes; the projector scales every image down to a few hundred pixels a side anyway. */
 export const MAX_IMAGE_PIXELS = 50_000_000;
@@ -49,19 +49,26 @@ function dataUrlBase64(url: string): string | undefined {
 
 const BASE64 = /^[A-Za-z0-9+/\r\n]*={0,2}\s*$/;
 
-/** Why the image at `where` cannot be read, or undefined when it can. */
-export function imageProblem(data: string | undefined): string | undefined {
-  if (data === undefined) return "is not inline base64 (send it as a data:image/...;base64, URL)";
-  if (!BASE64.test(data)) return "is not valid base64";
+/** The media type of bytes that are an image llama.cpp reads; else why they are not one. */
+export function readableImage(bytes: Uint8Array): { mediaType: string } | string {
   let size: { width: number; height: number; type?: string | undefined };
   try {
-    size = imageSize(Buffer.from(data, "base64"));
+    size = imageSize(bytes);
   } catch {
     return "is not an image (its bytes are no PNG, JPEG, GIF or BMP)";
   }
-  if (!size.type || !READABLE.has(size.type)) return `is ${size.type ?? "an unknown format"}, which llama.cpp does not read; send PNG, JPEG, GIF or BMP`;
+  const mediaType = size.type === undefined ? undefined : READABLE[size.type];
+  if (mediaType === undefined) return `is ${size.type ?? "an unknown format"}, which llama.cpp does not read; send PNG, JPEG, GIF or BMP`;
   if (size.width * size.height > MAX_IMAGE_PIXELS) return `is ${size.width} x ${size.height} pixels, over the ${MAX_IMAGE_PIXELS / 1e6} megapixels an image may have here; scale it down first`;
-  return undefined;
+  return { mediaType };
+}
+
+/** Why the inline image `data` (base64) cannot be read, or undefined when it can. */
+export function imageProblem(data: string | undefined): string | undefined {
+  if (data === undefined) return "is not inline base64 (send it as a data:image/...;base64, URL)";
+  if (!BASE64.test(data)) return "is not valid base64";
+  const image = readableImage(Buffer.from(data, "base64"));
+  return typeof image === "string" ? image : undefined;
 }
 
 /** The refusal of the first image of `body` that cannot be read, or undefined when every one can (or there are none). */

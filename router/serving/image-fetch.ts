@@ -14,15 +14,14 @@
  *   certificate is verified against (Bun's `tls.serverName`), never through a proxy;
  * - redirects followed one hop at a time, at most `MAX_REDIRECTS`, each hop under the same rule;
  * - one deadline for all of a request's images, and a bound on their bytes that stops the read;
- * - the bytes must be an image llama.cpp reads (`imageProblem`); its type comes from the bytes.
+ * - the bytes must be an image llama.cpp reads (`readableImage`); its type comes from the bytes.
  * Only images: other media by URL stay refused (`media-urls.ts`).
  */
 import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP } from "node:net";
-import { imageSize } from "image-size";
 import { isObject } from "../http/json.ts";
 import { hostRefusal } from "./public-address.ts";
-import { imageProblem } from "./image-check.ts";
+import { readableImage } from "./image-check.ts";
 import { remoteMediaUrl } from "./media-urls.ts";
 
 /** The most bytes of images by URL one request may fetch, whatever `--max-body-size` allows. */
@@ -270,14 +269,10 @@ async function fetchOne(start: string, allowHosts: readonly string[], maxBytes: 
   }
 }
 
-const MEDIA_TYPES: Record<string, string> = { png: "image/png", jpg: "image/jpeg", gif: "image/gif", bmp: "image/bmp" };
-
-/** The bytes as an image llama.cpp reads, typed by the bytes themselves; else why not. */
+/** The bytes as an image llama.cpp reads, typed by the bytes themselves (read once); else why not. */
 function asImage(bytes: Buffer): InlineImage | string {
-  const base64 = bytes.toString("base64");
-  const problem = imageProblem(base64);
-  if (problem !== undefined) return problem;
-  return { mediaType: MEDIA_TYPES[imageSize(bytes).type ?? ""] ?? "application/octet-stream", base64 };
+  const image = readableImage(bytes);
+  return typeof image === "string" ? image : { mediaType: image.mediaType, base64: bytes.toString("base64") };
 }
 
 export type Inlined = { body: unknown } | { refusal: string; code: string };
