@@ -30,3 +30,10 @@ const isCapability = (c: string): c is Capability => (CAPABILITIES as readonly s
 export function announcedCapabilities(value: readonly string[]): Capability[] {
   return CAPABILITIES.filter((c) => value.includes(c));
 }
+
+/** A model's `capabilities` in Ollama's words (`/api/show`, and `/v1/models` too): of kind `type`, asked `caps` besides text. */
+export function capabilitiesOf(type: string | undefined, caps: readonly string[]): string[] {
+  if (type === "embedding") return ["embedding"];
+  if (type === "reranking") return [];
+  return ["completion", ...caps];
+}

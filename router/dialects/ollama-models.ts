@@ -9,7 +9,7 @@
  */
 import { createHash } from "node:crypto";
 import type { CatalogModel } from "../../placement/catalog.ts";
-import { capabilitiesOfModel } from "../../models/model-capabilities.ts";
+import { capabilitiesOf, capabilitiesOfModel } from "../../models/model-capabilities.ts";
 import type { ModelInfo } from "../../models/model-store.ts";
 import { taggedName, type JsonObject } from "./ollama-mapping.ts";
 import { isObject } from "../http/json.ts";
@@ -142,12 +142,6 @@ export function psEntry(m: ModelInfo, mtimeMs: number, lastUse: number, idleUnlo
   return { ...rest, details: { ...(details as JsonObject), ...(self ? { served_by: self } : {}) }, expires_at: new Date(expires).toISOString(), size_vram: 0 };
 }
 
-/** Ollama's `capabilities` of a model of kind `type` that can be asked `caps` besides text. */
-export function capabilitiesOf(type: string | undefined, caps: readonly string[]): string[] {
-  if (type === "embedding") return ["embedding"];
-  if (type === "reranking") return [];
-  return ["completion", ...caps];
-}
 
 /** `/api/show`: what we know of the model, in Ollama's fields. */
 export function showAnswer(m: ModelInfo, mtimeMs: number): JsonObject {

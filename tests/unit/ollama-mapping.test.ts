@@ -3,7 +3,8 @@ import { describe, expect, test } from "bun:test";
 import { keepAliveMs, MAX_EVENT_CHARS, mapChat, mapEmbed, mapFormat, mapGenerate, mapOptions, modelName, ollamaError, StreamTranslator, taggedName, wholeAnswer } from "../../router/dialects/ollama-mapping.ts";
 import { isOllamaPath } from "../../router/http/route-table.ts";
 import { keepAliveIdleMs } from "../../router/serving/keep-alive.ts";
-import { capabilitiesOf, detailsOf, digestOf } from "../../router/dialects/ollama-models.ts";
+import { detailsOf, digestOf } from "../../router/dialects/ollama-models.ts";
+import { capabilitiesOf } from "../../models/model-capabilities.ts";
 
 const NOW = new Date("2026-01-01T00:00:00Z");
 
