@@ -47,6 +47,8 @@ export function fakeAnnouncement(nodeId: string, line: TransportLine = TEST_LINE
     role: "idle",
     vramBytes: 0,
     keepsLayouts: true,
+    // It reads only whole announcements, as nodes before beats did: every heartbeat brings one.
+    beats: false,
     hostsOnlyGetters: true,
     prefersSeeingHosts: true,
     ramBytes: 0,
@@ -203,13 +205,26 @@ export class RogueMembership {
     void this.readLoop();
   }
 
-  /** Control messages the node has sent on this connection (its hello included). */
+  /** Control messages the node has sent on this connection (its hello included), and how many of each type. */
   heard = 0;
+  readonly heardTypes = new Map<string, number>();
 
   private take(raw: unknown): void {
     this.heard++;
-    const m = raw as { announcement?: Announcement } | null;
+    const m = raw as { type?: unknown; announcement?: Announcement } | null;
+    const type = typeof m?.type === "string" ? m.type : "?";
+    this.heardTypes.set(type, (this.heardTypes.get(type) ?? 0) + 1);
     if (m?.announcement) this.announcement = m.announcement;
+  }
+
+  /** Sends any control message as it is (the node checks it as it checks a member's). */
+  async send(message: unknown): Promise<void> {
+    await this.control.send.writeAll(encodeFrame(message));
+  }
+
+  /** Stops its own heartbeat: its announcement's seq stays where it is (its QUIC stack still answers). */
+  quiet(): void {
+    clearInterval(this.heartbeat);
   }
 
   private async readLoop(): Promise<void> {

@@ -30,6 +30,36 @@ export function membersToDial(members: readonly MemberAddr[], selfId: string, kn
   return [...out.values()];
 }
 
+/**
+ * A member gets one of our control messages at least every this many heartbeats, even while QUIC's
+ * own packets show it we are alive; one none of whose control messages came for this many silence
+ * limits is dropped, however alive its QUIC stack looks (its event loop may be stuck): 10 s and
+ * 30 s at the node's 2 s and 6 s.
+ */
+export const CONTROL_EVERY_HEARTBEATS = 5;
+export const CONTROL_SILENCE_LIMITS = 5;
+
+/** What this node last sent a peer, and when (ms since the epoch). */
+export interface SentToPeer {
+  /** It reads beats (`messages.ts`): it judges us alive by any datagram of ours, not by control messages alone. */
+  beats: boolean;
+  /** Our last control message to it. */
+  controlAt: number;
+  /** Our last datagram to it seen counted by the transport (none: the transport does not count). */
+  lineAt: number | undefined;
+}
+
+/**
+ * Whether a peer is due a beat now (pure): one that reads beats when it has had nothing of ours
+ * for a heartbeat (QUIC's own packets, answers to its messages, our messages: any datagram says we
+ * are here), or no control message for `CONTROL_EVERY_HEARTBEATS`; an older one, whose silence limit
+ * counts control messages only, after a heartbeat without one.
+ */
+export function beatDue(sent: SentToPeer, now: number, heartbeatMs: number): boolean {
+  if (!sent.beats) return now - sent.controlAt >= heartbeatMs;
+  return now - Math.max(sent.controlAt, sent.lineAt ?? 0) >= heartbeatMs || now - sent.controlAt >= CONTROL_EVERY_HEARTBEATS * heartbeatMs;
+}
+
 /** Peers not heard from within `timeoutMs`. */
 export function silentPeers(lastSeen: ReadonlyMap<string, number>, now: number, timeoutMs: number): string[] {
   return [...lastSeen].filter(([, t]) => now - t > timeoutMs).map(([id]) => id);

@@ -10,7 +10,7 @@ import type { Log, LogFields } from "../base/log.ts";
 import { throttledWarning } from "../base/throttled-log.ts";
 import { acceptorHandshake, AUTH_DEADLINE_MS, AuthError, dialerHandshake, parseMessage, TimeoutError, withDeadline, type HandshakeParts, type Hello } from "./handshake.ts";
 import type { MemberAddr } from "./join-token.ts";
-import { keepWhich, membersToDial, silentPeers } from "./membership-rules.ts";
+import { CONTROL_SILENCE_LIMITS, keepWhich, membersToDial, silentPeers } from "./membership-rules.ts";
 import { PROTOCOL_VERSION, type Announcement, type ControlMessage } from "./messages.ts";
 import type { Statement } from "./roster.ts";
 import { describeStanding, PeerStandings, RefusedError, type PeerJudge, type Standing } from "./peer-standings.ts";
@@ -20,7 +20,10 @@ import { Redials, REMEMBER_MAX } from "./redials.ts";
 import { DUPLICATE_REASON } from "./replacements.ts";
 import type { PeerConnection, Stream, Transport } from "./transport.ts";
 import { PeerTable, type Peer } from "./peer-table.ts";
-import { readFrame, StreamKind, WireError, writeFrame } from "../streams/wire.ts";
+import { FrameReader, StreamKind, WireError, writeFrame } from "../streams/wire.ts";
+import { patched } from "./announcement-delta.ts";
+import { ControlSender } from "./control-sender.ts";
+import { DialQueue } from "./dial-queue.ts";
 
 /** QUIC application close codes we use. */
 export const CloseCode = { SHUTDOWN: 0, AUTH_FAILED: 401, DUPLICATE: 409, PROTOCOL: 400, TIMEOUT: 408 } as const;
@@ -44,18 +47,23 @@ export interface MembershipOptions {
   peers?: PeerTable;
 }
 
+/** How often the connections' datagram counts are read: how late a peer's sign of life is seen, at most. */
+const LINE_WATCH_MS = 500;
+
 export class Membership {
   readonly peers: PeerTable;
+  /** What goes out on the control streams, and what they carried. */
+  readonly sender: ControlSender;
   private readonly dialing = new Set<string>();
-  /** Members we have known, to find the mesh (or the part of it we lost) again. */
+  private readonly dials: DialQueue;
   /** The members this node has known, to find the mesh (or the part of it it lost) again. */
   private readonly redials: Redials;
   private readonly heartbeat: Timer;
+  private readonly lineWatch: Timer;
   private stopped = false;
   private readonly warnRefused: (fields: LogFields) => void;
   private readonly warnDropped: (fields: LogFields) => void;
   private readonly warnStanding: (fields: LogFields) => void;
-  /** Connections closed as duplicates, and whoever waits for the one kept. */
   /** Each peer's standing under the roster, and the roster's statements passed on. */
   readonly standings: PeerStandings<Peer>;
   readonly selfId: string;
@@ -65,6 +73,7 @@ export class Membership {
   constructor(private readonly opts: MembershipOptions) {
     this.peers = opts.peers ?? new PeerTable();
     this.selfId = opts.transport.nodeId;
+    this.sender = new ControlSender(this.peers, (peer, err) => this.ended(peer, `send failed: ${err.message}`));
     this.handshake = {
       secret: opts.secret,
       selfId: this.selfId,
@@ -76,7 +85,7 @@ export class Membership {
     this.warnDropped = throttledWarning(opts.log, "dropped a peer during its handshake");
     this.warnStanding = throttledWarning(opts.log, "refused a peer the roster does not admit");
     this.standings = new PeerStandings<Peer>(opts.judge, {
-      send: (peer, msg) => void this.send(peer, msg),
+      send: (peer, msg) => void this.sender.send(peer, msg),
       drop: (peer, reason) => this.drop(peer, reason, false),
       forget: (id) => this.redials.forget(id),
       changed: () => this.changed(),
@@ -89,7 +98,16 @@ export class Membership {
       busy: () => [...this.peers.keys(), ...this.dialing, this.selfId],
       log: opts.log,
     });
+    this.dials = new DialQueue({
+      selfId: this.selfId,
+      dial: (addr) => this.dial(addr),
+      busy: (id) => this.peers.has(id) || this.dialing.has(id),
+      dialing: () => this.dialing.size,
+      stopped: () => this.stopped,
+      log: opts.log,
+    });
     this.heartbeat = setInterval(() => this.tick(), opts.heartbeatMs);
+    this.lineWatch = setInterval(() => this.watchLines(), Math.min(LINE_WATCH_MS, opts.heartbeatMs / 4));
   }
 
   /** Our announcement as peers get it now. */
@@ -158,7 +176,7 @@ export class Membership {
       this.peers.delete(conn.remoteId);
       existing.conn.close(CloseCode.DUPLICATE, DUPLICATE_REASON);
     }
-    const peer: Peer = { id: conn.remoteId, conn, control, dialer, announcement: hello.announcement, lastSeen: Date.now(), standing };
+    const peer: Peer = { id: conn.remoteId, conn, control, dialer, announcement: hello.announcement, lastSeen: Date.now(), heardAt: Date.now(), standing };
     this.peers.set(peer.id, peer);
     this.peers.replacements.admitted();
     this.redials.connected(memberAddr(hello.announcement));
@@ -171,26 +189,28 @@ export class Membership {
     void this.acceptStreams(peer);
     // Tell everyone else about the newcomer, and dial whoever the newcomer knows that we do not.
     const update: ControlMessage = { v: PROTOCOL_VERSION, type: "members", members: [memberAddr(hello.announcement)] };
-    for (const other of this.peers.values()) if (other !== peer) void this.send(other, update);
-    if (this.standings.introduces(peer, this.peers.values(), true)) this.dialUnknown(hello.members);
+    for (const other of this.peers.values()) if (other !== peer) void this.sender.send(other, update);
+    if (this.standings.introduces(peer, this.peers.values(), true)) this.dialUnknown(hello.members, false);
     this.standings.admitted(peer);
     this.changed();
   }
 
-  private dialUnknown(members: readonly MemberAddr[]): void {
-    const known = new Set([...this.peers.keys(), ...this.dialing]);
-    for (const m of membersToDial(members, this.selfId, known)) {
-      this.dial(m).catch((err) => this.opts.log.warn("could not reach a member", { peer: shortId(m.nodeId), error: (err as Error).message }));
-    }
+  /** Members a peer named that we neither hold nor dial: in its hello, dialed now (paced); in passing, after a pause (`dial-queue.ts`). */
+  private dialUnknown(members: readonly MemberAddr[], passing: boolean): void {
+    const fresh = membersToDial(members, this.selfId, new Set([...this.peers.keys(), ...this.dialing]));
+    if (passing) this.dials.passing(fresh);
+    else this.dials.now(fresh);
   }
 
   private async readLoop(peer: Peer): Promise<void> {
+    const frames = new FrameReader(peer.control.recv);
     try {
       for (;;) {
-        const raw = await readFrame(peer.control.recv);
-        if (raw === null) return this.ended(peer, "control stream ended");
+        const frame = await frames.next();
+        if (frame === null) return this.ended(peer, "control stream ended");
         if (this.peers.get(peer.id) !== peer) return;
-        this.handle(peer, parseMessage(raw));
+        this.sender.received(frame.bytes);
+        this.handle(peer, parseMessage(frame.message));
       }
     } catch (err) {
       if (this.peers.get(peer.id) !== peer) return;
@@ -245,29 +265,57 @@ export class Membership {
   }
 
   private handle(peer: Peer, msg: ControlMessage): void {
-    peer.lastSeen = Date.now();
+    peer.lastSeen = peer.heardAt = Date.now();
     switch (msg.type) {
       case "hello":
         throw new WireError("a second hello");
       case "announce":
         if (msg.announcement.nodeId !== peer.id) throw new WireError("announcement for another node");
-        if (msg.announcement.seq >= peer.announcement.seq || msg.announcement.instance !== peer.announcement.instance) {
-          const changed = JSON.stringify({ ...msg.announcement, seq: 0 }) !== JSON.stringify({ ...peer.announcement, seq: 0 });
-          const claimChanged = JSON.stringify(msg.announcement.trust) !== JSON.stringify(peer.announcement.trust);
-          peer.announcement = msg.announcement;
-          // A new claim is checked as at admission: a guest may become an owner's machine (or be refused) without reconnecting.
-          if (claimChanged && !this.standings.claimChanged(peer)) return;
-          if (changed) this.changed();
+        if (msg.announcement.seq >= peer.announcement.seq || msg.announcement.instance !== peer.announcement.instance) this.took(peer, msg.announcement);
+        return;
+      case "patch": {
+        const next = patched(peer.announcement, msg);
+        if (next === "out of step") return this.want(peer);
+        return this.took(peer, next);
+      }
+      case "beat":
+        if (msg.seq !== peer.announcement.seq) return this.want(peer);
+        if (msg.demand && JSON.stringify(msg.demand) !== JSON.stringify(peer.announcement.demand)) {
+          peer.announcement = { ...peer.announcement, demand: msg.demand };
+          this.changed();
         }
         return;
+      case "want":
+        // Answered once a heartbeat at most: asking again and again costs the asker, not us.
+        if (Date.now() - (peer.answeredAt ?? 0) < this.opts.heartbeatMs) return;
+        peer.answeredAt = Date.now();
+        peer.ourSeq = undefined;
+        return void this.sender.sendNext(peer, this.opts.announcement(), false);
       case "members":
-        if (this.standings.introduces(peer, this.peers.values(), false)) this.dialUnknown(msg.members);
+        if (this.standings.introduces(peer, this.peers.values(), false)) this.dialUnknown(msg.members, true);
         return;
       case "leave":
         return this.drop(peer, "left", false);
       case "roster":
         return this.standings.heard(peer, msg.statements, this.peers.values());
     }
+  }
+
+  /** A peer's new announcement, whole or patched. */
+  private took(peer: Peer, announcement: Announcement): void {
+    const changed = JSON.stringify({ ...announcement, seq: 0 }) !== JSON.stringify({ ...peer.announcement, seq: 0 });
+    const claimChanged = JSON.stringify(announcement.trust) !== JSON.stringify(peer.announcement.trust);
+    peer.announcement = announcement;
+    // A new claim is checked as at admission: a guest may become an owner's machine (or be refused) without reconnecting.
+    if (claimChanged && !this.standings.claimChanged(peer)) return;
+    if (changed) this.changed();
+  }
+
+  /** Asks the peer for its whole announcement (a beat or patch out of step with what we hold), once a heartbeat at most. */
+  private want(peer: Peer): void {
+    if (Date.now() - (peer.wantedAt ?? 0) < this.opts.heartbeatMs) return;
+    peer.wantedAt = Date.now();
+    void this.sender.send(peer, { v: PROTOCOL_VERSION, type: "want" });
   }
 
   /** The roster's files changed here: every peer is checked again (in full when the keys changed), and told what is new. */
@@ -289,38 +337,44 @@ export class Membership {
     if (this.peers.size === 0) void this.redials.rejoin();
   }
 
-  private async send(peer: Peer, msg: ControlMessage): Promise<void> {
-    try {
-      await writeFrame(peer.control.send, msg);
-    } catch (err) {
-      await this.ended(peer, `send failed: ${(err as Error).message}`);
-    }
-  }
-
-  /** Sends our announcement to every peer now (it changed). */
+  /** Sends every peer what moved in our announcement, now. */
   announce(): void {
-    const announcement = this.opts.announcement();
-    this.peers.lastSent = announcement;
-    const msg: ControlMessage = { v: PROTOCOL_VERSION, type: "announce", announcement };
-    for (const peer of this.peers.values()) void this.send(peer, msg);
+    this.sender.broadcast(this.opts.announcement(), false);
   }
 
   private tick(): void {
-    const lastSeen = new Map([...this.peers].map(([id, p]) => [id, p.lastSeen]));
-    for (const id of silentPeers(lastSeen, Date.now(), this.opts.peerTimeoutMs)) {
-      const peer = this.peers.get(id);
-      if (peer) this.drop(peer, `silent for over ${this.opts.peerTimeoutMs} ms`, false);
-    }
+    const now = Date.now();
+    const silent = (limitMs: number, at: (p: Peer) => number) => silentPeers(new Map([...this.peers].map(([id, p]) => [id, at(p)])), now, limitMs);
+    for (const id of silent(this.opts.peerTimeoutMs, (p) => p.lastSeen)) this.dropSilent(id, `silent for over ${this.opts.peerTimeoutMs} ms`);
+    const controlLimitMs = CONTROL_SILENCE_LIMITS * this.opts.peerTimeoutMs;
+    for (const id of silent(controlLimitMs, (p) => p.heardAt)) this.dropSilent(id, `no control message for over ${controlLimitMs} ms`);
     // A pass that expired since: no signature checked again.
     this.standings.recheck(this.peers.values());
-    this.announce();
-    this.redials.due(Date.now());
+    // What moved without a signal (a fetch's progress, the last request's time), and the queues' figures when they moved.
+    const cur = this.opts.announcement();
+    this.sender.broadcast(cur, this.sender.demandMoved(cur));
+    this.redials.due(now);
+  }
+
+  private dropSilent(id: string, reason: string): void {
+    const peer = this.peers.get(id);
+    if (peer) this.drop(peer, reason, false);
+  }
+
+  /** A peer that has had nothing of ours for a heartbeat gets a beat (`PeerTable.readLines`). */
+  private watchLines(): void {
+    const due = this.peers.readLines(Date.now(), this.opts.heartbeatMs);
+    if (!due.length) return;
+    const cur = this.opts.announcement();
+    for (const peer of due) void this.sender.sendNext(peer, cur, true);
   }
 
   /** Tells every peer we are leaving and closes every connection. */
   async leave(): Promise<void> {
     this.stopped = true;
+    this.dials.stop();
     clearInterval(this.heartbeat);
+    clearInterval(this.lineWatch);
     const peers = [...this.peers.values()];
     this.peers.clear();
     await Promise.all(

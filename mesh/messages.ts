@@ -120,6 +120,8 @@ export const AnnouncementSchema = z.object({
   hostsOnlyGetters: z.boolean().default(false),
   /** It elects, for a model some holder's copy reads images of, a holder whose copy does (its projector beside it) first; older versions do not, so a group with one does not either. */
   prefersSeeingHosts: z.boolean().default(false),
+  /** It reads `beat`, `patch` and `want` (`mesh/announcement-delta.ts`); older versions read them as junk, so they get the whole announcement every heartbeat. */
+  beats: z.boolean().default(false).catch(false),
   /** The workers (node ids) its running server of the assigned model uses, when it hosts one. */
   layout: z.array(z.string().min(1).max(128)).max(L.layout).refine((ids) => new Set(ids).size === ids.length, "a worker named twice in layout").optional(),
   /** Its last load of the assigned model failed, and why (it tries again later, less and less often). */
@@ -168,6 +170,11 @@ export const AnnouncementSchema = z.object({
 export type Announcement = z.infer<typeof AnnouncementSchema>;
 
 const v = z.literal(PROTOCOL_VERSION);
+const Seq = z.number().int().nonnegative();
+
+/** The fields a patch may set or take away: every field but who the node is and which announcement this is. */
+export const PATCHABLE = AnnouncementSchema.keyof().options.filter((k) => k !== "nodeId" && k !== "instance" && k !== "seq");
+const Patchable = z.enum(PATCHABLE as [string, ...string[]]);
 /** Statements in one `roster` message: a few hundred bytes each, well under the control message cap. */
 export const ROSTER_STATEMENTS_PER_MESSAGE = 256;
 
@@ -176,6 +183,16 @@ export const ControlMessageSchema = z.discriminatedUnion("type", [
   z.object({ v, type: z.literal("hello"), announcement: AnnouncementSchema, members: z.array(MemberAddrSchema).max(1024) }),
   /** My announcement changed, or the heartbeat is due. */
   z.object({ v, type: z.literal("announce"), announcement: AnnouncementSchema }),
+  /**
+   * I am here, and my announcement is still `seq` (a peer that has another asks for it whole with
+   * `want`); my servers' queues ride along, as they change with every request. Sent each heartbeat
+   * instead of the whole announcement, to peers that announce `beats`.
+   */
+  z.object({ v, type: z.literal("beat"), seq: Seq, demand: z.array(DemandSchema).max(L.serving).optional().catch(undefined) }),
+  /** My announcement moved from `base` to `seq`: these fields are new (`set`) or gone (`unset`). To peers that announce `beats`. */
+  z.object({ v, type: z.literal("patch"), base: Seq, seq: Seq, set: z.partialRecord(Patchable, z.unknown()), unset: z.array(Patchable).max(PATCHABLE.length).default([]) }),
+  /** Your last beat or patch did not follow what I hold of you: send me your whole announcement. */
+  z.object({ v, type: z.literal("want") }),
   /** Members I now know (sent when one joins me), so no pair that joined at once stays apart. */
   z.object({ v, type: z.literal("members"), members: z.array(MemberAddrSchema).max(1024) }),
   /** I am shutting down: forget me now rather than at the timeout. */

@@ -3,6 +3,7 @@
  * token: it carries the mesh secret, and `mesh token` reads it from the state dir instead.
  */
 import { shortId } from "../base/short-id.ts";
+import type { ControlCounters } from "./control-sender.ts";
 import type { Membership } from "./membership.ts";
 import type { Refusal } from "./peer-standings.ts";
 import type { OwnTrust } from "./roster-state.ts";
@@ -48,6 +49,10 @@ export interface MeshStatus {
   trust?: OwnTrust;
   /** Peers refused lately for their standing, and why. */
   refused?: Refusal[];
+  /** What this node's control streams carried since it started (bytes and messages, each way). */
+  control?: ControlCounters;
+  /** A digest of the mesh's catalog as this node worked it out (`placement/catalog-digest.ts`): one digest across a mesh that agrees. */
+  catalogDigest?: string;
 }
 
 /**
@@ -84,5 +89,5 @@ export function meshStatus(membership: Membership, now = Date.now()): MeshStatus
       ...(p.standing.standing === "guest" ? { guest: { ...(p.standing.name ? { name: p.standing.name } : {}), ...(p.standing.expiresAt ? { expiresAt: p.standing.expiresAt } : {}) } } : {}),
     }))
     .sort((a, b) => a.nodeId.localeCompare(b.nodeId));
-  return { state: "running", nodeId: membership.selfId, peers, refused: [...membership.standings.refusals] };
+  return { state: "running", nodeId: membership.selfId, peers, refused: [...membership.standings.refusals], control: { ...membership.sender.counters } };
 }

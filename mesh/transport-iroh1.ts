@@ -79,6 +79,11 @@ class Iroh1Connection implements PeerConnection {
     return Number(this.conn.rtt() ?? 0);
   }
 
+  datagrams(): { sent: number; received: number } {
+    const s = this.conn.stats();
+    return { sent: s.udpTxDatagrams, received: s.udpRxDatagrams };
+  }
+
   close(code: number, reason: string): void {
     try {
       this.conn.close(BigInt(code), [...new TextEncoder().encode(reason)]);

@@ -95,8 +95,13 @@ export class GroupReconciler {
     this.reconcileSoon();
   }
 
-  /** Decides again on the next turn (not from inside a decision, so changes settle one at a time). */
-  private reconcileSoon(): void {
+  /**
+   * Decides again on the next turn: not from inside a decision, so changes settle one at a time,
+   * and once for a burst of changes heard together (a mesh forming, a member's announcements). The
+   * view hears of the change at once, so a request in between reads the mesh as it is.
+   */
+  reconcileSoon(): void {
+    this.o.view.heard();
     if (this.pending) return;
     this.pending = true;
     setImmediate(() => void ((this.pending = false), this.reconcile()));

@@ -34,6 +34,7 @@ export function nodeAnnouncement(p: NodeAnnouncementParts): (nodeId: string, add
       role: p.pool.loaded().length ? "host" : p.rpcPort() ? "worker" : "idle",
       vramBytes: p.vramBytes,
       ramBytes: totalmem(),
+      beats: true,
       ...p.models.announced(),
       apiPort: p.apiPort,
       // To 10 s: every request would otherwise be an announcement to every peer.

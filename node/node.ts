@@ -22,6 +22,7 @@ import { MemberStreamCap } from "../mesh/member-stream-cap.ts";
 import { memberMayRequest } from "../mesh/member-routes.ts";
 import { startMesh, type MeshIdentity, type MeshNode } from "./mesh-node.ts";
 import type { MeshStatus } from "../mesh/status.ts";
+import { catalogDigest } from "../placement/catalog-digest.ts";
 import { StreamKind } from "../streams/wire.ts";
 import { ModelAdmin } from "./model-admin.ts";
 import { hubFromEnv, isPath, resolveModelArgs } from "./model-arg.ts";
@@ -283,7 +284,7 @@ export async function createNode(config: Config, identity: MeshIdentity, llama: 
     const present = new Set(peers.keys());
     kv.heard(new Map(countedPeers().map((p) => [p.id, p.announcement])));
     for (const id of tunnels.peers()) if (!present.has(id)) tunnels.closeFor(id);
-    group.reconcile();
+    group.reconcileSoon();
   };
 
   // Members' requests get as many places as the outside door's, and no member all of them; the
@@ -382,7 +383,7 @@ export async function createNode(config: Config, identity: MeshIdentity, llama: 
     group,
     admin,
     kv,
-    meshStatus: () => mesh?.status() ?? { state: "starting", nodeId: null, peers: [] },
+    meshStatus: () => (mesh ? { ...mesh.status(), catalogDigest: catalogDigest(view.catalog()) } : { state: "starting", nodeId: null, peers: [] }),
     start,
     beginShutdown,
     stop: async () => {

@@ -30,5 +30,11 @@ export interface PeerConnection {
   acceptStream(): Promise<Stream>;
   /** Round-trip time in milliseconds, as QUIC estimates it. */
   rttMs(): number;
+  /**
+   * UDP datagrams sent and received on this connection so far, where the transport counts them
+   * (iroh 1.x does; 0.35's binding does not): any datagram from a peer shows it alive, so a
+   * heartbeat need not repeat what QUIC's own packets already say.
+   */
+  datagrams?(): { sent: number; received: number };
   close(code: number, reason: string): void;
 }

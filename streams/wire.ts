@@ -65,6 +65,68 @@ export async function readFrame(recv: RecvSide): Promise<unknown | null> {
   return decodePayload(payload);
 }
 
+/**
+ * Reads frames from one stream, asking the transport for as much as it has at each read: one
+ * crossing into the transport per frame or fewer, where `readFrame` makes two (the length, then
+ * the body). A control stream carries a message from every peer every heartbeat, so the crossings
+ * are most of what an idle node spends per peer. Only for a stream nothing else reads after it.
+ */
+export class FrameReader {
+  private buf: Uint8Array;
+  private start = 0;
+  private end = 0;
+
+  constructor(
+    private readonly recv: RecvSide,
+    private readonly chunk = 16 * 1024,
+  ) {
+    this.buf = new Uint8Array(chunk);
+  }
+
+  /** The next frame's JSON and its size on the wire, or null when the stream ended cleanly between frames. */
+  async next(): Promise<{ message: unknown; bytes: number } | null> {
+    if (!(await this.fill(4, "length"))) return null;
+    const length = new DataView(this.buf.buffer, this.buf.byteOffset + this.start, 4).getUint32(0);
+    if (length > MAX_CONTROL_MESSAGE) throw new WireError(`control message length ${length} is over the ${MAX_CONTROL_MESSAGE} byte cap`);
+    await this.fill(4 + length, "body");
+    const payload = this.buf.subarray(this.start + 4, this.start + 4 + length);
+    const message = decodePayload(payload);
+    this.start += 4 + length;
+    if (this.start === this.end) {
+      // A large frame grew the buffer: it goes back to its usual size once read, so every peer's holds little.
+      if (this.buf.length > this.chunk) this.buf = new Uint8Array(this.chunk);
+      this.start = this.end = 0;
+    }
+    return { message, bytes: 4 + length };
+  }
+
+  /** Holds `n` unread bytes; false when the stream ended before any byte of a frame. */
+  private async fill(n: number, what: string): Promise<boolean> {
+    while (this.end - this.start < n) {
+      if (this.buf.length - this.start < n || this.end === this.buf.length) this.makeRoom(n);
+      const got = await this.recv.read(this.buf.subarray(this.end));
+      if (got === null) {
+        if (this.end === this.start && what === "length") return false;
+        throw new WireError(`the stream ended inside a control message's ${what} (${this.end - this.start} of ${n} bytes)`);
+      }
+      this.end += got;
+    }
+    return true;
+  }
+
+  /** Moves the unread bytes to the front, growing the buffer when a frame needs more than it holds. */
+  private makeRoom(n: number): void {
+    if (n <= this.buf.length) this.buf.copyWithin(0, this.start, this.end);
+    else {
+      const grown = new Uint8Array(n);
+      grown.set(this.buf.subarray(this.start, this.end));
+      this.buf = grown;
+    }
+    this.end -= this.start;
+    this.start = 0;
+  }
+}
+
 export async function writeFrame(send: SendSide, message: unknown): Promise<void> {
   await send.writeAll(encodeFrame(message));
 }

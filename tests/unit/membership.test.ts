@@ -127,13 +127,15 @@ test("a member that leaves is dropped at once, saying so", async () => {
   expect(peersOf(a)).toEqual([b.t.nodeId]);
 }, 30_000);
 
-test("a peer silent past the timeout is dropped", async () => {
+test("a peer silent past the timeout is dropped; where QUIC's own packets show it alive, once its control stream has been silent past five timeouts", async () => {
   const [a, b] = await Promise.all([member({ heartbeatMs: 200, peerTimeoutMs: 1_000 }), member({ heartbeatMs: 60_000 })]);
   await a.m.dial(addrOf(b));
   await waitFor(() => a.m.peers.has(b.t.nodeId), { what: "a to admit b" });
-  // b announces only once a minute: a hears nothing from it past its timeout.
-  await waitFor(() => !a.m.peers.has(b.t.nodeId), { what: "a to drop the silent b", timeoutMs: 15_000 });
-  expect(whyDropped(a, b)).toBe("silent for over 1000 ms");
+  // b sends a control message once a minute. Its QUIC stack still answers a's beats on iroh 1.x,
+  // whose connections count datagrams: there a keeps it while it looks alive, up to 5 s.
+  // Its log says so (a dials the member it lost again at once, so its table may hold b again by the next look).
+  await waitFor(() => whyDropped(a, b) !== undefined, { what: "a to drop the silent b", timeoutMs: 15_000 });
+  expect(whyDropped(a, b)).toBe(TEST_LINE === "iroh1" ? "no control message for over 5000 ms" : "silent for over 1000 ms");
 }, 30_000);
 
 test.if(TEST_LINE === "iroh1")("a member whose endpoint stopped on its own is the others' peer again, on the endpoint bound in its place", async () => {
