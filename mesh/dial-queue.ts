@@ -10,6 +10,9 @@ import type { MemberAddr } from "./join-token.ts";
 
 /** Dials under way at once, at most. */
 export const DIALS_AT_ONCE = 8;
+/** How long a member heard of counts as news the mesh has (`heardLately`), and how many are kept (the oldest go first). */
+const HEARD_FOR_MS = 60_000;
+const HEARD_KEPT = 1_024;
 const ROOM_CHECK_MS = 250;
 /**
  * How long a member heard of in passing is left to dial us first (pure): of two members that each
@@ -17,7 +20,7 @@ const ROOM_CHECK_MS = 250;
  * pair that joined at once meets with one handshake.
  */
 export function passingDelayMs(selfId: string, peerId: string): number {
-  return selfId < peerId ? 1_500 : 4_000;
+  return selfId < peerId ? 3_000 : 6_000;
 }
 
 /** The waiting members to dial now (pure): those due, not connected or dialed, the soonest first, up to the room left. */
@@ -42,6 +45,8 @@ export interface DialQueueParts {
 
 export class DialQueue {
   private readonly waiting = new Map<string, { addr: MemberAddr; at: number }>();
+  /** Members heard of lately, in passing or admitted, and when. */
+  private readonly heard = new Map<string, number>();
   private timer: Timer | undefined;
 
   constructor(private readonly o: DialQueueParts) {}
@@ -53,7 +58,25 @@ export class DialQueue {
 
   /** Members heard of in passing: dialed after their pause, if they have not dialed us by then. */
   passing(addrs: readonly MemberAddr[]): void {
+    for (const addr of addrs) this.note(addr.nodeId);
     this.add(addrs, (id) => passingDelayMs(this.o.selfId, id));
+  }
+
+  /**
+   * A member was admitted: whether it is news to this node, which then tells its other peers of it
+   * (a member heard of in the last minute was told to them by whoever admitted it first, so a
+   * newcomer's name goes around the mesh about once, where every admission sent it to everyone).
+   */
+  admitted(id: string): boolean {
+    const at = this.heard.get(id);
+    this.note(id);
+    return at === undefined || Date.now() - at > HEARD_FOR_MS;
+  }
+
+  private note(id: string): void {
+    this.heard.delete(id);
+    this.heard.set(id, Date.now());
+    if (this.heard.size > HEARD_KEPT) this.heard.delete(this.heard.keys().next().value!);
   }
 
   private add(addrs: readonly MemberAddr[], delay: (id: string) => number): void {

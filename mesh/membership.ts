@@ -187,9 +187,11 @@ export class Membership {
     });
     void this.readLoop(peer);
     void this.acceptStreams(peer);
-    // Tell everyone else about the newcomer, and dial whoever the newcomer knows that we do not.
-    const update: ControlMessage = { v: PROTOCOL_VERSION, type: "members", members: [memberAddr(hello.announcement)] };
-    for (const other of this.peers.values()) if (other !== peer) void this.sender.send(other, update);
+    // Tell everyone else about a newcomer this node had not heard of, and dial whoever the newcomer knows that we do not.
+    if (this.dials.admitted(peer.id)) {
+      const update: ControlMessage = { v: PROTOCOL_VERSION, type: "members", members: [memberAddr(hello.announcement)] };
+      for (const other of this.peers.values()) if (other !== peer) void this.sender.send(other, update);
+    }
     if (this.standings.introduces(peer, this.peers.values(), true)) this.dialUnknown(hello.members, false);
     this.standings.admitted(peer);
     this.changed();

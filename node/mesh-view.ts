@@ -19,8 +19,12 @@ import { takesRequests } from "../pool/wrapped-server.ts";
 import { HEARTBEAT_MS } from "./mesh-node.ts";
 import { nodeView, type ModelFields } from "./model-fields.ts";
 
-/** One and a half heartbeats without a word: the peer is probably gone (it is dropped at three). */
-export const SILENT_MS = HEARTBEAT_MS * 1.5;
+/**
+ * Two heartbeats without a sign of life: the peer is probably gone (it is dropped at three). A live
+ * peer sends something every heartbeat (a beat only where QUIC's own packets did not, seen within
+ * half a second), so one and a half left too little room.
+ */
+export const SILENT_MS = HEARTBEAT_MS * 2;
 
 /** What this node saw itself, as opposed to what members announced. */
 export interface VerifiedFacts {
