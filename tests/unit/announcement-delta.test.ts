@@ -6,7 +6,8 @@
 import { describe, expect, test } from "bun:test";
 import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
 import { announcementPatch, nextMessage, patched } from "../../mesh/announcement-delta.ts";
-import { dialsToStart, passingDelayMs } from "../../mesh/dial-queue.ts";
+import { createLog } from "../../base/log.ts";
+import { DialQueue, dialsToStart, passingDelayMs } from "../../mesh/dial-queue.ts";
 import { beatDue, CONTROL_EVERY_HEARTBEATS } from "../../mesh/membership-rules.ts";
 import { ControlMessageSchema, type Announcement } from "../../mesh/messages.ts";
 import type { RecvSide } from "../../streams/stream.ts";
@@ -105,6 +106,18 @@ describe("when a peer is due a beat (beatDue), with a 2 s heartbeat", () => {
 describe("paced dials", () => {
   test("a member heard of in passing waits; of two that heard of each other the smaller id dials first", () => {
     expect(passingDelayMs("a", "b")).toBeLessThan(passingDelayMs("b", "a"));
+  });
+  test("a newcomer is news once: told to the peers by the first node to admit it, or to hear of it in passing", () => {
+    const dialed: string[] = [];
+    const q = new DialQueue({ selfId: "self", dial: async (a) => void dialed.push(a.nodeId), busy: () => true, dialing: () => 0, stopped: () => false, log: createLog("json", () => {}) });
+    expect(q.admitted("x")).toBe(true);
+    expect(q.admitted("x")).toBe(false);
+    q.passing([{ nodeId: "y", addresses: [] }]);
+    expect(q.admitted("y")).toBe(false);
+    expect(q.admitted("z")).toBe(true);
+    // Every member here is busy (a peer already): none is dialed.
+    expect(dialed).toEqual([]);
+    q.stop();
   });
   const waiting = new Map([["x", 0], ["y", 5], ["z", 1], ["late", 100]]);
   const cases: [string, number, (id: string) => boolean, string[]][] = [
