@@ -12,13 +12,15 @@ import type { BiStream, Connection, Endpoint as IrohEndpoint, EndpointAddr } fro
 import { reachableAddresses, sameAddresses } from "./bound-addresses.ts";
 import type { MemberAddr } from "./transport-kit.ts";
 import { dialableRelay } from "./member-relay.ts";
-import { ALPN, chooseSockets, irohReason, nodeIdOf, oneLine, type PeerConnection, type QuicPathKind, type Stream, type Transport, type TransportOptions } from "./transport-kit.ts";
+import { ALPN, chooseSockets, freshSockets, irohReason, portTaken, nodeIdOf, oneLine, type PeerConnection, type QuicPathKind, type Stream, type Transport, type TransportOptions } from "./transport-kit.ts";
 
 type Iroh1 = typeof import("iroh1/index.js");
 const load = (): Promise<Iroh1> => import("iroh1/index.js");
 const ALPN_BYTES = [...ALPN];
 /** How often the endpoint's own address is looked at for a change (its home relay arriving, a new interface). */
 const ADDRESS_CHECK_MS = 2_000;
+/** Binds tried when the ports are a preference and the one chosen is taken each time. */
+const BIND_ATTEMPTS = 3;
 const hex = (bytes: number[]) => Buffer.from(bytes).toString("hex");
 const closeQuietly = (conn: Connection, reason = "") => {
   try {
@@ -118,7 +120,7 @@ export class Iroh1Transport implements Transport {
     return new Iroh1Transport(nodeId, { nodeId, addresses: reachableAddresses(sockets, networkInterfaces()) }, opts, sockets.asked);
   }
 
-  private async startIroh(asked: Record<string, string>): Promise<void> {
+  private async bind(asked: Record<string, string>): Promise<IrohEndpoint> {
     const { Endpoint, RelayMode } = await load();
     const builder = Endpoint.builder();
     // No discovery service: peers are dialed by the addresses the mesh hands around.
@@ -128,11 +130,26 @@ export class Iroh1Transport implements Transport {
     builder.secretKey([...this.opts.secretKey]);
     builder.alpns([ALPN_BYTES]);
     for (const addr of Object.values(asked)) builder.bindAddr(addr);
+    return builder.bind();
+  }
+
+  private async startIroh(first: Record<string, string>): Promise<void> {
     let endpoint: IrohEndpoint;
-    try {
-      endpoint = await builder.bind();
-    } catch (err) {
-      throw new Error(`the iroh endpoint did not start (${Object.values(asked).join(", ") || "default sockets"}): ${irohReason(err)}`);
+    for (let asked = first, attempt = 1; ; attempt++) {
+      try {
+        endpoint = await this.bind(asked);
+        break;
+      } catch (err) {
+        const reason = irohReason(err);
+        // A port picked or remembered was taken in the moment before iroh bound it: a free one now (its peers learn it).
+        if (this.opts.portsPreferred && portTaken(reason) && attempt < BIND_ATTEMPTS) {
+          const fresh = await freshSockets(asked);
+          this.opts.log?.info("a QUIC port was taken before the endpoint bound it; binding another", { was: Object.values(asked).join(","), now: Object.values(fresh).join(",") });
+          asked = fresh;
+          continue;
+        }
+        throw new Error(`the iroh endpoint did not start (${Object.values(asked).join(", ") || "default sockets"}): ${reason}`);
+      }
     }
     const id = hex(endpoint.id().toBytes());
     if (id !== this.nodeId) {

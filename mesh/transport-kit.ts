@@ -52,6 +52,11 @@ export interface TransportOptions {
   onAddress?: (addr: MemberAddr) => void;
   /** Where the transport says what it did on its own (an endpoint bound again). */
   log?: Log;
+  /**
+   * The ports given are a preference (remembered from the last start, or picked free here), not
+   * the operator's: one another process took before iroh bound it is swapped for a free one.
+   */
+  portsPreferred?: boolean;
 }
 
 /** A started endpoint of either line. */
@@ -147,6 +152,19 @@ export const udpPortFree = async (host: string, port: number): Promise<boolean> 
  * node says so. A family asked for that cannot be
  * probed goes to iroh as asked (iroh says what is wrong with it); one not asked for, left to iroh.
  */
+/** The same hosts as `asked`, on ports free now: for a bind that found its port taken. */
+export async function freshSockets(asked: Record<string, string>): Promise<Record<string, string>> {
+  const anyPort = (text: string | undefined) => {
+    const s = text === undefined ? undefined : parseSocketAddr(text);
+    return s ? formatSocketAddr({ host: s.host, port: 0 }) : undefined;
+  };
+  const again = await chooseSockets({ ipv4Addr: anyPort(asked.ipv4Addr), ipv6Addr: anyPort(asked.ipv6Addr) });
+  return again.asked;
+}
+
+/** iroh could not bind a port because another process holds it. */
+export const portTaken = (reason: string) => /address already in use/i.test(reason);
+
 export async function chooseSockets(opts: Pick<TransportOptions, "ipv4Addr" | "ipv6Addr">): Promise<{ v4?: BoundSocket; v6?: BoundSocket; asked: Record<string, string> }> {
   const asked: Record<string, string> = {};
   const choose = async (key: "ipv4Addr" | "ipv6Addr", fallback: string): Promise<BoundSocket | undefined> => {

@@ -214,6 +214,8 @@ export async function startMesh(config: Config, identity: MeshIdentity, hooks: M
   const transport = await Transport.start({
     secretKey,
     ...bindAddresses(config.quicBind, ports),
+    // A port the operator gave is theirs to fix; a remembered or picked one may change.
+    portsPreferred: !config.quicBind?.port,
     relay,
     line,
     log,
