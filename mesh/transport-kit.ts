@@ -148,8 +148,9 @@ export const udpPortFree = async (host: string, port: number): Promise<boolean> 
 /**
  * The sockets to hand iroh, each port 0 made a port free now, so that our address is known before
  * iroh's start (seconds of network probing) is over. Another process could take such a port in the
- * moment between; iroh then fails to bind it (measured, 1.x: "Address already in use"), and the
- * node says so. A family asked for that cannot be
+ * moment between; iroh then fails to bind it (measured, 1.x: "Address already in use"): on 1.x,
+ * with ports that are a preference, the endpoint binds a free one instead (`freshSockets`);
+ * otherwise the node says so. A family asked for that cannot be
  * probed goes to iroh as asked (iroh says what is wrong with it); one not asked for, left to iroh.
  */
 /** The same hosts as `asked`, on ports free now: for a bind that found its port taken. */
