@@ -10,7 +10,7 @@ import type { MemberAddr } from "./join-token.ts";
 
 /** Dials under way at once, at most. */
 export const DIALS_AT_ONCE = 8;
-/** How long a member heard of counts as news the mesh has (`heardLately`), and how many are kept (the oldest go first). */
+/** How long a member heard of counts as news the mesh already has (`admitted`), and how many are kept (the oldest go first). */
 const HEARD_FOR_MS = 60_000;
 const HEARD_KEPT = 1_024;
 const ROOM_CHECK_MS = 250;
