@@ -49,6 +49,7 @@ export function fakeAnnouncement(nodeId: string, line: TransportLine = TEST_LINE
     keepsLayouts: true,
     // It reads only whole announcements, as nodes before beats did: every heartbeat brings one.
     beats: false,
+    ring: false,
     hostsOnlyGetters: true,
     prefersSeeingHosts: true,
     ramBytes: 0,

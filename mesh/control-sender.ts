@@ -6,7 +6,7 @@
 import { encodeFrame } from "../streams/wire.ts";
 import { announcementPatch, nextMessage } from "./announcement-delta.ts";
 import { PROTOCOL_VERSION, type Announcement, type ControlMessage } from "./messages.ts";
-import type { Peer, PeerTable } from "./peer-table.ts";
+import { asksWatch, inRing, type Peer, type PeerTable } from "./peer-table.ts";
 
 /** What this node's control streams carried since it started. */
 export interface ControlCounters {
@@ -52,20 +52,43 @@ export class ControlSender {
   sendNext(peer: Peer, cur: Announcement, heartbeat: boolean, prev?: Announcement, frames = new Map<string, Uint8Array>()): Promise<void> {
     const kind = nextMessage({ beats: peer.announcement.beats, ourSeq: peer.ourSeq }, prev, cur, heartbeat);
     if (kind === "nothing") return Promise.resolve();
-    let frame = frames.get(kind);
+    const watch = kind === "beat" && asksWatch(peer);
+    const key = watch ? "beat, watch" : kind;
+    let frame = frames.get(key);
     if (!frame) {
       const v = PROTOCOL_VERSION;
       const msg: ControlMessage =
         kind === "beat"
-          ? { v, type: "beat", seq: cur.seq, ...(cur.demand.length ? { demand: cur.demand } : {}) }
+          ? { v, type: "beat", seq: cur.seq, ...(cur.demand.length ? { demand: cur.demand } : {}), ...(watch ? { watch } : {}) }
           : kind === "patch"
             ? { v, type: "patch", ...announcementPatch(prev!, cur) }
             : { v, type: "announce", announcement: cur };
       frame = encodeFrame(msg);
-      frames.set(kind, frame);
+      frames.set(key, frame);
     }
     peer.ourSeq = cur.seq;
     return this.sendFrame(peer, frame);
+  }
+
+  /** Asks the peer for its whole announcement (a beat or patch out of step with what we hold), once a heartbeat at most. */
+  want(peer: Peer, heartbeatMs: number): void {
+    if (Date.now() - (peer.wantedAt ?? 0) < heartbeatMs) return;
+    peer.wantedAt = Date.now();
+    void this.send(peer, { v: PROTOCOL_VERSION, type: "want" });
+  }
+
+  /** The peer asked for our whole announcement: answered once a heartbeat at most, as asking again and again costs the asker, not us. */
+  answerWant(peer: Peer, cur: Announcement, heartbeatMs: number): void {
+    if (Date.now() - (peer.answeredAt ?? 0) < heartbeatMs) return;
+    peer.answeredAt = Date.now();
+    peer.ourSeq = undefined;
+    void this.sendNext(peer, cur, false);
+  }
+
+  /** Tells the members in the ring that we dropped `memberId` for silence (`lost`): they check it themselves. */
+  lost(memberId: string): void {
+    const frame = encodeFrame({ v: PROTOCOL_VERSION, type: "lost", member: memberId } satisfies ControlMessage);
+    for (const peer of this.peers.values()) if (inRing(peer)) void this.sendFrame(peer, frame);
   }
 
   received(bytes: number): void {

@@ -1,6 +1,6 @@
 /**
  * Membership decisions (pure): which of two connections to one peer survives, whom to dial, and
- * who has gone quiet for too long.
+ * when a peer is due a beat.
  */
 import type { MemberAddr } from "./join-token.ts";
 
@@ -58,11 +58,6 @@ export interface SentToPeer {
 export function beatDue(sent: SentToPeer, now: number, heartbeatMs: number): boolean {
   if (!sent.beats) return now - sent.controlAt >= heartbeatMs;
   return now - Math.max(sent.controlAt, sent.lineAt ?? 0) >= heartbeatMs || now - sent.controlAt >= CONTROL_EVERY_HEARTBEATS * heartbeatMs;
-}
-
-/** Peers not heard from within `timeoutMs`. */
-export function silentPeers(lastSeen: ReadonlyMap<string, number>, now: number, timeoutMs: number): string[] {
-  return [...lastSeen].filter(([, t]) => now - t > timeoutMs).map(([id]) => id);
 }
 
 /**

@@ -10,7 +10,7 @@ import type { Log, LogFields } from "../base/log.ts";
 import { throttledWarning } from "../base/throttled-log.ts";
 import { acceptorHandshake, AUTH_DEADLINE_MS, AuthError, dialerHandshake, parseMessage, TimeoutError, withDeadline, type HandshakeParts, type Hello } from "./handshake.ts";
 import type { MemberAddr } from "./join-token.ts";
-import { CONTROL_SILENCE_LIMITS, keepWhich, membersToDial, silentPeers } from "./membership-rules.ts";
+import { keepWhich, membersToDial } from "./membership-rules.ts";
 import { PROTOCOL_VERSION, type Announcement, type ControlMessage } from "./messages.ts";
 import type { Statement } from "./roster.ts";
 import { describeStanding, PeerStandings, RefusedError, type PeerJudge, type Standing } from "./peer-standings.ts";
@@ -19,7 +19,7 @@ import { memberAddr } from "./remembered-members.ts";
 import { Redials, REMEMBER_MAX } from "./redials.ts";
 import { DUPLICATE_REASON } from "./replacements.ts";
 import type { PeerConnection, Stream, Transport } from "./transport.ts";
-import { PeerTable, type Peer } from "./peer-table.ts";
+import { inRing, PeerTable, type Peer } from "./peer-table.ts";
 import { FrameReader, StreamKind, WireError, writeFrame } from "../streams/wire.ts";
 import { patched } from "./announcement-delta.ts";
 import { ControlSender } from "./control-sender.ts";
@@ -176,7 +176,8 @@ export class Membership {
       this.peers.delete(conn.remoteId);
       existing.conn.close(CloseCode.DUPLICATE, DUPLICATE_REASON);
     }
-    const peer: Peer = { id: conn.remoteId, conn, control, dialer, announcement: hello.announcement, lastSeen: Date.now(), heardAt: Date.now(), standing };
+    const now = Date.now();
+    const peer: Peer = { id: conn.remoteId, conn, control, dialer, announcement: hello.announcement, lastSeen: now, heardAt: now, standing, watched: true, watchedSince: now };
     this.peers.set(peer.id, peer);
     this.peers.replacements.admitted();
     this.redials.connected(memberAddr(hello.announcement));
@@ -268,6 +269,8 @@ export class Membership {
 
   private handle(peer: Peer, msg: ControlMessage): void {
     peer.lastSeen = peer.heardAt = Date.now();
+    // Its event loop runs: whatever a member said of it, it is not silent.
+    peer.suspect = undefined;
     switch (msg.type) {
       case "hello":
         throw new WireError("a second hello");
@@ -277,25 +280,27 @@ export class Membership {
         return;
       case "patch": {
         const next = patched(peer.announcement, msg);
-        if (next === "out of step") return this.want(peer);
+        if (next === "out of step") return this.sender.want(peer, this.opts.heartbeatMs);
         return this.took(peer, next);
       }
       case "beat":
-        if (msg.seq !== peer.announcement.seq) return this.want(peer);
+        if (msg.watch) peer.watchedByAt = peer.heardAt;
+        if (msg.seq !== peer.announcement.seq) return this.sender.want(peer, this.opts.heartbeatMs);
         if (msg.demand && JSON.stringify(msg.demand) !== JSON.stringify(peer.announcement.demand)) {
           peer.announcement = { ...peer.announcement, demand: msg.demand };
           this.changed();
         }
         return;
       case "want":
-        // Answered once a heartbeat at most: asking again and again costs the asker, not us.
-        if (Date.now() - (peer.answeredAt ?? 0) < this.opts.heartbeatMs) return;
-        peer.answeredAt = Date.now();
-        peer.ourSeq = undefined;
-        return void this.sender.sendNext(peer, this.opts.announcement(), false);
+        return this.sender.answerWant(peer, this.opts.announcement(), this.opts.heartbeatMs);
       case "members":
         if (this.standings.introduces(peer, this.peers.values(), false)) this.dialUnknown(msg.members, true);
         return;
+      case "lost": {
+        // A claim: we probe the member ourselves (`PeerTable.suspectOnWord`).
+        const target = this.peers.suspectOnWord(peer, msg.member, Date.now(), this.opts.heartbeatMs);
+        return void (target && this.sender.sendNext(target, this.opts.announcement(), true));
+      }
       case "leave":
         return this.drop(peer, "left", false);
       case "roster":
@@ -311,13 +316,6 @@ export class Membership {
     // A new claim is checked as at admission: a guest may become an owner's machine (or be refused) without reconnecting.
     if (claimChanged && !this.standings.claimChanged(peer)) return;
     if (changed) this.changed();
-  }
-
-  /** Asks the peer for its whole announcement (a beat or patch out of step with what we hold), once a heartbeat at most. */
-  private want(peer: Peer): void {
-    if (Date.now() - (peer.wantedAt ?? 0) < this.opts.heartbeatMs) return;
-    peer.wantedAt = Date.now();
-    void this.sender.send(peer, { v: PROTOCOL_VERSION, type: "want" });
   }
 
   /** The roster's files changed here: every peer is checked again (in full when the keys changed), and told what is new. */
@@ -346,10 +344,7 @@ export class Membership {
 
   private tick(): void {
     const now = Date.now();
-    const silent = (limitMs: number, at: (p: Peer) => number) => silentPeers(new Map([...this.peers].map(([id, p]) => [id, at(p)])), now, limitMs);
-    for (const id of silent(this.opts.peerTimeoutMs, (p) => p.lastSeen)) this.dropSilent(id, `silent for over ${this.opts.peerTimeoutMs} ms`);
-    const controlLimitMs = CONTROL_SILENCE_LIMITS * this.opts.peerTimeoutMs;
-    for (const id of silent(controlLimitMs, (p) => p.heardAt)) this.dropSilent(id, `no control message for over ${controlLimitMs} ms`);
+    for (const { peer, reason } of this.peers.silent(now, this.opts.peerTimeoutMs)) this.dropSilent(peer, reason);
     // A pass that expired since: no signature checked again.
     this.standings.recheck(this.peers.values());
     // What moved without a signal (a fetch's progress, the last request's time), and the queues' figures when they moved.
@@ -358,17 +353,24 @@ export class Membership {
     this.redials.due(now);
   }
 
-  private dropSilent(id: string, reason: string): void {
-    const peer = this.peers.get(id);
-    if (peer) this.drop(peer, reason, false);
+  /**
+   * A peer gone silent. One we watched, not on another member's word, is news to the members that
+   * do not watch it: they are told (`lost`), and check it themselves.
+   */
+  private dropSilent(peer: Peer, reason: string): void {
+    if (this.peers.get(peer.id) !== peer) return;
+    const tell = peer.watched && !peer.suspect && inRing(peer);
+    this.drop(peer, reason, false);
+    if (tell) this.sender.lost(peer.id);
   }
 
   /** A peer that has had nothing of ours for a heartbeat gets a beat (`PeerTable.readLines`). */
   private watchLines(): void {
-    const due = this.peers.readLines(Date.now(), this.opts.heartbeatMs);
-    if (!due.length) return;
+    const look = this.peers.readLines(this.selfId, Date.now(), this.opts.heartbeatMs);
+    for (const peer of look.unanswered) this.dropSilent(peer, "no answer to a probe after a member said it fell silent");
+    if (!look.due.length) return;
     const cur = this.opts.announcement();
-    for (const peer of due) void this.sender.sendNext(peer, cur, true);
+    for (const peer of look.due) void this.sender.sendNext(peer, cur, true);
   }
 
   /** Tells every peer we are leaving and closes every connection. */

@@ -122,6 +122,8 @@ export const AnnouncementSchema = z.object({
   prefersSeeingHosts: z.boolean().default(false),
   /** It reads `beat`, `patch` and `want` (`mesh/announcement-delta.ts`); older versions read them as junk, so they get the whole announcement every heartbeat. */
   beats: z.boolean().default(false).catch(false),
+  /** It beats only its ring neighbours and judges the others by QUIC's keep-alives (`mesh/watch-ring.ts`), and reads `lost`; only where its connections count datagrams (iroh 1.x). */
+  ring: z.boolean().default(false).catch(false),
   /** The workers (node ids) its running server of the assigned model uses, when it hosts one. */
   layout: z.array(z.string().min(1).max(128)).max(L.layout).refine((ids) => new Set(ids).size === ids.length, "a worker named twice in layout").optional(),
   /** Its last load of the assigned model failed, and why (it tries again later, less and less often). */
@@ -188,13 +190,22 @@ export const ControlMessageSchema = z.discriminatedUnion("type", [
    * `want`); my servers' queues ride along, as they change with every request. Sent each heartbeat
    * instead of the whole announcement, to peers that announce `beats`.
    */
-  z.object({ v, type: z.literal("beat"), seq: Seq, demand: z.array(DemandSchema).max(L.serving).optional().catch(undefined) }),
+  z.object({
+    v,
+    type: z.literal("beat"),
+    seq: Seq,
+    demand: z.array(DemandSchema).max(L.serving).optional().catch(undefined),
+    /** You are my ring neighbour (or I was told you fell silent): watch me back (`mesh/watch-ring.ts`). To peers that announce `ring`. */
+    watch: z.boolean().optional().catch(undefined),
+  }),
   /** My announcement moved from `base` to `seq`: these fields are new (`set`) or gone (`unset`). To peers that announce `beats`. */
   z.object({ v, type: z.literal("patch"), base: Seq, seq: Seq, set: z.partialRecord(Patchable, z.unknown()), unset: z.array(Patchable).max(PATCHABLE.length).default([]) }),
   /** Your last beat or patch did not follow what I hold of you: send me your whole announcement. */
   z.object({ v, type: z.literal("want") }),
   /** Members I now know (sent when one joins me), so no pair that joined at once stays apart. */
   z.object({ v, type: z.literal("members"), members: z.array(MemberAddrSchema).max(1024) }),
+  /** A member I watched fell silent and I dropped it: check it yourself (`mesh/watch-ring.ts`). To peers that announce `ring`. */
+  z.object({ v, type: z.literal("lost"), member: z.string().min(1).max(128) }),
   /** I am shutting down: forget me now rather than at the timeout. */
   z.object({ v, type: z.literal("leave") }),
   /**

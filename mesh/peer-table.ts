@@ -5,7 +5,8 @@
  */
 import type { Announcement } from "./messages.ts";
 import type { Standing } from "./peer-standings.ts";
-import { beatDue } from "./membership-rules.ts";
+import { beatDue, CONTROL_SILENCE_LIMITS } from "./membership-rules.ts";
+import { LOST_NOTICES_PER_HEARTBEAT, PROBE_MS, ringNeighbours, silenceLimits, silenceVerdict, watches } from "./watch-ring.ts";
 import { Replacements } from "./replacements.ts";
 import type { PeerConnection, Stream } from "./transport.ts";
 
@@ -33,6 +34,35 @@ export interface Peer {
   /** When we last asked it for its whole announcement, and last answered its ask (one of each a heartbeat). */
   wantedAt?: number;
   answeredAt?: number;
+  /** We watch it (`watch-ring.ts`): it gets our beats and the short silence limits. Since when, so a limit counts from then. */
+  watched: boolean;
+  watchedSince: number;
+  /** One of our ring neighbours, as of the last look. */
+  neighbour?: boolean;
+  /** Its last beat that named us its neighbour. */
+  watchedByAt?: number;
+  /** A member said it fell silent: since when, and its datagrams received as counted when we probed it. */
+  suspect?: { since: number; received: number | undefined };
+  /** The `lost` notices from it acted on in the current heartbeat (a bound per member). */
+  lostNotices?: { at: number; count: number };
+}
+
+/** What one look at the connections found (`PeerTable.readLines`). */
+export interface LineLook {
+  /** Peers due a beat. */
+  due: Peer[];
+  /** Suspects that did not answer our probe: gone. */
+  unanswered: Peer[];
+}
+
+/** The peer takes part in the ring: it announces it, and its connection counts datagrams (`watch-ring.ts`). */
+export function inRing(p: Peer): boolean {
+  return p.announcement.ring && p.line !== undefined;
+}
+
+/** Our beats ask the peer to watch us back: it is our ring neighbour, or a suspect we probe. */
+export function asksWatch(p: Peer): boolean {
+  return inRing(p) && (p.neighbour === true || p.suspect !== undefined);
 }
 
 export class PeerTable extends Map<string, Peer> {
@@ -51,22 +81,62 @@ export class PeerTable extends Map<string, Peer> {
 
   /**
    * Reads each connection's datagram counts (where the transport keeps them): a datagram from a
-   * peer shows it alive, one to it shows it us. Returns the peers due a beat (`beatDue`): so an
-   * idle pair exchanges about one message a heartbeat between them, often none (QUIC's own packets
-   * say enough), where each sent one before.
+   * peer shows it alive, one to it shows it us. Works out whom we watch (`watch-ring.ts`: our ring
+   * neighbours, those that watch us, suspects, and every peer not in the ring) and returns those
+   * due a beat (`beatDue`), so an idle member beats its few neighbours and leaves the rest to
+   * QUIC's keep-alives; and the suspects that did not answer our probe.
    */
-  readLines(now: number, heartbeatMs: number): Peer[] {
-    const due: Peer[] = [];
+  readLines(selfId: string, now: number, heartbeatMs: number): LineLook {
+    const look: LineLook = { due: [], unanswered: [] };
     for (const peer of this.values()) {
       const counted = peer.conn.datagrams?.();
-      if (counted) {
-        if (counted.received !== peer.line?.received) peer.lastSeen = now;
-        if (counted.sent !== peer.line?.sent) peer.lineSentAt = now;
-        peer.line = counted;
-      }
-      if (beatDue({ beats: peer.announcement.beats, controlAt: peer.controlSentAt ?? 0, lineAt: peer.lineSentAt }, now, heartbeatMs)) due.push(peer);
+      if (!counted) continue;
+      if (counted.received !== peer.line?.received) peer.lastSeen = now;
+      if (counted.sent !== peer.line?.sent) peer.lineSentAt = now;
+      peer.line = counted;
     }
-    return due;
+    const neighbours = ringNeighbours(selfId, [...this.values()].filter(inRing).map((p) => p.id));
+    for (const peer of this.values()) {
+      peer.neighbour = inRing(peer) && neighbours.has(peer.id);
+      const watched = watches({ ringAware: inRing(peer), neighbour: peer.neighbour, watchedByAt: peer.watchedByAt, suspectSince: peer.suspect?.since }, now, heartbeatMs);
+      if (watched && !peer.watched) peer.watchedSince = now;
+      peer.watched = watched;
+      if (peer.suspect && now - peer.suspect.since >= PROBE_MS && peer.line?.received === peer.suspect.received) look.unanswered.push(peer);
+      if (watched && beatDue({ beats: peer.announcement.beats, controlAt: peer.controlSentAt ?? 0, lineAt: peer.lineSentAt }, now, heartbeatMs)) {
+        look.due.push(peer);
+      }
+    }
+    return look;
+  }
+
+  /** The peers gone silent by their limits (`watch-ring.ts`: short for those we watch), and why. */
+  silent(now: number, peerTimeoutMs: number): { peer: Peer; reason: string }[] {
+    const out: { peer: Peer; reason: string }[] = [];
+    for (const peer of this.values()) {
+      const reason = silenceVerdict(peer, silenceLimits(peer.watched, peerTimeoutMs, CONTROL_SILENCE_LIMITS), now);
+      if (reason) out.push({ peer, reason });
+    }
+    return out;
+  }
+
+  /**
+   * `from` says it dropped `memberId` for silence: a claim, so we check for ourselves. Returns the
+   * member to probe now (any message: its QUIC stack answers within milliseconds when it is
+   * alive), watched from now: `readLines` finds it unanswered when no datagram came back within
+   * `PROBE_MS`, and a member whose QUIC answers but whose event loop is stuck meets the control
+   * limit. A few notices per member and heartbeat are acted on, none about a member in the ring
+   * already being checked, and none about the sender itself.
+   */
+  suspectOnWord(from: Peer, memberId: string, now: number, heartbeatMs: number): Peer | undefined {
+    const target = this.get(memberId);
+    if (!target || target === from || !inRing(target) || target.suspect) return undefined;
+    const window = from.lostNotices && now - from.lostNotices.at < heartbeatMs ? from.lostNotices : { at: now, count: 0 };
+    if (window.count >= LOST_NOTICES_PER_HEARTBEAT) return undefined;
+    from.lostNotices = { at: window.at, count: window.count + 1 };
+    target.suspect = { since: now, received: target.conn.datagrams?.().received };
+    if (!target.watched) target.watchedSince = now;
+    target.watched = true;
+    return target;
   }
 
   /** A stream of `kind` (its first byte) to a peer; none when it is not a peer now. */

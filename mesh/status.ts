@@ -25,6 +25,8 @@ export interface PeerStatus {
   meshVersion: string;
   llamaBuild: string;
   lastSeenMsAgo: number;
+  /** This node watches it (`watch-ring.ts`): beats it and drops it at the short limits; the others it judges by QUIC's keep-alives. */
+  watched: boolean;
   /** Port of its direct RPC path (TLS), if it offers one. */
   directPort: number | undefined;
   /** The iroh line it runs (nodes before lines were announced ran iroh035). */
@@ -82,6 +84,7 @@ export function meshStatus(membership: Membership, now = Date.now()): MeshStatus
       meshVersion: p.announcement.meshVersion,
       llamaBuild: p.announcement.llamaBuild,
       lastSeenMsAgo: now - p.lastSeen,
+      watched: p.watched,
       directPort: p.announcement.signedDirect?.port,
       line: p.announcement.transport ?? LEGACY_LINE,
       relayUrl: p.announcement.relayUrl,

@@ -90,6 +90,7 @@ export function consoleSource(parts: ConsoleSourceParts): ConsoleSources {
         return {
           announcement: p.announcement,
           lastSeenMsAgo: now - p.lastSeen,
+          watched: p.watched,
           rttMs: rttOf(p.conn),
           quicPath: paths.get(p.id) ?? "none",
           tunnel: { ...bytes, direct: counters?.direct ?? false },

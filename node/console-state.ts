@@ -12,10 +12,13 @@ import type { Verdict } from "../mesh/peer-standing.ts";
 import type { OwnTrust } from "../mesh/roster-state.ts";
 import { shortId } from "../mesh/status.ts";
 import { LEGACY_LINE } from "../mesh/transport.ts";
+import { QUIC_KEEPALIVE_MS } from "../mesh/watch-ring.ts";
 
 export interface ConsolePeer {
   announcement: Announcement;
   lastSeenMsAgo: number;
+  /** This node watches it (`mesh/watch-ring.ts`); one it does not is heard from at QUIC's keep-alives only. */
+  watched?: boolean;
   rttMs: number | null;
   quicPath: QuicPath;
   /** Its RPC tunnel bytes and whether they went over the direct TLS path, from this node's counters. */
@@ -132,8 +135,8 @@ const byRole: Record<GroupRole, number> = { host: 0, worker: 1, replica: 2, stan
 
 function nodeOf(a: Announcement, self: boolean, peer: ConsolePeer | undefined, input: ConsoleInput, place: { roles: ConsoleNode["roles"]; usedBytes: number } | undefined): ConsoleNode {
   const lastSeenMsAgo = peer?.lastSeenMsAgo ?? 0;
-  // Two heartbeats missed: something is wrong, though the peer is not dropped yet (three are).
-  const silent = lastSeenMsAgo > 2 * input.heartbeatMs + 500;
+  // Two heartbeats missed (and a keep-alive, for a member we do not watch): something is wrong, though the peer is not dropped yet.
+  const silent = lastSeenMsAgo > 2 * input.heartbeatMs + 500 + (peer?.watched === false ? QUIC_KEEPALIVE_MS : 0);
   return {
     id: a.nodeId,
     shortId: shortId(a.nodeId),

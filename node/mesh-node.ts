@@ -135,7 +135,7 @@ export interface MeshNode {
 
 export interface MeshHooks {
   /** What we announce, given our address. */
-  content: (nodeId: string, addresses: string[], relayUrl?: string) => AnnouncementContent;
+  content: (nodeId: string, addresses: string[], relayUrl?: string) => Omit<AnnouncementContent, "ring">;
   /** A peer opened a data stream (RPC tunnel, HTTP). */
   onStream: (peerId: string, kind: number, stream: Stream) => void;
   /** Peers joined, left or announced something new. */
@@ -237,7 +237,8 @@ export async function startMesh(config: Config, identity: MeshIdentity, hooks: M
   const source = new AnnouncementSource(() => {
     const addr = transport.addr();
     const trust = roster.claim(addr.nodeId);
-    return { ...hooks.content(addr.nodeId, addr.addresses, addr.relayUrl), transport: line, ...(trust ? { trust } : {}) };
+    // The ring needs datagram counts, which only iroh 1.x connections keep (`mesh/watch-ring.ts`).
+    return { ...hooks.content(addr.nodeId, addr.addresses, addr.relayUrl), transport: line, ring: line === "iroh1", ...(trust ? { trust } : {}) };
   });
   membership = new Membership({
     transport,

@@ -11,7 +11,7 @@ import { counts, withNamedGuests } from "../placement/trust.ts";
 import type { ModelInfo, ModelStore } from "../models/model-store.ts";
 import type { ForwardedRequest, MeshForwarder } from "./mesh-forwarder.ts";
 import { hasFiles } from "./model-fields.ts";
-import { SILENT_MS, type MeshView } from "./mesh-view.ts";
+import type { MeshView } from "./mesh-view.ts";
 import { type MeshRouting } from "./mesh-routing.ts";
 
 export interface MeshRouterOptions {
@@ -56,7 +56,7 @@ export class MeshRouter implements MeshRouting {
       vramBytes: this.o.vramBytes,
     };
     const fromGuest = member !== undefined && view.verified.standing(member) === "guest";
-    return routeInMesh({ entry, self, forwarded, choose, hosts: this.o.hosts, silentMs: (id) => view.verified.silentMs(id), silentLimitMs: SILENT_MS, fromGuest, selfGuest: this.o.guest() });
+    return routeInMesh({ entry, self, forwarded, choose, hosts: this.o.hosts, silentMs: (id) => view.verified.silentMs(id), silentLimitMs: (id) => view.verified.silentLimitMs(id), fromGuest, selfGuest: this.o.guest() });
   }
 
   counts(nodeId: string): boolean {

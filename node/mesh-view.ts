@@ -13,6 +13,7 @@ import { announcedLoad, type AnnouncedLoad } from "../placement/pick-server.ts";
 import { catalog, type CatalogModel, type NodeView } from "../placement/catalog.ts";
 import { counts, type Standing } from "../placement/trust.ts";
 import type { Announcement } from "../mesh/messages.ts";
+import { QUIC_KEEPALIVE_MS } from "../mesh/watch-ring.ts";
 import type { ModelInfo } from "../models/model-store.ts";
 import type { LoadedServers } from "../pool/loaded-servers.ts";
 import { takesRequests } from "../pool/wrapped-server.ts";
@@ -25,11 +26,15 @@ import { nodeView, type ModelFields } from "./model-fields.ts";
  * half a second), so one and a half left too little room.
  */
 export const SILENT_MS = HEARTBEAT_MS * 2;
+/** The same for a member this node does not watch (`mesh/watch-ring.ts`): it is heard from at QUIC's keep-alives only, every 5 s. */
+export const UNWATCHED_SILENT_MS = QUIC_KEEPALIVE_MS + SILENT_MS;
 
 /** What this node saw itself, as opposed to what members announced. */
 export interface VerifiedFacts {
   /** How long since this node last heard from `id` (0 for this node, and for one it does not know). */
   silentMs(id: string): number;
+  /** Silent longer than this, `id` is probably gone: longer for a member we do not watch. */
+  silentLimitMs(id: string): number;
   /** This node's own server for `model` answers now (ready, not draining): seen in its pool, not announced. */
   answering(model: string): boolean;
   /** This node's own server for `model` now (slots, running, waiting), when one answers. */
@@ -76,7 +81,7 @@ export function announcedDemandOf(id: string, selfId: string, peers: Pick<ViewPe
 }
 
 /** The peers as the view reads them (`mesh/peer-table.ts`), and our announcement as they last got it. */
-export interface ViewPeers extends ReadonlyMap<string, { id: string; announcement: Announcement; lastSeen: number; standing: { standing: Standing } }> {
+export interface ViewPeers extends ReadonlyMap<string, { id: string; announcement: Announcement; lastSeen: number; watched?: boolean; standing: { standing: Standing } }> {
   readonly lastSent: { demand?: unknown } | undefined;
 }
 
@@ -128,6 +133,7 @@ export class MeshViewCache implements MeshView {
     const silentMs = (id: string) => Date.now() - (o.peers.get(id)?.lastSeen ?? Date.now());
     this.verified = {
       silentMs,
+      silentLimitMs: (id) => (o.peers.get(id)?.watched === false ? UNWATCHED_SILENT_MS : SILENT_MS),
       answering: (model) => {
         const s = o.servers.server(model);
         return s !== undefined && takesRequests(s.state);

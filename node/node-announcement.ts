@@ -2,8 +2,8 @@
  * What this node tells its peers of itself, assembled here from its parts: its addresses, its
  * role, the memory it offers and the machine's RAM, its models (`model-announcer.ts`: on disk,
  * served, its group's state), its API port, when its servers were last used (to 10 s) and their
- * queues (`announcedDemand`), its versions and its direct path. `mesh-node.ts` adds the iroh line
- * and the roster claim, and `AnnouncementSource` the sequence.
+ * queues (`announcedDemand`), its versions and its direct path. `mesh-node.ts` adds the iroh line,
+ * the ring (both follow the line) and the roster claim, and `AnnouncementSource` the sequence.
  */
 import { totalmem } from "node:os";
 import pkg from "../package.json" with { type: "json" };
@@ -24,7 +24,10 @@ export interface NodeAnnouncementParts {
   direct: () => { port: number; certSha256: string } | undefined;
 }
 
-export function nodeAnnouncement(p: NodeAnnouncementParts): (nodeId: string, addresses: string[], relayUrl?: string) => AnnouncementContent {
+/** The machine's RAM does not change while the node runs; reading it every heartbeat showed in profiles. */
+const RAM_BYTES = totalmem();
+
+export function nodeAnnouncement(p: NodeAnnouncementParts): (nodeId: string, addresses: string[], relayUrl?: string) => Omit<AnnouncementContent, "ring"> {
   return (nodeId, addresses, relayUrl) => {
     const direct = p.direct();
     return {
@@ -33,7 +36,7 @@ export function nodeAnnouncement(p: NodeAnnouncementParts): (nodeId: string, add
       ...(relayUrl ? { relayUrl } : {}),
       role: p.pool.loaded().length ? "host" : p.rpcPort() ? "worker" : "idle",
       vramBytes: p.vramBytes,
-      ramBytes: totalmem(),
+      ramBytes: RAM_BYTES,
       beats: true,
       ...p.models.announced(),
       apiPort: p.apiPort,

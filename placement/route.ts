@@ -150,8 +150,8 @@ export interface MeshRouteInput {
   hosts: readonly string[];
   /** How long since this node last heard from each node (its own clock, not their word; 0 for itself). */
   silentMs: (id: string) => number;
-  /** Silent longer than this, a server is likely gone. */
-  silentLimitMs: number;
+  /** Silent longer than this, a server is likely gone (longer for a member this node does not watch, `mesh/watch-ring.ts`). */
+  silentLimitMs: (id: string) => number;
   /** A guest of the mesh forwarded the request: it gets a server that runs, or this node as the model's host, never a load on demand. */
   fromGuest?: boolean;
   /**
@@ -170,7 +170,7 @@ export function routeInMesh(i: MeshRouteInput): Route {
   const { entry, self, forwarded, choose, silentMs } = i;
   const allowed = (id: string) => hostAllowed(i.hosts, self.nodeId, id);
   // A server that missed its heartbeats is likely gone: another one of the model takes the request.
-  const live = (id: string) => silentMs(id) <= i.silentLimitMs;
+  const live = (id: string) => silentMs(id) <= i.silentLimitMs(id);
   const chosen = routeModel(entry, self, forwarded, choose && ((servers) => choose(servers.filter((id) => live(id) && allowed(id)))));
   const route = forwarded ? chosen : withinHosts(chosen, entry, self, allowed);
   if (i.selfGuest && !forwarded && route.to === "unavailable" && self.hasFiles && self.needBytes <= self.vramBytes) return { to: "local" };

@@ -7,53 +7,20 @@
  */
 import { afterEach, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { createLog } from "../../base/log.ts";
-import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
+import { startMember, stopMember, whyDropped as droppedWhy, type Member } from "../../harness/members.ts";
 import { waitFor } from "../../harness/wait.ts";
-import { Membership } from "../../mesh/membership.ts";
-import type { Announcement } from "../../mesh/messages.ts";
-import { Transport } from "../../mesh/transport.ts";
-import type { Stream } from "../../streams/stream.ts";
 import { StreamKind } from "../../streams/wire.ts";
 import { TEST_LINE } from "../../harness/node.ts";
 
 const SECRET = Uint8Array.from(randomBytes(32));
 
-interface Member {
-  m: Membership;
-  t: Transport;
-  mine: Announcement;
-  changes: number;
-  streams: { from: string; kind: number }[];
-  /** Its log lines (JSON), to read why it dropped a peer. */
-  lines: string[];
-}
 const started: Member[] = [];
 afterEach(async () => {
-  await Promise.all(started.splice(0).map(async (x) => (await x.m.leave(), await x.t.close())));
+  await Promise.all(started.splice(0).map(stopMember));
 }, 30_000);
 
 async function member(o: { secret?: Uint8Array; heartbeatMs?: number; peerTimeoutMs?: number } = {}): Promise<Member> {
-  let m: Membership | undefined;
-  const lines: string[] = [];
-  const log = createLog("json", (line) => void lines.push(line));
-  const t = await Transport.bind({ secretKey: Uint8Array.from(randomBytes(32)), ipv4Addr: "127.0.0.1:0", ipv6Addr: "[::1]:0", relay: "disabled", line: TEST_LINE, log, onConnection: (conn) => void m?.accept(conn) });
-  const x: Member = { m: undefined as never, t, mine: { ...fakeAnnouncement(t.nodeId), addresses: t.addr().addresses }, changes: 0, streams: [], lines };
-  m = new Membership({
-    transport: t,
-    secret: o.secret ?? SECRET,
-    // Where the endpoint is now, as a node's announcement says it (an endpoint bound again moves).
-    announcement: () => ({ ...x.mine, addresses: t.addr().addresses }),
-    log,
-    heartbeatMs: o.heartbeatMs ?? 500,
-    peerTimeoutMs: o.peerTimeoutMs ?? 10_000,
-    onChange: () => void x.changes++,
-    onStream: (from: string, kind: number, stream: Stream) => {
-      x.streams.push({ from, kind });
-      void stream.send.reset(0).catch(() => undefined);
-    },
-  });
-  x.m = m;
+  const x = await startMember({ ...o, secret: o.secret ?? SECRET });
   started.push(x);
   return x;
 }
@@ -61,8 +28,7 @@ async function member(o: { secret?: Uint8Array; heartbeatMs?: number; peerTimeou
 const addrOf = (x: Member) => x.t.addr();
 const peersOf = (x: Member) => [...x.m.peers.keys()].sort();
 /** Why `x` dropped `peer`, as its log says. */
-const whyDropped = (x: Member, peer: Member) =>
-  x.lines.map((l) => JSON.parse(l) as { msg: string; peer?: string; reason?: string }).find((l) => l.msg === "peer left" && l.peer === peer.t.nodeId.slice(0, 10))?.reason;
+const whyDropped = (x: Member, peer: Member) => droppedWhy(x, peer.t.nodeId);
 
 test("a dial admits both ways: each holds the other with its announcement, and hears of the change", async () => {
   const [a, b] = await Promise.all([member(), member()]);

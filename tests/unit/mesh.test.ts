@@ -4,7 +4,7 @@ import { authMac, newNonce, verifyMac, type AuthContext } from "../../mesh/auth.
 import { decodeJoinToken, encodeJoinToken, type JoinToken } from "../../mesh/join-token.ts";
 import { bindAddresses, boundPorts } from "../../node/mesh-node.ts";
 import { closedAsDuplicate, resetByPeer } from "../../mesh/replacements.ts";
-import { dueRedials, joinBackoffMs, keepWhich, membersToDial, silentPeers } from "../../mesh/membership-rules.ts";
+import { dueRedials, joinBackoffMs, keepWhich, membersToDial } from "../../mesh/membership-rules.ts";
 import { AnnouncementSchema, ControlMessageSchema } from "../../mesh/messages.ts";
 import { decodePayload, encodeFrame, MAX_CONTROL_MESSAGE, WireError } from "../../streams/wire.ts";
 import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
@@ -83,8 +83,7 @@ test("membersToDial skips ourselves, the known and duplicates", () => {
   expect(membersToDial([m("self"), m("a"), m("b"), m("a"), m("c")], "self", new Set(["b"]))).toEqual([m("a"), m("c")]);
 });
 
-test("silentPeers and join backoff", () => {
-  expect(silentPeers(new Map([["a", 1000], ["b", 9000]]), 10_000, 6000)).toEqual(["a"]);
+test("join backoff", () => {
   expect([0, 1, 2, 5, 20].map(joinBackoffMs)).toEqual([500, 1000, 2000, 16_000, 30_000]);
 });
 
@@ -157,7 +156,7 @@ describe("QUIC bind addresses", () => {
 });
 
 test("mesh status prints this node's line and relay, and one line per peer with its own", () => {
-  const peer = { shortId: "p1", addresses: ["127.0.0.1:1"], rttMs: 2, role: "host" as const, serving: ["qwen"], vramBytes: 2 ** 33, ramBytes: 0, apiPort: 1, meshVersion: "0.1.0", llamaBuild: "x", lastSeenMsAgo: 5, directPort: undefined, standing: "member" as const };
+  const peer = { shortId: "p1", addresses: ["127.0.0.1:1"], rttMs: 2, role: "host" as const, serving: ["qwen"], vramBytes: 2 ** 33, ramBytes: 0, apiPort: 1, meshVersion: "0.1.0", llamaBuild: "x", lastSeenMsAgo: 5, watched: true, directPort: undefined, standing: "member" as const };
   const text = formatStatus("http://127.0.0.1:9337", {
     version: "0.1.0",
     state: "running",

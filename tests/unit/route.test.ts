@@ -139,12 +139,12 @@ test.each<[string, { e: CatalogModel | undefined; self?: LocalView; forwarded?: 
   ["--hosts names a, the route goes to b: a instead", { e: ready(["b", "a"]), hosts: ["a"] }, { to: "peer", peerId: "a" }],
   ["unknown everywhere: 404", { e: undefined }, { to: "unknown" }],
 ])("%s", (_, c, expected) => {
-  const got = routeInMesh({ entry: c.e, self: c.self ?? me(), forwarded: c.forwarded ?? false, ...(c.choose ? { choose: c.choose } : {}), hosts: c.hosts ?? [], silentMs, silentLimitMs: LIMIT });
+  const got = routeInMesh({ entry: c.e, self: c.self ?? me(), forwarded: c.forwarded ?? false, ...(c.choose ? { choose: c.choose } : {}), hosts: c.hosts ?? [], silentMs, silentLimitMs: () => LIMIT });
   if (typeof expected === "string") expect(got.to).toBe(expected);
   else expect(got).toEqual(expected);
 });
 
 test("the 503 for a silent server says which node, for how long, and to retry", () => {
-  const got = routeInMesh({ entry: ready(["gone0123456789"]), self: me(), forwarded: false, hosts: [], silentMs: () => 9_400, silentLimitMs: LIMIT });
+  const got = routeInMesh({ entry: ready(["gone0123456789"]), self: me(), forwarded: false, hosts: [], silentMs: () => 9_400, silentLimitMs: () => LIMIT });
   expect(got).toEqual({ to: "unavailable", message: 'the node hosting model "m" (gone012345) has not been heard from for 9 s; retry shortly', retryAfterS: 5 });
 });

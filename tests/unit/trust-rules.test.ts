@@ -103,7 +103,7 @@ describe("replicas", () => {
 describe("routes", () => {
   const self: LocalView = { nodeId: "b", model: M, known: false, hasFiles: false, ready: false, needBytes: 2 * GB, vramBytes: 16 * GB };
   const route = (hosts: string[], entry: CatalogModel | undefined, over: Partial<Parameters<typeof routeInMesh>[0]> = {}) =>
-    routeInMesh({ entry, self, forwarded: false, choose: (s) => s.at(-1), hosts, silentMs: () => 0, silentLimitMs: 3_000, ...over });
+    routeInMesh({ entry, self, forwarded: false, choose: (s) => s.at(-1), hosts, silentMs: () => 0, silentLimitMs: () => 3_000, ...over });
   const anchored = entryOf(catalog(anchoredFrom("b", [B, A, G])));
   const guestServing = [{ nodeId: "g", serving: [M] }];
 
@@ -135,7 +135,7 @@ describe("routes", () => {
     ["...the same from an owner's machine: loaded here", false, { known: true, hasFiles: true }, undefined, "local"],
     ["a guest's request to the model's elected host: answered (the group loads it anyway)", true, { known: true, hasFiles: true }, { ...anchored, host: "b", status: "loading", servedBy: undefined, servers: [] }, "local"],
   ])("%s", (_, fromGuest, over, entry, expected) => {
-    expect(routeInMesh({ entry, self: { ...self, ...over }, forwarded: true, hosts: [], silentMs: () => 0, silentLimitMs: 3_000, fromGuest }).to).toBe(expected);
+    expect(routeInMesh({ entry, self: { ...self, ...over }, forwarded: true, hosts: [], silentMs: () => 0, silentLimitMs: () => 3_000, fromGuest }).to).toBe(expected);
   });
 });
 
@@ -149,7 +149,7 @@ describe("a guest's own node", () => {
     ["an owner's machine in the same place: the 503 (it would be in the group if it could run it)", false, {}, "unavailable"],
   ])("%s", (_, selfGuest, over, expected) => {
     expect(noHost.status).toBe("needs-capacity");
-    expect(routeInMesh({ entry: noHost, self: { ...guestSelf, ...over }, forwarded: false, hosts: [], silentMs: () => 0, silentLimitMs: 3_000, selfGuest }).to).toBe(expected);
+    expect(routeInMesh({ entry: noHost, self: { ...guestSelf, ...over }, forwarded: false, hosts: [], silentMs: () => 0, silentLimitMs: () => 3_000, selfGuest }).to).toBe(expected);
   });
 });
 
