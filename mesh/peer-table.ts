@@ -80,21 +80,14 @@ export class PeerTable extends Map<string, Peer> {
   }
 
   /**
-   * Reads each connection's datagram counts (where the transport keeps them): a datagram from a
-   * peer shows it alive, one to it shows it us. Works out whom we watch (`watch-ring.ts`: our ring
+   * Reads each connection's datagram counts (`countDatagrams`). Works out whom we watch (`watch-ring.ts`: our ring
    * neighbours, those that watch us, suspects, and every peer not in the ring) and returns those
    * due a beat (`beatDue`), so an idle member beats its few neighbours and leaves the rest to
    * QUIC's keep-alives; and the suspects that did not answer our probe.
    */
   readLines(selfId: string, now: number, heartbeatMs: number): LineLook {
     const look: LineLook = { due: [], unanswered: [] };
-    for (const peer of this.values()) {
-      const counted = peer.conn.datagrams?.();
-      if (!counted) continue;
-      if (counted.received !== peer.line?.received) peer.lastSeen = now;
-      if (counted.sent !== peer.line?.sent) peer.lineSentAt = now;
-      peer.line = counted;
-    }
+    this.countDatagrams(now);
     const neighbours = ringNeighbours(selfId, [...this.values()].filter(inRing).map((p) => p.id));
     for (const peer of this.values()) {
       peer.neighbour = inRing(peer) && neighbours.has(peer.id);
@@ -109,8 +102,24 @@ export class PeerTable extends Map<string, Peer> {
     return look;
   }
 
-  /** The peers gone silent by their limits (`watch-ring.ts`: short for those we watch), and why. */
+  /** Each connection's datagram counts, where the transport keeps them: a datagram from a peer shows it alive, one to it shows it us. */
+  private countDatagrams(now: number): void {
+    for (const peer of this.values()) {
+      const counted = peer.conn.datagrams?.();
+      if (!counted) continue;
+      if (counted.received !== peer.line?.received) peer.lastSeen = now;
+      if (counted.sent !== peer.line?.sent) peer.lineSentAt = now;
+      peer.line = counted;
+    }
+  }
+
+  /**
+   * The peers gone silent by their limits (`watch-ring.ts`: short for those we watch), and why.
+   * The counts are read first: after our own event loop stalled, what QUIC received meanwhile
+   * still counts, so a stall here drops no peer that stayed alive.
+   */
   silent(now: number, peerTimeoutMs: number): { peer: Peer; reason: string }[] {
+    this.countDatagrams(now);
     const out: { peer: Peer; reason: string }[] = [];
     for (const peer of this.values()) {
       const reason = silenceVerdict(peer, silenceLimits(peer.watched, peerTimeoutMs, CONTROL_SILENCE_LIMITS), now);

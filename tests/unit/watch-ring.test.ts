@@ -127,4 +127,13 @@ describe("PeerTable: a member's word that another fell silent, checked by a prob
     counts[2]!.received++;
     expect(t.readLines("self", 1_000 + PROBE_MS, hb).unanswered.map((x) => x.id)).toEqual(["p1"]);
   });
+
+  test("silence is judged on fresh counts: after our own event loop stalled, a peer QUIC heard from meanwhile stays", () => {
+    const { t, counts, p } = table(3);
+    const stalledUntil = 1_000 + 20_000;
+    counts[1]!.received++;
+    const silent = t.silent(stalledUntil, 6_000).map((x) => x.peer.id);
+    expect(silent).toEqual(["p0", "p2"]);
+    expect(p(1).lastSeen).toBe(stalledUntil);
+  });
 });
