@@ -12,6 +12,7 @@ import { waitFor } from "../harness/wait.ts";
 import { rssMiB } from "./rss.ts";
 import { agreementSeen, chatOnce, controlRate, cpuSeconds, hostsOf, listsExactly, loopbackBytes, oneDigest, readViews, type NodeView } from "./scale-probe.ts";
 import { step } from "./watchdog.ts";
+import { describeStreamEnd, openStream, type StreamEnd } from "../harness/stream-end.ts";
 
 /** Every measure, in the summary's order: its section, its row and its goal at 50 nodes. */
 export const MEASURES = [
@@ -40,6 +41,8 @@ export const MEASURES = [
   { key: "churnHosts", section: "churn", label: "churn: samples with hosts of the model != 1", goal: "0" },
   { key: "restarted", section: "churn", label: "restart (same state dirs): spawn -> all N listed again", goal: "" },
   { key: "sameIds", section: "churn", label: "restarted nodes came back with their ids", goal: "" },
+  { key: "hostKilledNear", section: "host killed", label: "host killed mid-answer: streams through entries that watch it, by how they ended", goal: "<= 10 s, an error" },
+  { key: "hostKilledFar", section: "host killed", label: "host killed mid-answer: streams through entries that do not", goal: "<= 10 s, an error" },
 ] as const;
 export type MeasureKey = (typeof MEASURES)[number]["key"];
 
@@ -61,6 +64,8 @@ const CHANGES = 4;
 const CHANGE_EVERY_MS = 2_000;
 /** How long the churn phase goes on after the survivors agree. */
 const CHURN_TAIL_MS = 5_000;
+/** Entries with a stream in flight when the host dies. */
+const HOST_KILL_ENTRIES = 8;
 
 type Views = (NodeView | undefined)[];
 
@@ -257,6 +262,34 @@ export class ScaleRun {
     const restarted = await this.until(t1, "every node to list all again", async () => listsExactly(await readViews(all), all.map((x) => x.nodeId)));
     this.out.set("restarted", this.seconds(restarted));
     this.out.set("sameIds", back.every((b, i) => b.nodeId === victims[i]!.nodeId) ? "yes" : "no");
+  }
+
+  /**
+   * kill -9 of the founder, the model's one host, while streams through up to HOST_KILL_ENTRIES
+   * joiners are mid-answer: when each client's stream ended, and how (the dialect's error event, a
+   * cut). Entries that watch the founder (its ring neighbours) see it fall silent themselves; the
+   * rest hear it from them (`lost`) and check it. The last phase: the mesh has no host after it.
+   */
+  async hostKilled(): Promise<void> {
+    step(`N=${this.n}: killing the host mid-answer`);
+    const entries = this.joiners.slice(0, HOST_KILL_ENTRIES);
+    const watching = (await readViews(entries)).map((v) => v?.peers.find((p) => p.nodeId === this.founder.nodeId)?.watched);
+    const streams = await Promise.all(entries.map((e) => openStream(e, this.s.model)));
+    const t0 = performance.now();
+    this.founder.child.proc.kill("SIGKILL");
+    const ends = await Promise.all(streams.map((st) => st.end(t0, this.s.deadlineMs)));
+    // By how each ended, with the latest end of each kind; a stream that completed before the kill says so.
+    const row = (picked: StreamEnd[]) => {
+      if (!picked.length) return "none";
+      const kinds = new Map<string, number[]>();
+      for (const e of picked) {
+        const how = e.ms < 0 ? "completed before the kill" : describeStreamEnd(e);
+        kinds.set(how, [...(kinds.get(how) ?? []), e.ms]);
+      }
+      return [...kinds].map(([how, ms]) => `${ms.length} ${how}${how === "completed before the kill" ? "" : `, the last after ${this.seconds(Math.max(...ms))}`}`).join("; ");
+    };
+    this.out.set("hostKilledNear", row(ends.filter((_, i) => watching[i] !== false)));
+    this.out.set("hostKilledFar", row(ends.filter((_, i) => watching[i] === false)));
   }
 
   /** Stops every node started: the live ones first (a restarted node shares its state dir with the one killed before it). */

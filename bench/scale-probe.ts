@@ -19,6 +19,8 @@ export interface PeerView {
   nodeId: string;
   /** Models it announces it serves, less those it serves as a replica beside their host. */
   hosts: string[];
+  /** The node reading it watches it (its ring neighbour, `mesh/watch-ring.ts`); undefined from a node before the ring. */
+  watched: boolean | undefined;
 }
 
 export interface NodeView {
@@ -68,7 +70,7 @@ export async function readView(node: TestNode): Promise<NodeView | undefined> {
     const peers = list(s.peers).flatMap((p): PeerView[] => {
       const id = text(p.nodeId);
       const replicating = texts(p.replicating);
-      return id ? [{ nodeId: id, hosts: texts(p.serving).filter((m) => !replicating.includes(m)) }] : [];
+      return id ? [{ nodeId: id, hosts: texts(p.serving).filter((m) => !replicating.includes(m)), watched: typeof p.watched === "boolean" ? p.watched : undefined }] : [];
     });
     const own = text(s.catalogDigest);
     const ownServing = list(record(s.models).catalog)

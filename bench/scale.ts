@@ -18,6 +18,9 @@
  *    the catalog and see one host of the model; chats answered and failed, until 5 s after; samples
  *    where the model had other than one host; then the killed restart on their state dirs: time
  *    until every node lists all N again.
+ * 6. the host killed mid-answer: kill -9 of the founder while streams through 8 joiners are in
+ *    flight; when each client's stream ended and how (the dialect's error event, a cut), apart for
+ *    entries that watch the founder (its ring neighbours) and those that hear of it from them.
  *
  *   bun bench/scale.ts [--nodes 10[,25,...]] [--short] [--binary PATH] [--batch 5]
  *                      [--rest-seconds 20] [--deadline-s 120] [--chats 1000]
@@ -26,7 +29,7 @@
  * binary built before (an older commit's) instead of building this tree. Goals at N=50: agreement
  * within 15 s of the last spawn; <= 1 % of a core and <= 100 MiB RSS per idle node; control traffic
  * per idle node at most linear in N; after 10 % churn, agreement within 10 s and no failed chat;
- * one host per model at every sample. The tables are printed, never judged; the exit code is 1
+ * one host per model at every sample; a stream whose host dies ends in an error within 10 s. The tables are printed, never judged; the exit code is 1
  * only when a mesh could not be measured. Every node is stopped at the end.
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -93,6 +96,7 @@ try {
       await run.newJoiner();
       await run.modelChanges();
       await run.churn();
+      await run.hostKilled();
     } catch (err) {
       failed = true;
       console.error(`N=${n}: the run stopped: ${(err as Error).message}`);
