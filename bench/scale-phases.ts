@@ -12,7 +12,7 @@ import { waitFor } from "../harness/wait.ts";
 import { rssMiB } from "./rss.ts";
 import { agreementSeen, chatOnce, controlRate, cpuSeconds, hostsOf, listsExactly, loopbackBytes, oneDigest, readViews, type NodeView } from "./scale-probe.ts";
 import { step } from "./watchdog.ts";
-import { describeStreamEnd, openStream, type StreamEnd } from "../harness/stream-end.ts";
+import { describeStreamEnd, startStream, type StreamEnd } from "../harness/stream-end.ts";
 
 /** Every measure, in the summary's order: its section, its row and its goal at 50 nodes. */
 export const MEASURES = [
@@ -266,15 +266,17 @@ export class ScaleRun {
 
   /**
    * kill -9 of the founder, the model's one host, while streams through up to HOST_KILL_ENTRIES
-   * joiners are mid-answer: when each client's stream ended, and how (the dialect's error event, a
-   * cut). Entries that watch the founder (its ring neighbours) see it fall silent themselves; the
+   * joiners are in flight (one mid-answer, the rest waiting for its one slot): when each client's
+   * request ended, and how (the dialect's error event or status, a cut). Entries that watch the founder (its ring neighbours) see it fall silent themselves; the
    * rest hear it from them (`lost`) and check it. The last phase: the mesh has no host after it.
    */
   async hostKilled(): Promise<void> {
     step(`N=${this.n}: killing the host mid-answer`);
     const entries = this.joiners.slice(0, HOST_KILL_ENTRIES);
     const watching = (await readViews(entries)).map((v) => v?.peers.find((p) => p.nodeId === this.founder.nodeId)?.watched);
-    const streams = await Promise.all(entries.map((e) => openStream(e, this.s.model)));
+    // The founder serves one request at a time (--parallel 1): the first stream under way, the others wait their turn at it.
+    const streams = entries.map((e) => startStream(e, this.s.model));
+    await Promise.race(streams.map((st) => st.started));
     const t0 = performance.now();
     this.founder.child.proc.kill("SIGKILL");
     const ends = await Promise.all(streams.map((st) => st.end(t0, this.s.deadlineMs)));

@@ -10,42 +10,53 @@ import type { TestNode } from "./node.ts";
 export const LIVENESS_MS = 60_000;
 
 export interface StreamEnd {
-  how: "completed" | "error event" | "cut" | "no end";
+  how: "completed" | "error event" | "error status" | "cut" | "no end";
   /** When it ended, from `since`. */
   ms: number;
+  /** What the client read: the stream's text, or the status and body of an answer that was no stream. */
   text: string;
 }
 
+const STREAM_BODY = { messages: [{ role: "user", content: "hello" }], max_tokens: 100_000, ignore_eos: true, stream: true };
+
 /**
- * A streaming chat through `via` whose first chunk has arrived, read on in the background from
- * then on, so its end is timed when it happens (before a fault too); `end` waits for it, up to `limitMs`.
+ * A streaming chat through `via`, read in the background from the start, so its end is timed when
+ * it happens (before a fault too). `started` says whether its first chunk came ("streaming") or it
+ * ended first ("ended": an error status, say); `end` waits for its end, up to `limitMs`.
  */
-export async function openStream(via: TestNode, model: string) {
-  const body = { model, messages: [{ role: "user", content: "hello" }], max_tokens: 100_000, ignore_eos: true, stream: true };
-  const res = await post(via, "/v1/chat/completions", body);
-  if (res.status !== 200 || !res.body) throw new Error(`stream for ${model} through ${via.url}: ${res.status} ${await res.text()}`);
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder();
+export function startStream(via: TestNode, model: string) {
   let text = "";
-  const first = await reader.read();
-  text += decoder.decode(first.value);
   let endedAt = 0;
+  let cancel: (() => Promise<void>) | undefined;
+  let begin!: (how: "streaming" | "ended") => void;
+  const started = new Promise<"streaming" | "ended">((resolve) => (begin = resolve));
   const finished = (async (): Promise<StreamEnd["how"]> => {
     try {
+      const res = await post(via, "/v1/chat/completions", { model, ...STREAM_BODY });
+      if (res.status !== 200 || !res.body) {
+        text = `${res.status} ${await res.text()}`;
+        return "error status";
+      }
+      const reader = res.body.getReader();
+      cancel = () => reader.cancel();
+      const decoder = new TextDecoder();
       for (;;) {
         const { done, value } = await reader.read();
         if (done) break;
         text += decoder.decode(value, { stream: true });
+        begin("streaming");
       }
     } catch {
       return "cut";
     } finally {
       endedAt = performance.now();
+      begin("ended");
     }
     if (/data: \{"error"/.test(text)) return "error event";
     return text.includes("data: [DONE]") ? "completed" : "cut";
   })();
   return {
+    started,
     /** How it ended and when, from `since` (negative: it had ended before). */
     async end(since: number, limitMs = LIVENESS_MS): Promise<StreamEnd> {
       let timer: Timer | undefined;
@@ -53,12 +64,22 @@ export async function openStream(via: TestNode, model: string) {
       const how = await Promise.race([finished, deadline]);
       clearTimeout(timer);
       if (how === "no end") {
-        await reader.cancel().catch(() => undefined);
+        await cancel?.().catch(() => undefined);
         return { how, ms: performance.now() - since, text };
       }
       return { how, ms: endedAt - since, text };
     },
   };
+}
+
+/** A streaming chat through `via` whose first chunk has arrived (`startStream`); one answered with an error status throws. */
+export async function openStream(via: TestNode, model: string) {
+  const stream = startStream(via, model);
+  if ((await stream.started) === "ended") {
+    const e = await stream.end(performance.now());
+    if (e.how === "error status") throw new Error(`stream for ${model} through ${via.url}: ${e.text}`);
+  }
+  return stream;
 }
 
 /** What a stream's end tells a client: how it ended and whether the client can tell it was cut short. */
@@ -74,6 +95,7 @@ export function describeStreamEnd(e: StreamEnd): string {
     }
     return `stream ended with an error event${code}`;
   }
+  if (e.how === "error status") return `answered ${e.text.slice(0, 3)} before any stream`;
   return e.how === "cut" ? "stream cut without [DONE]" : "stream never ended";
 }
 
