@@ -6,7 +6,7 @@
 import type { Announcement } from "./messages.ts";
 import type { Standing } from "./peer-standings.ts";
 import { beatDue, CONTROL_SILENCE_LIMITS } from "./membership-rules.ts";
-import { LOST_NOTICES_PER_HEARTBEAT, PROBE_MS, ringNeighbours, silenceLimits, silenceVerdict, watches } from "./watch-ring.ts";
+import { LOST_NOTICES_PER_HEARTBEAT, PROBE_MS, ringNeighbours, silenceLimits, silenceVerdict, UNWATCHED_COUNT_MS, watches } from "./watch-ring.ts";
 import { Replacements } from "./replacements.ts";
 import type { PeerConnection, Stream } from "./transport.ts";
 
@@ -23,8 +23,9 @@ export interface Peer {
   /** Our last control message to it, and our last datagram to it the transport counted (`mesh/membership-rules.ts` `beatDue`). */
   controlSentAt?: number;
   lineSentAt?: number;
-  /** Datagrams sent to and received from it, as last counted. */
+  /** Datagrams sent to and received from it, as last counted, and when. */
   line?: { sent: number; received: number };
+  countedAt?: number;
   /** The connection has closed (it may still be the peer's while its replacement is in its handshake). */
   ended?: boolean;
   /** How it stands with this node, checked at admission and whenever its claim or the roster changes (`peer-standings.ts`). */
@@ -80,14 +81,15 @@ export class PeerTable extends Map<string, Peer> {
   }
 
   /**
-   * Reads each connection's datagram counts (`countDatagrams`). Works out whom we watch (`watch-ring.ts`: our ring
+   * Reads the datagram counts (`count`): every look for the peers we watch, every
+   * `UNWATCHED_COUNT_MS` for the rest. Works out whom we watch (`watch-ring.ts`: our ring
    * neighbours, those that watch us, suspects, and every peer not in the ring) and returns those
    * due a beat (`beatDue`), so an idle member beats its few neighbours and leaves the rest to
    * QUIC's keep-alives; and the suspects that did not answer our probe.
    */
   readLines(selfId: string, now: number, heartbeatMs: number): LineLook {
     const look: LineLook = { due: [], unanswered: [] };
-    this.countDatagrams(now);
+    for (const peer of this.values()) if (peer.watched || peer.countedAt === undefined || now - peer.countedAt >= UNWATCHED_COUNT_MS) this.count(peer, now);
     const neighbours = ringNeighbours(selfId, [...this.values()].filter(inRing).map((p) => p.id));
     for (const peer of this.values()) {
       peer.neighbour = inRing(peer) && neighbours.has(peer.id);
@@ -102,27 +104,28 @@ export class PeerTable extends Map<string, Peer> {
     return look;
   }
 
-  /** Each connection's datagram counts, where the transport keeps them: a datagram from a peer shows it alive, one to it shows it us. */
-  private countDatagrams(now: number): void {
-    for (const peer of this.values()) {
-      const counted = peer.conn.datagrams?.();
-      if (!counted) continue;
-      if (counted.received !== peer.line?.received) peer.lastSeen = now;
-      if (counted.sent !== peer.line?.sent) peer.lineSentAt = now;
-      peer.line = counted;
-    }
+  /** The peer's datagram counts, where the transport keeps them: a datagram from it shows it alive, one to it shows it us. */
+  private count(peer: Peer, now: number): void {
+    const counted = peer.conn.datagrams?.();
+    if (!counted) return;
+    peer.countedAt = now;
+    if (counted.received !== peer.line?.received) peer.lastSeen = now;
+    if (counted.sent !== peer.line?.sent) peer.lineSentAt = now;
+    peer.line = counted;
   }
 
   /**
    * The peers gone silent by their limits (`watch-ring.ts`: short for those we watch), and why.
-   * The counts are read first: after our own event loop stalled, what QUIC received meanwhile
-   * still counts, so a stall here drops no peer that stayed alive.
+   * One that looks silent is counted again first: after our own event loop stalled, what QUIC
+   * received meanwhile still counts, so a stall here drops no peer that stayed alive.
    */
   silent(now: number, peerTimeoutMs: number): { peer: Peer; reason: string }[] {
-    this.countDatagrams(now);
     const out: { peer: Peer; reason: string }[] = [];
     for (const peer of this.values()) {
-      const reason = silenceVerdict(peer, silenceLimits(peer.watched, peerTimeoutMs, CONTROL_SILENCE_LIMITS), now);
+      const limits = silenceLimits(peer.watched, peerTimeoutMs, CONTROL_SILENCE_LIMITS);
+      if (!silenceVerdict(peer, limits, now)) continue;
+      this.count(peer, now);
+      const reason = silenceVerdict(peer, limits, now);
       if (reason) out.push({ peer, reason });
     }
     return out;

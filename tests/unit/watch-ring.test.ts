@@ -8,7 +8,7 @@ import { describe, expect, test } from "bun:test";
 import { fakeAnnouncement } from "../../harness/rogue-peer.ts";
 import { PeerTable, type Peer } from "../../mesh/peer-table.ts";
 import type { PeerConnection } from "../../mesh/transport.ts";
-import { LOST_NOTICES_PER_HEARTBEAT, PROBE_MS, QUIC_KEEPALIVE_MS, ringNeighbours, RING_SIDE, silenceLimits, silenceVerdict, UNWATCHED_SILENCE_MS, WATCH_BACK_HEARTBEATS, watches, type WatchFacts } from "../../mesh/watch-ring.ts";
+import { LOST_NOTICES_PER_HEARTBEAT, PROBE_MS, QUIC_KEEPALIVE_MS, UNWATCHED_COUNT_MS, ringNeighbours, RING_SIDE, silenceLimits, silenceVerdict, UNWATCHED_SILENCE_MS, WATCH_BACK_HEARTBEATS, watches, type WatchFacts } from "../../mesh/watch-ring.ts";
 
 const ids = (n: number) => Array.from({ length: n }, (_, i) => `n${String(i).padStart(2, "0")}`);
 const sorted = (s: Set<string>) => [...s].sort();
@@ -135,5 +135,21 @@ describe("PeerTable: a member's word that another fell silent, checked by a prob
     const silent = t.silent(stalledUntil, 6_000).map((x) => x.peer.id);
     expect(silent).toEqual(["p0", "p2"]);
     expect(p(1).lastSeen).toBe(stalledUntil);
+  });
+
+  test(`counts are read every look for the peers watched, every ${UNWATCHED_COUNT_MS} ms for the rest`, () => {
+    const reads = new Map<string, number>();
+    const t = new PeerTable();
+    for (let i = 0; i < 10; i++) {
+      const id = `p${i}`;
+      const conn = { datagrams: () => (reads.set(id, (reads.get(id) ?? 0) + 1), { sent: 0, received: 0 }) } as unknown as PeerConnection;
+      t.set(id, { ...peer(id, { received: 0 }), conn });
+    }
+    // "self" sorts after p9: its neighbours are p7, p8, p9 and, wrapping, p0, p1, p2.
+    for (let now = 0; now <= 5_000; now += 500) t.readLines("self", now, hb);
+    const watched = [...t.values()].filter((x) => x.watched).map((x) => x.id);
+    expect(watched).toEqual(["p0", "p1", "p2", "p7", "p8", "p9"]);
+    for (const id of watched) expect(reads.get(id)).toBe(11);
+    for (const id of ["p3", "p4", "p5", "p6"]) expect(reads.get(id)).toBe(3);
   });
 });
