@@ -69,6 +69,15 @@ export function watches(f: WatchFacts, now: number, heartbeatMs: number): boolea
   return f.watchedByAt !== undefined && now - f.watchedByAt < WATCH_BACK_HEARTBEATS * heartbeatMs;
 }
 
+/**
+ * How long a peer may go unheard before it is probably gone (routing sends its requests elsewhere,
+ * the console says "silent"), though not dropped yet: two heartbeats, and one keep-alive more for
+ * a member we do not watch, which is heard from at QUIC's keep-alives only.
+ */
+export function probablyGoneAfterMs(watched: boolean, heartbeatMs: number): number {
+  return 2 * heartbeatMs + (watched ? 0 : QUIC_KEEPALIVE_MS);
+}
+
 /** How long a peer may go without a datagram, and without a control message, before it is dropped. */
 export interface SilenceLimits {
   datagramMs: number;

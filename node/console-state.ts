@@ -12,7 +12,7 @@ import type { Verdict } from "../mesh/peer-standing.ts";
 import type { OwnTrust } from "../mesh/roster-state.ts";
 import { shortId } from "../mesh/status.ts";
 import { LEGACY_LINE } from "../mesh/transport.ts";
-import { QUIC_KEEPALIVE_MS } from "../mesh/watch-ring.ts";
+import { probablyGoneAfterMs } from "../mesh/watch-ring.ts";
 
 export interface ConsolePeer {
   announcement: Announcement;
@@ -135,8 +135,8 @@ const byRole: Record<GroupRole, number> = { host: 0, worker: 1, replica: 2, stan
 
 function nodeOf(a: Announcement, self: boolean, peer: ConsolePeer | undefined, input: ConsoleInput, place: { roles: ConsoleNode["roles"]; usedBytes: number } | undefined): ConsoleNode {
   const lastSeenMsAgo = peer?.lastSeenMsAgo ?? 0;
-  // Two heartbeats missed (and a keep-alive, for a member we do not watch): something is wrong, though the peer is not dropped yet.
-  const silent = lastSeenMsAgo > 2 * input.heartbeatMs + 500 + (peer?.watched === false ? QUIC_KEEPALIVE_MS : 0);
+  // Something is wrong, though the peer is not dropped yet (half a second of room for the look that saw it).
+  const silent = lastSeenMsAgo > probablyGoneAfterMs(peer?.watched !== false, input.heartbeatMs) + 500;
   return {
     id: a.nodeId,
     shortId: shortId(a.nodeId),

@@ -13,7 +13,7 @@ import { announcedLoad, type AnnouncedLoad } from "../placement/pick-server.ts";
 import { catalog, type CatalogModel, type NodeView } from "../placement/catalog.ts";
 import { counts, type Standing } from "../placement/trust.ts";
 import type { Announcement } from "../mesh/messages.ts";
-import { QUIC_KEEPALIVE_MS } from "../mesh/watch-ring.ts";
+import { probablyGoneAfterMs } from "../mesh/watch-ring.ts";
 import type { ModelInfo } from "../models/model-store.ts";
 import type { LoadedServers } from "../pool/loaded-servers.ts";
 import { takesRequests } from "../pool/wrapped-server.ts";
@@ -25,9 +25,7 @@ import { nodeView, type ModelFields } from "./model-fields.ts";
  * peer sends something every heartbeat (a beat only where QUIC's own packets did not, seen within
  * half a second), so one and a half left too little room.
  */
-export const SILENT_MS = HEARTBEAT_MS * 2;
-/** The same for a member this node does not watch (`mesh/watch-ring.ts`): it is heard from at QUIC's keep-alives only, every 5 s. */
-export const UNWATCHED_SILENT_MS = QUIC_KEEPALIVE_MS + SILENT_MS;
+export const SILENT_MS = probablyGoneAfterMs(true, HEARTBEAT_MS);
 
 /** What this node saw itself, as opposed to what members announced. */
 export interface VerifiedFacts {
@@ -133,7 +131,7 @@ export class MeshViewCache implements MeshView {
     const silentMs = (id: string) => Date.now() - (o.peers.get(id)?.lastSeen ?? Date.now());
     this.verified = {
       silentMs,
-      silentLimitMs: (id) => (o.peers.get(id)?.watched === false ? UNWATCHED_SILENT_MS : SILENT_MS),
+      silentLimitMs: (id) => probablyGoneAfterMs(o.peers.get(id)?.watched !== false, HEARTBEAT_MS),
       answering: (model) => {
         const s = o.servers.server(model);
         return s !== undefined && takesRequests(s.state);
