@@ -10,7 +10,7 @@ import { SMALL_LLAMA, startNode, type StartNodeOptions, type TestNode } from "..
 import { processTree } from "../harness/processes.ts";
 import { waitFor } from "../harness/wait.ts";
 import { rssMiB } from "./rss.ts";
-import { agreementSeen, chatOnce, controlRate, cpuSeconds, hostsOf, listsExactly, loopbackBytes, oneDigest, readViews, type NodeView } from "./scale-probe.ts";
+import { agreementSeen, chatOnce, controlRate, cpuSeconds, hostsOf, listsExactly, loopbackBytes, oneDigest, readViews, threadParts, type NodeView, type ThreadPart } from "./scale-probe.ts";
 import { step } from "./watchdog.ts";
 import { describeStreamEnd, startStream, type StreamEnd } from "../harness/stream-end.ts";
 
@@ -19,10 +19,13 @@ export const MEASURES = [
   { key: "spawn", section: "formation", label: "joiners spawned, first -> last spawn", goal: "" },
   { key: "endpoints", section: "formation", label: "last spawn -> every endpoint up", goal: "" },
   { key: "formation", section: "formation", label: "last spawn -> all peers seen, one catalog", goal: "<= 15 s" },
+  { key: "formationDrops", section: "formation", label: "formation: live members dropped (peer left) / dials that failed, all nodes", goal: "" },
   { key: "digest", section: "formation", label: "catalog digest read from", goal: "" },
   { key: "served", section: "formation", label: "last spawn -> every node sees the model served", goal: "" },
   { key: "cpu", section: "idle", label: "CPU per node, avg / max (% of a core)", goal: "<= 1 %" },
   { key: "cpuSum", section: "idle", label: "CPU of all nodes (% of a core)", goal: "" },
+  { key: "cpuParts", section: "idle", label: "CPU per node by thread: event loop / iroh (tokio) / rest (% of a core)", goal: "" },
+  { key: "wakes", section: "idle", label: "wake-ups per node per second: event loop / iroh (tokio) / rest", goal: "" },
   { key: "cpuChildren", section: "idle", label: "CPU of their llama-server and rpc-server children (% of a core)", goal: "" },
   { key: "rss", section: "idle", label: "RSS per node, avg / max (MiB)", goal: "<= 100 MiB" },
   { key: "controlIdle", section: "traffic", label: "idle: control stream per node (sent B/s, msg/s)", goal: "at most linear in N" },
@@ -137,6 +140,9 @@ export class ScaleRun {
       return listsExactly(views, ids) && oneDigest(views);
     });
     this.out.set("formation", this.seconds(formed, agreementSeen(views, n - 1)));
+    // No node stopped while the mesh formed: every member dropped was alive, and every failed dial was to a live one.
+    const lines = this.nodes.flatMap((x) => x.child.output().split("\n"));
+    this.out.set("formationDrops", `${lines.filter((l) => l.includes("peer left")).length} / ${lines.filter((l) => l.includes("could not reach a member")).length}`);
     this.out.set("digest", views.every((v) => v?.digestOwn) ? "catalogDigest" : views.some((v) => v?.digestOwn) ? "mixed" : "/v1/models (ids, hosts)");
     this.out.set("served", this.seconds(await this.until(last, "every node to see the model served", async () => this.servedSeen(await readViews(this.nodes)))));
   }
@@ -148,9 +154,9 @@ export class ScaleRun {
     const pids = nodes.map((x) => x.child.proc.pid);
     const children = pids.flatMap((p) => [...processTree(p)].filter((c) => c !== p));
     const before = await readViews(nodes);
-    const [cpu0, kids0, lo0, t0] = [pids.map(cpuSeconds), children.map(cpuSeconds), loopbackBytes(), performance.now()];
+    const [cpu0, kids0, parts0, lo0, t0] = [pids.map(cpuSeconds), children.map(cpuSeconds), pids.map(threadParts), loopbackBytes(), performance.now()];
     await Bun.sleep(this.s.restMs);
-    const [cpu1, kids1, lo1, t1] = [pids.map(cpuSeconds), children.map(cpuSeconds), loopbackBytes(), performance.now()];
+    const [cpu1, kids1, parts1, lo1, t1] = [pids.map(cpuSeconds), children.map(cpuSeconds), pids.map(threadParts), loopbackBytes(), performance.now()];
     const rss = pids.flatMap((p) => rssMiB(p) ?? []);
     const after = await readViews(nodes);
     const secs = (t1 - t0) / 1000;
@@ -158,6 +164,10 @@ export class ScaleRun {
     const cpu = pct(cpu0, cpu1);
     this.out.set("cpu", `${avg(cpu).toFixed(2)} / ${Math.max(...cpu).toFixed(2)}`);
     this.out.set("cpuSum", sum(cpu).toFixed(1));
+    const part = (p: ThreadPart, of: "cpu" | "wakes") => sum(parts1.map((m, i) => (m.get(p)?.[of] ?? 0) - (parts0[i]!.get(p)?.[of] ?? 0))) / secs / pids.length;
+    const parts: ThreadPart[] = ["loop", "iroh", "rest"];
+    this.out.set("cpuParts", parts.map((p) => (part(p, "cpu") * 100).toFixed(2)).join(" / "));
+    this.out.set("wakes", parts.map((p) => part(p, "wakes").toFixed(1)).join(" / "));
     this.out.set("cpuChildren", `${sum(pct(kids0, kids1)).toFixed(1)} (${children.length} processes)`);
     this.out.set("rss", `${avg(rss).toFixed(0)} / ${Math.max(...rss).toFixed(0)}`);
     const control = controlRate(before, after, secs);

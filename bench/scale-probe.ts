@@ -4,7 +4,7 @@
  * read as plain JSON, so a binary that lacks a field (an older commit's) still reads, that field
  * missing; a node's CPU time from /proc; the loopback interface's bytes; one chat.
  */
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import type { TestNode } from "../harness/node.ts";
 
 /** The node's mesh control stream, counted since it started (`control` in its status; absent before it was added). */
@@ -142,6 +142,42 @@ export function cpuSeconds(pid: number): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** Which part of a node a thread belongs to, by its name: the event loop (the main thread), iroh's runtime, or the rest (JIT, GC, allocator). */
+export type ThreadPart = "loop" | "iroh" | "rest";
+
+export function threadPart(tid: number, pid: number, name: string): ThreadPart {
+  if (tid === pid) return "loop";
+  return name.startsWith("tokio-") ? "iroh" : "rest";
+}
+
+/**
+ * CPU seconds and voluntary context switches (wake-ups) of each part of `pid`, over its live
+ * threads (a thread that ended since takes its time with it; the process total is `cpuSeconds`).
+ */
+export function threadParts(pid: number): Map<ThreadPart, { cpu: number; wakes: number }> {
+  const out = new Map<ThreadPart, { cpu: number; wakes: number }>();
+  let tids: string[] = [];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+      const status = readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const part = threadPart(Number(tid), pid, stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")));
+      const was = out.get(part) ?? { cpu: 0, wakes: 0 };
+      const wakes = Number(/\nvoluntary_ctxt_switches:\s+(\d+)/.exec(status)?.[1] ?? 0);
+      out.set(part, { cpu: was.cpu + (Number(fields[11]) + Number(fields[12])) / CLK_TCK, wakes: was.wakes + wakes });
+    } catch {
+      // the thread ended between the listing and the read
+    }
+  }
+  return out;
 }
 
 /** Bytes the loopback interface has received (every byte sent on it is received on it once). */
