@@ -10,7 +10,7 @@ import { SMALL_LLAMA, startNode, type StartNodeOptions, type TestNode } from "..
 import { processTree } from "../harness/processes.ts";
 import { waitFor } from "../harness/wait.ts";
 import { rssMiB } from "./rss.ts";
-import { agreementSeen, chatOnce, controlRate, cpuSeconds, hostsOf, listsExactly, loopbackBytes, oneDigest, readViews, threadParts, type NodeView, type ThreadPart } from "./scale-probe.ts";
+import { agreementSeen, chatOnce, controlRate, cpuSeconds, hostsOf, listsExactly, loopbackBytes, oneDigest, partsBetween, readViews, threadTimes, type NodeView, type ThreadPart } from "./scale-probe.ts";
 import { step } from "./watchdog.ts";
 import { describeStreamEnd, startStream, type StreamEnd } from "../harness/stream-end.ts";
 
@@ -25,7 +25,7 @@ export const MEASURES = [
   { key: "cpu", section: "idle", label: "CPU per node, avg / max (% of a core)", goal: "<= 1 %" },
   { key: "cpuSum", section: "idle", label: "CPU of all nodes (% of a core)", goal: "" },
   { key: "cpuParts", section: "idle", label: "CPU per node by thread: event loop / iroh (tokio) / rest (% of a core)", goal: "" },
-  { key: "wakes", section: "idle", label: "wake-ups per node per second: event loop / iroh (tokio) / rest", goal: "" },
+  { key: "wakes", section: "idle", label: "wake-ups per node per second: event loop / iroh (tokio) / rest (its threads that lived through the rest)", goal: "" },
   { key: "cpuChildren", section: "idle", label: "CPU of their llama-server and rpc-server children (% of a core)", goal: "" },
   { key: "rss", section: "idle", label: "RSS per node, avg / max (MiB)", goal: "<= 100 MiB" },
   { key: "controlIdle", section: "traffic", label: "idle: control stream per node (sent B/s, msg/s)", goal: "at most linear in N" },
@@ -154,9 +154,9 @@ export class ScaleRun {
     const pids = nodes.map((x) => x.child.proc.pid);
     const children = pids.flatMap((p) => [...processTree(p)].filter((c) => c !== p));
     const before = await readViews(nodes);
-    const [cpu0, kids0, parts0, lo0, t0] = [pids.map(cpuSeconds), children.map(cpuSeconds), pids.map(threadParts), loopbackBytes(), performance.now()];
+    const [cpu0, kids0, parts0, lo0, t0] = [pids.map(cpuSeconds), children.map(cpuSeconds), pids.map(threadTimes), loopbackBytes(), performance.now()];
     await Bun.sleep(this.s.restMs);
-    const [cpu1, kids1, parts1, lo1, t1] = [pids.map(cpuSeconds), children.map(cpuSeconds), pids.map(threadParts), loopbackBytes(), performance.now()];
+    const [cpu1, kids1, parts1, lo1, t1] = [pids.map(cpuSeconds), children.map(cpuSeconds), pids.map(threadTimes), loopbackBytes(), performance.now()];
     const rss = pids.flatMap((p) => rssMiB(p) ?? []);
     const after = await readViews(nodes);
     const secs = (t1 - t0) / 1000;
@@ -164,7 +164,8 @@ export class ScaleRun {
     const cpu = pct(cpu0, cpu1);
     this.out.set("cpu", `${avg(cpu).toFixed(2)} / ${Math.max(...cpu).toFixed(2)}`);
     this.out.set("cpuSum", sum(cpu).toFixed(1));
-    const part = (p: ThreadPart, of: "cpu" | "wakes") => sum(parts1.map((m, i) => (m.get(p)?.[of] ?? 0) - (parts0[i]!.get(p)?.[of] ?? 0))) / secs / pids.length;
+    const between = parts1.map((m, i) => partsBetween(parts0[i]!, m, cpu0[i] === undefined || cpu1[i] === undefined ? undefined : cpu1[i]! - cpu0[i]!));
+    const part = (p: ThreadPart, of: "cpu" | "wakes") => sum(between.map((b) => b[p][of])) / secs / pids.length;
     const parts: ThreadPart[] = ["loop", "iroh", "rest"];
     this.out.set("cpuParts", parts.map((p) => (part(p, "cpu") * 100).toFixed(2)).join(" / "));
     this.out.set("wakes", parts.map((p) => part(p, "wakes").toFixed(1)).join(" / "));

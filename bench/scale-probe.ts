@@ -152,12 +152,16 @@ export function threadPart(tid: number, pid: number, name: string): ThreadPart {
   return name.startsWith("tokio-") ? "iroh" : "rest";
 }
 
-/**
- * CPU seconds and voluntary context switches (wake-ups) of each part of `pid`, over its live
- * threads (a thread that ended since takes its time with it; the process total is `cpuSeconds`).
- */
-export function threadParts(pid: number): Map<ThreadPart, { cpu: number; wakes: number }> {
-  const out = new Map<ThreadPart, { cpu: number; wakes: number }>();
+/** One thread's CPU seconds and voluntary context switches (its wake-ups) so far. */
+export interface ThreadTimes {
+  part: ThreadPart;
+  cpu: number;
+  wakes: number;
+}
+
+/** The live threads of `pid` by thread id (none when it is gone). */
+export function threadTimes(pid: number): Map<number, ThreadTimes> {
+  const out = new Map<number, ThreadTimes>();
   let tids: string[] = [];
   try {
     tids = readdirSync(`/proc/${pid}/task`);
@@ -169,14 +173,31 @@ export function threadParts(pid: number): Map<ThreadPart, { cpu: number; wakes: 
       const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
       const status = readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8");
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      const part = threadPart(Number(tid), pid, stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")));
-      const was = out.get(part) ?? { cpu: 0, wakes: 0 };
-      const wakes = Number(/\nvoluntary_ctxt_switches:\s+(\d+)/.exec(status)?.[1] ?? 0);
-      out.set(part, { cpu: was.cpu + (Number(fields[11]) + Number(fields[12])) / CLK_TCK, wakes: was.wakes + wakes });
+      out.set(Number(tid), {
+        part: threadPart(Number(tid), pid, stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"))),
+        cpu: (Number(fields[11]) + Number(fields[12])) / CLK_TCK,
+        wakes: Number(/\nvoluntary_ctxt_switches:\s+(\d+)/.exec(status)?.[1] ?? 0),
+      });
     } catch {
       // the thread ended between the listing and the read
     }
   }
+  return out;
+}
+
+/**
+ * What each part of a process used between two looks (pure). A thread that ended meanwhile took
+ * its time with it, and one born meanwhile counts from zero; so "rest" (where threads come and go:
+ * JIT, GC) gets the process's own total less the other two when that total is given.
+ */
+export function partsBetween(before: ReadonlyMap<number, ThreadTimes>, after: ReadonlyMap<number, ThreadTimes>, processCpu?: number): Record<ThreadPart, ThreadTimes> {
+  const out: Record<ThreadPart, ThreadTimes> = { loop: { part: "loop", cpu: 0, wakes: 0 }, iroh: { part: "iroh", cpu: 0, wakes: 0 }, rest: { part: "rest", cpu: 0, wakes: 0 } };
+  for (const [tid, t] of after) {
+    const was = before.get(tid);
+    out[t.part].cpu += t.cpu - (was?.cpu ?? 0);
+    out[t.part].wakes += t.wakes - (was?.wakes ?? 0);
+  }
+  if (processCpu !== undefined) out.rest.cpu = Math.max(0, processCpu - out.loop.cpu - out.iroh.cpu);
   return out;
 }
 
