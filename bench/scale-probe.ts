@@ -2,7 +2,7 @@
  * What bench/scale.ts reads of its nodes and of the machine: each node's view of the mesh from its
  * `/api/status` (peers, what each serves, one digest of its catalog, its control-stream counters)
  * read as plain JSON, so a binary that lacks a field (an older commit's) still reads, that field
- * missing; a node's CPU time from /proc; the loopback interface's bytes; one chat.
+ * missing; a node's CPU time from /proc, whole and by thread; the loopback interface's bytes; one chat.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import type { TestNode } from "../harness/node.ts";

@@ -7,9 +7,10 @@
  * 1. formation: joiners spawned in paced batches (`--batch`, each waiting for its nodes' "mesh
  *    endpoint up"); the time from the last spawn until every node lists the other N-1 as peers and
  *    all agree on one catalog (the status's `catalogDigest`; for a binary without it, a digest of
- *    each node's `/v1/models`: ids and hosts);
+ *    each node's `/v1/models`: ids and hosts); and the live members dropped and dials failed meanwhile;
  * 2. idle cost over a rest window with nothing polled: each node's own CPU (/proc utime + stime, its
- *    llama-server and rpc-server children apart) and RSS;
+ *    llama-server and rpc-server children apart; split into its event loop, iroh's runtime and the
+ *    rest, with their wake-ups) and RSS;
  * 3. control traffic per node, at rest and while the founder's model unloads and loads 4 times: the
  *    status's `control` counters ("-" for a binary without them) and all loopback bytes / N;
  * 4. a new joiner: time until a chat through it is answered, and until every node lists it;
